@@ -1,0 +1,12 @@
+// Package cluster is the Redis store of sluice, on go-redis/v9: a Redis
+// Cluster (ClusterClient) or a single node. It maps user keys to hash-tagged
+// Redis keys, runs the scripts of package lua with EVALSHA (EVAL once on
+// NOSCRIPT), groups a batch into one pipeline per node, keeps one circuit
+// breaker per node, and tells connectivity failures (limit.ErrUnavailable)
+// from errors that Redis itself returned.
+//
+// It must not decide what happens when Redis is unreachable (the limiter
+// does), and it must never replay a command that may have run: only
+// NOSCRIPT, MOVED and ASK, which Redis answers without running anything,
+// are sent again.
+package cluster

@@ -1,0 +1,348 @@
+package cluster
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/algotest"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+	"github.com/sluice-rl/sluice/lua"
+)
+
+// clockedScript is token_bucket.lua with its clock read from ARGV[6] and
+// ARGV[7] (seconds, microseconds) instead of redis.call('TIME'): the only
+// change, so that the vectors can step time exactly on a real Redis.
+func clockedScript(t *testing.T) *redis.Script {
+	t.Helper()
+	const clock = "redis.call('TIME')"
+	if strings.Count(lua.TokenBucket, clock) != 1 {
+		t.Fatalf("token_bucket.lua must read the clock exactly once with %s", clock)
+	}
+	return redis.NewScript(strings.Replace(lua.TokenBucket, clock, "{ARGV[6], ARGV[7]}", 1))
+}
+
+func evalAt(ctx context.Context, t *testing.T, c redis.Scripter, s *redis.Script, key string, p *limit.Policy, cost int64, peek bool, now int64) limit.Result {
+	t.Helper()
+	b, err := p.Bucket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := "0"
+	if peek {
+		pk = "1"
+	}
+	v, err := s.Run(ctx, c, []string{Key(key)}, b.Capacity, b.Refill, b.Scale, cost, pk, now/1_000_000, now%1_000_000).Result()
+	if err != nil {
+		return limit.Result{Err: err}
+	}
+	return decode(v)
+}
+
+// The one table of vectors, on the Lua script in a real Redis.
+func TestLuaVectors(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	s := clockedScript(t)
+	algotest.Run(t, algotest.TokenBucket, "vec:", func(t *testing.T, key string, p *limit.Policy, cost int64, peek bool, now int64) limit.Result {
+		return evalAt(ctx, t, node.Client(), s, key, p, cost, peek, now)
+	})
+}
+
+// Random sequences of takes and clock steps: Lua and Go must agree on every
+// reply, and on the state they leave.
+func TestLuaAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	s := clockedScript(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	periods := []time.Duration{time.Microsecond * 7, time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour}
+	for seq := range 200 {
+		p := &limit.Policy{
+			Limit:  1 + rng.Int64N(1000),
+			Rate:   1 + rng.Int64N(2_000_000),
+			Period: periods[rng.IntN(len(periods))],
+		}
+		b, err := p.Bucket()
+		if err != nil {
+			continue
+		}
+		key := "agree:" + strconv.Itoa(seq)
+		var st local.BucketState
+		now := algotest.T0
+		for step := range 30 {
+			switch rng.IntN(4) {
+			case 0:
+				now += rng.Int64N(1000)
+			case 1:
+				now += rng.Int64N(int64(p.Period / time.Microsecond))
+			case 2:
+				now -= rng.Int64N(100) // a clock step back
+			}
+			cost := 1 + rng.Int64N(p.Limit+p.Limit/10+1)
+			peek := rng.IntN(5) == 0
+			want, _ := local.TakeBucket(&st, b, cost, now, peek)
+			got := evalAt(ctx, t, node.Client(), s, key, p, cost, peek, now)
+			got.DecidedBy = ""
+			if got != want {
+				t.Fatalf("seq %d step %d policy %+v cost %d peek %v at %d: lua %+v, go %+v", seq, step, *p, cost, peek, now, got, want)
+			}
+		}
+	}
+}
+
+func newStore(t *testing.T, addrs []string) *Store {
+	t.Helper()
+	s, err := New(Config{Addrs: addrs, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func takeN(ctx context.Context, s *Store, p *limit.Policy, keys ...string) []limit.Result {
+	reqs := make([]limit.Request, len(keys))
+	for i, k := range keys {
+		reqs[i] = limit.Request{Key: k, Cost: 1, Policy: p}
+	}
+	out := make([]limit.Result, len(keys))
+	s.Do(ctx, reqs, out)
+	return out
+}
+
+func TestClusterStore(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, redistest.Config{})
+	s := newStore(t, c.Addrs())
+	ctx := context.Background()
+
+	t.Run("keys land on the slot of their tag", func(t *testing.T) {
+		for _, k := range []string{"acme", "{acme}:login", "x{}y", "ü-ñ", strings.Repeat("k", 1024)} {
+			want, err := c.Nodes()[0].Client().ClusterKeySlot(ctx, Key(k)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Slot(Key(k)); int64(got) != want {
+				t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT = %d", Key(k), got, want)
+			}
+		}
+		if Slot(Key("{acme}:login")) != Slot(Key("acme")) {
+			t.Error("a user hash tag must be kept")
+		}
+	})
+
+	t.Run("a batch across every node", func(t *testing.T) {
+		p := &limit.Policy{Limit: 3, Rate: 1, Period: time.Hour}
+		keys := make([]string, 300)
+		nodes := map[int]bool{}
+		for i := range keys {
+			keys[i] = "batch:" + strconv.Itoa(i)
+			nodes[Slot(Key(keys[i]))*3/16384] = true
+		}
+		if len(nodes) != 3 {
+			t.Fatalf("keys cover %d thirds of the slots, want 3", len(nodes))
+		}
+		for round, want := range []int64{2, 1, 0} {
+			for i, r := range takeN(ctx, s, p, keys...) {
+				if r.Err != nil || !r.Allowed || r.Remaining != want || r.DecidedBy != limit.ByStore {
+					t.Fatalf("round %d key %d: %+v", round, i, r)
+				}
+			}
+		}
+		for i, r := range takeN(ctx, s, p, keys...) {
+			if r.Err != nil || r.Allowed || r.RetryAfterMs < 1 {
+				t.Fatalf("key %d after draining: %+v", i, r)
+			}
+		}
+	})
+
+	t.Run("every key gets a TTL", func(t *testing.T) {
+		p := &limit.Policy{Limit: 10, Rate: 10, Period: time.Second}
+		takeN(ctx, s, p, "ttl:a")
+		owner, err := c.PrimaryForKey(ctx, Key("ttl:a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := owner.Client().PTTL(ctx, Key("ttl:a")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// one token to refill (100 ms) plus the one-second margin
+		if ttl <= 0 || ttl > 1100*time.Millisecond {
+			t.Fatalf("PTTL %v, want (0, 1.1s]", ttl)
+		}
+	})
+
+	t.Run("the race: 20 concurrent takes with 5 tokens left admit exactly 5", func(t *testing.T) {
+		p := &limit.Policy{Limit: 100, Rate: 1, Period: time.Hour}
+		reqs := []limit.Request{{Key: "race", Cost: 95, Policy: p}}
+		out := make([]limit.Result, 1)
+		s.Do(ctx, reqs, out)
+		if !out[0].Allowed || out[0].Remaining != 5 {
+			t.Fatalf("setup: %+v", out[0])
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		admitted := 0
+		for range 20 {
+			wg.Go(func() {
+				r := takeN(ctx, s, p, "race")[0]
+				if r.Err != nil {
+					t.Error(r.Err)
+				}
+				if r.Allowed {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if admitted != 5 {
+			t.Fatalf("admitted %d, want exactly 5", admitted)
+		}
+	})
+
+	t.Run("NOSCRIPT after SCRIPT FLUSH is reloaded, not an error", func(t *testing.T) {
+		p := &limit.Policy{Limit: 1000, Rate: 1000, Period: time.Second}
+		keys := []string{"ns:1", "ns:2", "ns:3", "ns:4", "ns:5", "ns:6"}
+		for round := range 3 {
+			if err := c.ScriptFlushAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range takeN(ctx, s, p, keys...) {
+				if r.Err != nil || !r.Allowed {
+					t.Fatalf("round %d key %d: %+v", round, i, r)
+				}
+			}
+		}
+	})
+
+	t.Run("reset", func(t *testing.T) {
+		p := &limit.Policy{Limit: 1, Rate: 1, Period: time.Hour}
+		takeN(ctx, s, p, "reset:k")
+		if ok, err := s.Reset(ctx, "reset:k", p); err != nil || !ok {
+			t.Fatalf("reset = %v, %v", ok, err)
+		}
+		if ok, err := s.Reset(ctx, "reset:k", p); err != nil || ok {
+			t.Fatalf("second reset = %v, %v", ok, err)
+		}
+		if r := takeN(ctx, s, p, "reset:k")[0]; !r.Allowed {
+			t.Fatalf("after reset: %+v", r)
+		}
+	})
+
+	t.Run("WRONGTYPE is an error, not a fallback", func(t *testing.T) {
+		p := &limit.Policy{Limit: 1, Rate: 1, Period: time.Hour}
+		owner, err := c.PrimaryForKey(ctx, Key("wrongtype"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := owner.Client().Set(ctx, Key("wrongtype"), "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := takeN(ctx, s, p, "wrongtype")[0]
+		if r.Err == nil || strings.Contains(r.Err.Error(), "unavailable") || !strings.Contains(r.Err.Error(), "WRONGTYPE") {
+			t.Fatalf("got %+v, want a WRONGTYPE error", r)
+		}
+	})
+
+	t.Run("memory per key", func(t *testing.T) {
+		p := &limit.Policy{Limit: 100, Rate: 50, Period: time.Second}
+		takeN(ctx, s, p, "mem:k")
+		owner, _ := c.PrimaryForKey(ctx, Key("mem:k"))
+		n, err := owner.Client().MemoryUsage(ctx, Key("mem:k")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("MEMORY USAGE %s = %d bytes", Key("mem:k"), n)
+		if n > 120 {
+			t.Fatalf("token bucket uses %d bytes, budget 120", n)
+		}
+	})
+}
+
+// A paused primary: replies within the deadline as unavailable errors, the
+// breaker opens, then the node answers again after SIGCONT.
+func TestPausedNode(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, redistest.Config{NodeTimeout: 20 * time.Second})
+	s, err := New(Config{Addrs: c.Addrs(), Timeout: 50 * time.Millisecond, BreakerCooldown: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	p := &limit.Policy{Limit: 1_000_000, Rate: 1, Period: time.Hour}
+	if r := takeN(ctx, s, p, "paused")[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	owner, err := c.PrimaryForKey(ctx, Key("paused"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = owner.Resume()
+		}
+	}()
+	var slowest time.Duration
+	fast := 0
+	for i := range 20 {
+		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		start := time.Now()
+		r := takeN(dctx, s, p, "paused")[0]
+		d := time.Since(start)
+		cancel()
+		slowest = max(slowest, d)
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "unavailable") {
+			t.Fatalf("take %d during pause: %+v", i, r)
+		}
+		if strings.Contains(r.Err.Error(), ErrCircuitOpen.Error()) {
+			fast++
+		}
+	}
+	t.Logf("slowest reply during pause %v; %d of 20 answered by the open breaker", slowest, fast)
+	if slowest > 50*time.Millisecond+100*time.Millisecond {
+		t.Fatalf("slowest reply %v, deadline 50ms", slowest)
+	}
+	if fast == 0 {
+		t.Fatal("the circuit breaker never opened")
+	}
+	if st := s.BreakerStates()[owner.Addr]; st != "open" {
+		t.Fatalf("breaker of %s is %q, want open", owner.Addr, st)
+	}
+	if err := owner.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := takeN(ctx, s, p, "paused")[0]
+		if r.Err == nil && r.DecidedBy == limit.ByStore {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no strict decision 10s after SIGCONT: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+	if st := s.BreakerStates()[owner.Addr]; st != "closed" {
+		t.Fatalf("breaker of %s is %q after recovery, want closed", owner.Addr, st)
+	}
+}

@@ -1,0 +1,210 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Algorithm names a rate-limiting algorithm. The zero value means TokenBucket.
+type Algorithm string
+
+// The algorithms a policy may name.
+const (
+	TokenBucket Algorithm = "token_bucket"
+)
+
+// FailMode is what a policy does when the store cannot answer in time.
+type FailMode string
+
+// The failure policies.
+const (
+	FailOpen   FailMode = "open"   // admit
+	FailClosed FailMode = "closed" // reject
+	FailLocal  FailMode = "local"  // decide with an in-process bucket of local_share
+)
+
+// Values of Result.DecidedBy: which path answered.
+const (
+	ByStore          = "store"
+	ByLease          = "lease"
+	BySplit          = "split"
+	ByEmbedded       = "embedded"
+	ByFallbackOpen   = "fallback-open"
+	ByFallbackClosed = "fallback-closed"
+	ByFallbackLocal  = "fallback-local"
+	ByShadow         = "shadow"
+)
+
+// MaxScaled is the largest integer a Lua number (an IEEE double) holds
+// exactly. Every scaled quantity of a bucket must stay below it.
+const MaxScaled = 1 << 53
+
+// HotMode selects the hot-key path of a policy.
+type HotMode string
+
+// The hot-key modes.
+const (
+	HotOff   HotMode = "off"
+	HotLease HotMode = "lease"
+	HotSplit HotMode = "split"
+)
+
+// Hot configures hot-key handling for a policy. The zero value is off.
+type Hot struct {
+	Mode      HotMode
+	Threshold int64 // requests/s on one instance before a key is hot
+	Split     int   // K sub-buckets for HotSplit
+}
+
+// Policy is one rate-limiting rule. Policies are immutable once built;
+// share them by pointer.
+type Policy struct {
+	Name      string
+	Match     string    // glob on the key
+	Algorithm Algorithm // zero means TokenBucket
+	Limit     int64     // burst capacity in tokens, >= 1
+	Rate      int64     // tokens refilled per Period, >= 1
+	Period    time.Duration
+	// OnStoreError is what happens when the store cannot answer.
+	OnStoreError FailMode
+	// LocalShare is the fraction of Limit and Rate that the FailLocal
+	// bucket of one instance admits alone; zero means 1.0.
+	LocalShare float64
+	Shadow     bool
+	Hot        Hot
+}
+
+// Bucket is a token bucket in exact integer units. A token is Scale units;
+// the bucket refills Refill units per microsecond and holds at most
+// Capacity units. Scale and Refill are Period (in µs) and Rate divided by
+// their greatest common divisor, so any rate from 1 per day to tens of
+// millions per second is exact, with no rounded emission interval.
+type Bucket struct {
+	Capacity int64 // Limit × Scale
+	Refill   int64 // units per µs
+	Scale    int64 // units per token
+	Limit    int64 // tokens
+}
+
+// Bucket returns the policy's exact integer parameters, or an error when the
+// policy cannot be represented exactly (Capacity must stay below MaxScaled).
+func (p *Policy) Bucket() (Bucket, error) {
+	if p.Limit < 1 {
+		return Bucket{}, errors.New("limit must be at least 1")
+	}
+	if p.Rate < 1 {
+		return Bucket{}, errors.New("rate must be at least 1")
+	}
+	if p.Period < time.Microsecond || p.Period%time.Microsecond != 0 {
+		return Bucket{}, errors.New("period must be a whole number of microseconds, at least 1µs")
+	}
+	us := int64(p.Period / time.Microsecond)
+	g := gcd(p.Rate, us)
+	b := Bucket{Refill: p.Rate / g, Scale: us / g, Limit: p.Limit}
+	if b.Scale > MaxScaled/p.Limit {
+		return Bucket{}, fmt.Errorf("limit %d with %d per %s needs more than 53 bits of precision; use a shorter period or a rate that divides it", p.Limit, p.Rate, p.Period)
+	}
+	if b.Refill > MaxScaled/1000 {
+		return Bucket{}, fmt.Errorf("rate %d per %s is too high to represent exactly", p.Rate, p.Period)
+	}
+	b.Capacity = p.Limit * b.Scale
+	return b, nil
+}
+
+// Share returns the policy scaled by LocalShare, as used by the FailLocal
+// bucket: limit and rate are rounded down but never below 1.
+func (p *Policy) Share() *Policy {
+	f := p.LocalShare
+	if f <= 0 || f >= 1 {
+		return p
+	}
+	q := *p
+	q.Limit = max(1, int64(math.Floor(float64(p.Limit)*f)))
+	q.Rate = max(1, int64(math.Floor(float64(p.Rate)*f)))
+	return &q
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// Op is what a Request asks of the store.
+type Op uint8
+
+// The operations.
+const (
+	OpTake Op = iota // spend Cost tokens if they exist
+	OpPeek           // report as OpTake would, spending nothing
+)
+
+// Request asks for one decision. Key is the user's key; the store maps it
+// to its own key layout.
+type Request struct {
+	Key    string
+	Cost   int64
+	Op     Op
+	Policy *Policy // filled by the limiter before the store sees it
+}
+
+// Result is one decision, the six fields of the RL.TAKE reply, or Err.
+type Result struct {
+	Allowed      bool
+	Limit        int64
+	Remaining    int64
+	RetryAfterMs int64 // -1 when allowed, or when Cost > Limit
+	ResetAfterMs int64
+	DecidedBy    string
+	Err          error
+}
+
+// Store decides batches of requests. Implementations must be safe for
+// concurrent use. Do fills out[i] for reqs[i]; len(out) == len(reqs). A
+// failure of one item is reported in its Result.Err, never by a panic.
+type Store interface {
+	Do(ctx context.Context, reqs []Request, out []Result)
+	// Reset forgets the state of key; it reports whether there was any.
+	Reset(ctx context.Context, key string, p *Policy) (bool, error)
+	Close() error
+}
+
+// Router is implemented by stores that spread keys over nodes; Node names the
+// node that owns key, "" when unknown. The limiter keeps one circuit breaker
+// per node.
+type Router interface {
+	Node(key string) string
+}
+
+// Errors shared across packages.
+var (
+	// ErrUnavailable marks connectivity failures of the store: timeouts,
+	// refused or reset connections, CLUSTERDOWN, TRYAGAIN. Only these go to
+	// a policy's OnStoreError.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrNoPolicy is returned when no policy matches a key.
+	ErrNoPolicy = errors.New("no policy matches key")
+)
+
+// UnavailableError is a connectivity failure of one store node.
+// errors.Is(err, ErrUnavailable) holds for it.
+type UnavailableError struct {
+	Node string
+	Err  error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Node == "" {
+		return "store unavailable: " + e.Err.Error()
+	}
+	return "store unavailable: node " + e.Node + ": " + e.Err.Error()
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Is reports ErrUnavailable as a match.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }

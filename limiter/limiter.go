@@ -1,0 +1,219 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+)
+
+// Matcher finds the policy of a key; nil when none matches. policy.Holder
+// satisfies it through a small adapter in cmd; tests pass a func.
+type Matcher interface {
+	Match(key string) *limit.Policy
+}
+
+// MatcherFunc adapts a function to Matcher.
+type MatcherFunc func(key string) *limit.Policy
+
+// Match calls f.
+func (f MatcherFunc) Match(key string) *limit.Policy { return f(key) }
+
+// Config configures a Limiter.
+type Config struct {
+	// Policies maps keys to policies (required).
+	Policies Matcher
+	// Store decides (required).
+	Store limit.Store
+	// Timeout is the deadline of every store call; 0 means 50ms.
+	Timeout func() time.Duration
+	// ClosedRetryAfter is the retry_after of a fallback-closed reject; 0
+	// means 1s, the circuit breaker's default cool-down.
+	ClosedRetryAfter time.Duration
+	// Fallback is the in-process store of the `local` failure policy; nil
+	// means a new local.Store labelled fallback-local.
+	Fallback limit.Store
+}
+
+// Limiter is the decision path. It is safe for concurrent use.
+type Limiter struct {
+	policies Matcher
+	store    limit.Store
+	timeout  func() time.Duration
+	fallback limit.Store
+	stats    Stats
+
+	closedRetry time.Duration
+}
+
+// Stats are the Limiter's counters, read with Snapshot.
+type Stats struct {
+	Decisions   atomic.Int64
+	Allowed     atomic.Int64
+	Rejected    atomic.Int64
+	Errors      atomic.Int64
+	StoreErrors atomic.Int64 // connectivity failures sent to on_store_error
+	ByPath      [8]atomic.Int64
+}
+
+var paths = [...]string{limit.ByStore, limit.ByLease, limit.BySplit, limit.ByEmbedded,
+	limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal, limit.ByShadow}
+
+// New validates cfg and returns a Limiter.
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Policies == nil || cfg.Store == nil {
+		return nil, errors.New("limiter: Policies and Store are required")
+	}
+	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, closedRetry: cfg.ClosedRetryAfter}
+	if l.closedRetry < time.Millisecond {
+		l.closedRetry = time.Second
+	}
+	if l.timeout == nil {
+		l.timeout = func() time.Duration { return 50 * time.Millisecond }
+	}
+	if l.fallback == nil {
+		l.fallback = local.New(local.Config{DecidedBy: limit.ByFallbackLocal})
+	}
+	return l, nil
+}
+
+// Decide decides a batch. reqs[i].Policy is filled in; out[i] gets the
+// decision or an error (limit.ErrNoPolicy, or an error Redis returned).
+func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	n := 0 // requests with a policy move to the front, in order
+	for i := range reqs {
+		p := l.policies.Match(reqs[i].Key)
+		reqs[i].Policy = p
+		if p == nil {
+			out[i] = limit.Result{Err: fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key)}
+			continue
+		}
+		n++
+	}
+	if n == 0 {
+		l.count(out)
+		return
+	}
+	if n < len(reqs) {
+		l.decideSome(ctx, reqs, out)
+		l.count(out)
+		return
+	}
+	l.decide(ctx, reqs, out)
+	l.count(out)
+}
+
+// decideSome decides the requests that have a policy when others have none.
+func (l *Limiter) decideSome(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	sub := make([]limit.Request, 0, len(reqs))
+	idx := make([]int, 0, len(reqs))
+	for i := range reqs {
+		if reqs[i].Policy != nil {
+			sub = append(sub, reqs[i])
+			idx = append(idx, i)
+		}
+	}
+	res := make([]limit.Result, len(sub))
+	l.decide(ctx, sub, res)
+	for j, i := range idx {
+		out[i] = res[j]
+	}
+}
+
+func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	dctx, cancel := context.WithTimeout(ctx, l.timeout())
+	l.store.Do(dctx, reqs, out)
+	cancel()
+	for i := range out {
+		if out[i].Err != nil && errors.Is(out[i].Err, limit.ErrUnavailable) {
+			l.stats.StoreErrors.Add(1)
+			l.onStoreError(ctx, &reqs[i], &out[i])
+		}
+		if reqs[i].Policy.Shadow && out[i].Err == nil {
+			out[i].Allowed = true
+			out[i].RetryAfterMs = -1
+			out[i].DecidedBy = limit.ByShadow
+		}
+	}
+}
+
+// onStoreError applies the policy's on_store_error to one request whose
+// store call failed for connectivity.
+func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit.Result) {
+	p := r.Policy
+	switch p.OnStoreError {
+	case limit.FailOpen:
+		// Nothing is known of the bucket: report it as untouched.
+		*res = limit.Result{Allowed: true, Limit: p.Limit, Remaining: p.Limit, RetryAfterMs: -1, DecidedBy: limit.ByFallbackOpen}
+	case limit.FailLocal:
+		q := *r
+		q.Policy = p.Share()
+		var one [1]limit.Result
+		l.fallback.Do(ctx, []limit.Request{q}, one[:])
+		*res = one[0]
+		res.DecidedBy = limit.ByFallbackLocal
+	default: // closed, and any unset value: never admit by accident
+		retry := int64(-1)
+		if r.Cost <= p.Limit {
+			retry = l.closedRetry.Milliseconds()
+		}
+		*res = limit.Result{Allowed: false, Limit: p.Limit, Remaining: 0, RetryAfterMs: retry, DecidedBy: limit.ByFallbackClosed}
+	}
+}
+
+func (l *Limiter) count(out []limit.Result) {
+	for i := range out {
+		r := &out[i]
+		switch {
+		case r.Err != nil:
+			l.stats.Errors.Add(1)
+			continue
+		case r.Allowed:
+			l.stats.Allowed.Add(1)
+		default:
+			l.stats.Rejected.Add(1)
+		}
+		l.stats.Decisions.Add(1)
+		for j, p := range paths {
+			if p == r.DecidedBy {
+				l.stats.ByPath[j].Add(1)
+				break
+			}
+		}
+	}
+}
+
+// Reset forgets the state of key in the store and in the fallback.
+func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
+	p := l.policies.Match(key)
+	if p == nil {
+		return false, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, key)
+	}
+	_, _ = l.fallback.Reset(ctx, key, p)
+	dctx, cancel := context.WithTimeout(ctx, l.timeout())
+	defer cancel()
+	return l.store.Reset(dctx, key, p)
+}
+
+// Snapshot is a copy of the counters.
+type Snapshot struct {
+	Decisions, Allowed, Rejected, Errors, StoreErrors int64
+	ByPath                                            map[string]int64
+}
+
+// Snapshot returns the counters now.
+func (l *Limiter) Snapshot() Snapshot {
+	s := Snapshot{
+		Decisions: l.stats.Decisions.Load(), Allowed: l.stats.Allowed.Load(),
+		Rejected: l.stats.Rejected.Load(), Errors: l.stats.Errors.Load(),
+		StoreErrors: l.stats.StoreErrors.Load(), ByPath: map[string]int64{},
+	}
+	for i, p := range paths {
+		s.ByPath[p] = l.stats.ByPath[i].Load()
+	}
+	return s
+}

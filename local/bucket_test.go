@@ -1,0 +1,147 @@
+package local
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/algotest"
+	"github.com/sluice-rl/sluice/limit"
+)
+
+func TestTokenBucketVectors(t *testing.T) {
+	t.Parallel()
+	states := map[string]*BucketState{}
+	algotest.Run(t, algotest.TokenBucket, "", func(t *testing.T, key string, p *limit.Policy, cost int64, peek bool, now int64) limit.Result {
+		b, err := p.Bucket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := states[key]
+		if st == nil {
+			st = &BucketState{}
+			states[key] = st
+		}
+		res, _ := TakeBucket(st, b, cost, now, peek)
+		return res
+	})
+}
+
+// The Store must give the same answers as the bare algorithm.
+func TestStoreVectors(t *testing.T) {
+	t.Parallel()
+	var now int64
+	s := New(Config{Now: func() time.Time { return time.UnixMicro(now) }})
+	algotest.Run(t, algotest.TokenBucket, "k:", func(t *testing.T, key string, p *limit.Policy, cost int64, peek bool, at int64) limit.Result {
+		now = at
+		op := limit.OpTake
+		if peek {
+			op = limit.OpPeek
+		}
+		out := make([]limit.Result, 1)
+		s.Do(context.Background(), []limit.Request{{Key: key, Cost: cost, Op: op, Policy: p}}, out)
+		if out[0].DecidedBy != limit.ByEmbedded {
+			t.Fatalf("decided_by = %q, want %q", out[0].DecidedBy, limit.ByEmbedded)
+		}
+		return out[0]
+	})
+}
+
+func TestStoreBoundedKeys(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	s := New(Config{MaxKeys: 64 * 100, Now: func() time.Time { return now }})
+	p := &limit.Policy{Limit: 10, Rate: 1, Period: time.Hour}
+	out := make([]limit.Result, 1)
+	for i := range 100_000 {
+		s.Do(context.Background(), []limit.Request{{Key: "k" + itoa(i), Cost: 1, Policy: p}}, out)
+		if !out[0].Allowed {
+			t.Fatalf("key %d rejected on first take", i)
+		}
+	}
+	if n := s.Len(); n > 64*100 {
+		t.Fatalf("store holds %d buckets, bound is %d", n, 64*100)
+	}
+}
+
+func TestStoreDropsFullBuckets(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	s := New(Config{MaxKeys: 64 * 10, Now: func() time.Time { return now }})
+	p := &limit.Policy{Limit: 10, Rate: 10, Period: time.Second}
+	out := make([]limit.Result, 1)
+	// A drained key must survive the sweeps that idle full keys do not.
+	s.Do(context.Background(), []limit.Request{{Key: "drained", Cost: 10, Policy: p}}, out)
+	for i := range 5000 {
+		now = now.Add(time.Second) // every earlier bucket is full again
+		s.Do(context.Background(), []limit.Request{{Key: "k" + itoa(i), Cost: 1, Policy: p}}, out)
+		s.Do(context.Background(), []limit.Request{{Key: "drained", Cost: 10, Policy: p}}, out)
+		if !out[0].Allowed {
+			t.Fatalf("round %d: drained key rejected after a full refill", i)
+		}
+	}
+	if n := s.Len(); n > 64*10 {
+		t.Fatalf("store holds %d buckets, bound is %d", n, 64*10)
+	}
+}
+
+func TestResetReportsState(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	s := New(Config{Now: func() time.Time { return now }})
+	p := &limit.Policy{Limit: 2, Rate: 1, Period: time.Second}
+	ctx := context.Background()
+	if ok, _ := s.Reset(ctx, "k", p); ok {
+		t.Fatal("reset of unknown key reported state")
+	}
+	out := make([]limit.Result, 1)
+	s.Do(ctx, []limit.Request{{Key: "k", Cost: 2, Policy: p}}, out)
+	if ok, _ := s.Reset(ctx, "k", p); !ok {
+		t.Fatal("reset of drained key reported no state")
+	}
+	s.Do(ctx, []limit.Request{{Key: "k", Cost: 2, Policy: p}}, out)
+	if !out[0].Allowed {
+		t.Fatal("take after reset rejected")
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func BenchmarkTakeBucket(b *testing.B) {
+	p := &limit.Policy{Limit: 1 << 30, Rate: 1_000_000, Period: time.Second}
+	bk, _ := p.Bucket()
+	var st BucketState
+	now := algotest.T0
+	b.ReportAllocs()
+	for b.Loop() {
+		now++
+		if res, _ := TakeBucket(&st, bk, 1, now, false); !res.Allowed {
+			b.Fatal("rejected")
+		}
+	}
+}
+
+func BenchmarkStore(b *testing.B) {
+	for _, keys := range []int{1, 1_000_000} {
+		b.Run("keys="+itoa(keys), func(b *testing.B) {
+			s := New(Config{})
+			p := &limit.Policy{Limit: 1 << 30, Rate: 1_000_000_000, Period: time.Second}
+			names := make([]string, min(keys, 1<<16))
+			for i := range names {
+				names[i] = "key:" + itoa(i)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				out := make([]limit.Result, 1)
+				req := []limit.Request{{Cost: 1, Policy: p}}
+				i := 0
+				for pb.Next() {
+					req[0].Key = names[i%len(names)]
+					i++
+					s.Do(context.Background(), req, out)
+				}
+			})
+		})
+	}
+}

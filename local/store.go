@@ -1,0 +1,148 @@
+package local
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// Config configures a Store. The zero value is usable.
+type Config struct {
+	// Now is the clock; nil means time.Now. Tests pass a fake one.
+	Now func() time.Time
+	// DecidedBy labels every result; "" means limit.ByEmbedded.
+	DecidedBy string
+	// MaxKeys bounds the buckets held; 0 means 1,000,000. A full bucket is
+	// the same as no bucket, so full ones are dropped first; past the bound
+	// an arbitrary bucket is dropped, which refills it (documented
+	// over-admission for that one key, never unbounded memory).
+	MaxKeys int
+}
+
+const shards = 64
+
+// Store is the in-process store. It is safe for concurrent use; keys are
+// spread over independently locked shards, so there is no global lock.
+type Store struct {
+	now       func() time.Time
+	decidedBy string
+	perShard  int
+	seed      maphash.Seed
+	shards    [shards]shard
+}
+
+type shard struct {
+	mu      sync.Mutex
+	buckets map[string]*entry
+	ops     uint32
+}
+
+type entry struct {
+	st BucketState
+	b  limit.Bucket // of the last write, to know when it is full
+}
+
+var _ limit.Store = (*Store)(nil)
+
+// New returns an empty Store.
+func New(cfg Config) *Store {
+	s := &Store{now: cfg.Now, decidedBy: cfg.DecidedBy, seed: maphash.MakeSeed()}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.decidedBy == "" {
+		s.decidedBy = limit.ByEmbedded
+	}
+	maxKeys := cfg.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = 1_000_000
+	}
+	s.perShard = max(1, maxKeys/shards)
+	for i := range s.shards {
+		s.shards[i].buckets = make(map[string]*entry)
+	}
+	return s
+}
+
+// Do decides every request at one instant of the Store's clock.
+func (s *Store) Do(_ context.Context, reqs []limit.Request, out []limit.Result) {
+	now := s.now().UnixMicro()
+	for i := range reqs {
+		out[i] = s.decide(&reqs[i], now)
+	}
+}
+
+func (s *Store) decide(r *limit.Request, now int64) limit.Result {
+	b, err := r.Policy.Bucket()
+	if err != nil {
+		return limit.Result{Err: err}
+	}
+	sh := &s.shards[maphash.String(s.seed, r.Key)%shards]
+	sh.mu.Lock()
+	e := sh.buckets[r.Key]
+	var st BucketState
+	if e != nil {
+		st = e.st
+	}
+	res, changed := TakeBucket(&st, b, r.Cost, now, r.Op == limit.OpPeek)
+	if changed {
+		if e == nil {
+			e = &entry{}
+			sh.insert(r.Key, e, now, s.perShard)
+		}
+		e.st, e.b = st, b
+	}
+	sh.mu.Unlock()
+	res.DecidedBy = s.decidedBy
+	return res
+}
+
+// insert adds e, first making room: full buckets go, then, down to 7/8 of
+// the bound so that the sweep is amortised, arbitrary ones.
+func (sh *shard) insert(key string, e *entry, now int64, maxLen int) {
+	sh.ops++
+	if len(sh.buckets) >= maxLen || sh.ops%1024 == 0 {
+		for k, old := range sh.buckets {
+			if old.st.FullAt(old.b) <= now {
+				delete(sh.buckets, k)
+			}
+		}
+		if len(sh.buckets) >= maxLen {
+			for k := range sh.buckets {
+				if len(sh.buckets) < maxLen-maxLen/8 {
+					break
+				}
+				delete(sh.buckets, k)
+			}
+		}
+	}
+	sh.buckets[key] = e
+}
+
+// Reset forgets key.
+func (s *Store) Reset(_ context.Context, key string, _ *limit.Policy) (bool, error) {
+	sh := &s.shards[maphash.String(s.seed, key)%shards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.buckets[key]
+	delete(sh.buckets, key)
+	return e != nil && e.st.FullAt(e.b) > s.now().UnixMicro(), nil
+}
+
+// Len returns the number of buckets held.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.buckets)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Close releases nothing; it exists to satisfy limit.Store.
+func (s *Store) Close() error { return nil }

@@ -1,0 +1,12 @@
+package lua
+
+import _ "embed"
+
+// TokenBucket is the token-bucket decision script (token_bucket.lua).
+//
+// KEYS[1] is the bucket key. ARGV: capacity, refill, scale, cost, peek
+// (1 = do not spend). It returns {allowed, limit, remaining,
+// retry_after_ms, reset_after_ms}; see the file for the units.
+//
+//go:embed token_bucket.lua
+var TokenBucket string

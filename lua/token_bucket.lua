@@ -1,0 +1,72 @@
+-- token_bucket.lua: one atomic token-bucket decision. Read, lazy refill,
+-- compare and write happen here, in one script, on the shard that owns the
+-- key, on that shard's clock.
+--
+-- Exact integer units, so that 1 per hour and 10,000,000 per second are both
+-- exact: a token is `scale` units, the bucket refills `refill` units per
+-- microsecond and holds at most `capacity` = limit x scale units. The caller
+-- keeps every quantity below 2^53, where a Lua number is still an exact
+-- integer. Time is microseconds from the shard's TIME command.
+--
+-- KEYS[1]  bucket key (a hash: v = units, t = time of v in us, s = scale)
+-- ARGV[1]  capacity  units
+-- ARGV[2]  refill    units per microsecond
+-- ARGV[3]  scale     units per token
+-- ARGV[4]  cost      tokens wanted
+-- ARGV[5]  peek      1 = report only, spend nothing
+--
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms}:
+-- allowed 1|0; remaining whole tokens; retry_after_ms -1 when allowed or when
+-- cost > limit, else ms until cost tokens exist, rounded up (never 0);
+-- reset_after_ms until the bucket is full, rounded up.
+-- A rejected or peeked request writes nothing. An admitted one writes the
+-- state with a TTL of the time to refill fully plus one second.
+
+local capacity = tonumber(ARGV[1])
+local refill = tonumber(ARGV[2])
+local scale = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
+local limit = capacity / scale
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local st = redis.call('HMGET', KEYS[1], 'v', 't', 's')
+local v = tonumber(st[1])
+local at = tonumber(st[2])
+if v == nil or at == nil then
+  v = capacity
+  at = now
+else
+  local s = tonumber(st[3])
+  if s ~= nil and s ~= scale then
+    -- the policy changed its units: convert, rounding down
+    v = math.floor(v / s * scale)
+  end
+  if now > at then
+    -- elapsed * refill is exact below 2^53; above it the bucket is full anyway
+    v = v + (now - at) * refill
+    at = now
+  end
+  if v > capacity then v = capacity end
+end
+
+local per_ms = refill * 1000
+local allowed = 0
+local retry = -1
+if cost <= limit then
+  local need = cost * scale
+  if v >= need then
+    allowed = 1
+    if ARGV[5] ~= '1' then
+      v = v - need
+      local ttl = math.ceil((capacity - v) / per_ms) + 1000
+      redis.call('HSET', KEYS[1], 'v', v, 't', at, 's', scale)
+      redis.call('PEXPIRE', KEYS[1], ttl)
+    end
+  else
+    retry = math.ceil((need - v) / per_ms)
+  end
+end
+
+return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms)}
