@@ -1,0 +1,397 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// The fields each mapping of the config may hold, in the order of
+// DESIGN.md. Anything else is an error: yaml.v3's KnownFields does not
+// apply to yaml.Node, so the walker below checks keys itself, which also
+// lets every error carry its policy and line.
+var (
+	topFields    = []string{"timeout", "defaults", "policies"}
+	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "local_share", "shadow", "hot"}
+	hotFields    = []string{"mode", "threshold", "split"}
+)
+
+// raw is a policy, or the defaults, as written. A field is set when it has
+// an entry in apply, which writes the decoded value into a Policy; a field
+// that was written but is invalid is in bad instead (and already reported).
+type raw struct {
+	line  int            // of the policy's first key
+	lines map[string]int // field → line
+	apply map[string]func(*limit.Policy)
+	bad   map[string]bool
+}
+
+func newRaw(line int) *raw {
+	return &raw{line: line, lines: map[string]int{}, apply: map[string]func(*limit.Policy){}, bad: map[string]bool{}}
+}
+
+// merge lays r over the defaults d. Fields that are bad in d and unset in r
+// are skipped by check, so a bad default is reported once, not per policy.
+func merge(d, r *raw) (*limit.Policy, map[string]bool) {
+	p := &limit.Policy{}
+	skip := map[string]bool{}
+	own := func(f string) bool { _, ok := r.apply[f]; return ok || r.bad[f] }
+	if d != nil {
+		for f, set := range d.apply {
+			if !own(f) {
+				set(p)
+			}
+		}
+		for f := range d.bad {
+			if !own(f) {
+				skip[f] = true
+			}
+		}
+	}
+	for _, set := range r.apply {
+		set(p)
+	}
+	for f := range r.bad {
+		skip[f] = true
+	}
+	return p, skip
+}
+
+// walker turns a YAML node tree into raw policies, collecting errors.
+type walker struct {
+	file string
+	errs errorList
+}
+
+func (w *walker) errorf(line int, scope, field, format string, args ...any) {
+	w.errs.add(&Error{File: w.file, Line: line, Scope: scope, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// document parses data into its top-level mapping node; nil after an error.
+func (w *walker) document(data []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			w.errorf(0, "", "", "the config is empty: want timeout, defaults and policies")
+		} else {
+			w.syntax(err)
+		}
+		return nil
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		w.errorf(next.Line, "", "", "only one YAML document is allowed, found another")
+		return nil
+	} else if !errors.Is(err, io.EOF) {
+		w.syntax(err)
+		return nil
+	}
+	root := deref(&doc)
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = deref(root.Content[0])
+	}
+	if root.Kind != yaml.MappingNode {
+		w.errorf(root.Line, "", "", "the config must be a mapping of timeout, defaults and policies, got %s", got(root))
+		return nil
+	}
+	return root
+}
+
+// syntax reports a YAML syntax error, moving yaml.v3's "line N" to the front.
+func (w *walker) syntax(err error) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.Index(rest, ": "); i > 0 {
+			if n, err := strconv.Atoi(rest[:i]); err == nil {
+				line, msg = n, rest[i+2:]
+			}
+		}
+	}
+	w.errorf(line, "", "", "invalid YAML: %s", msg)
+}
+
+// pairs calls f for each field of mapping n whose value is not null,
+// reporting duplicate, unknown and non-string keys. prefix ("hot.") is
+// prepended to field names in messages.
+func (w *walker) pairs(n *yaml.Node, scope, prefix string, known []string, f func(key string, v *yaml.Node)) {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			w.errorf(k.Line, scope, strings.TrimSuffix(prefix, "."), "field names must be strings, got %s", got(k))
+			continue
+		}
+		key := k.Value
+		if first, dup := seen[key]; dup {
+			w.errorf(k.Line, scope, prefix+key, "set twice (first at line %d)", first)
+			continue
+		}
+		seen[key] = k.Line
+		if !contains(known, key) {
+			msg := fmt.Sprintf("unknown field %q", key)
+			switch s := suggest(key, known); {
+			case key == "<<":
+				msg += " (YAML merge keys are not supported; use defaults)"
+			case s != "":
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			default:
+				msg += fmt.Sprintf(" (want one of %s)", strings.Join(known, ", "))
+			}
+			w.errorf(k.Line, scope, strings.TrimSuffix(prefix, "."), "%s", msg)
+			continue
+		}
+		if v.ShortTag() == "!!null" {
+			continue
+		}
+		f(key, v)
+	}
+}
+
+// timeout decodes the top-level timeout; zero means DefaultTimeout.
+func (w *walker) timeout(v *yaml.Node) (time.Duration, bool) {
+	d, msg := duration(v)
+	if msg == "" {
+		msg = checkTimeout(d)
+	}
+	if msg != "" {
+		w.errorf(v.Line, "", "timeout", "%s", msg)
+		return 0, false
+	}
+	return d, true
+}
+
+// policy decodes one policy mapping, or the defaults when scope is
+// "defaults".
+func (w *walker) policy(n *yaml.Node, scope string) *raw {
+	r := newRaw(n.Line)
+	if len(n.Content) > 0 {
+		r.line = n.Content[0].Line
+	}
+	w.pairs(n, scope, "", policyFields, func(key string, v *yaml.Node) {
+		switch {
+		case scope == "defaults" && (key == "name" || key == "match"):
+			w.errorf(v.Line, scope, key, "not allowed in defaults: every policy sets its own")
+		case key == "hot" && v.Kind != yaml.MappingNode:
+			w.errorf(v.Line, scope, key, "must be a mapping of mode, threshold and split, got %s", got(v))
+			for _, f := range hotFields {
+				r.bad["hot."+f] = true
+			}
+		case key == "hot":
+			w.pairs(v, scope, "hot.", hotFields, func(key string, v *yaml.Node) { w.field(r, scope, "hot."+key, v) })
+		default:
+			w.field(r, scope, key, v)
+		}
+	})
+	return r
+}
+
+// field decodes and checks the value v of one field into r.
+func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
+	var set func(*limit.Policy)
+	var msg string
+	switch field {
+	case "name", "match", "algorithm", "on_store_error", "hot.mode":
+		var s string
+		if s, msg = text(v); msg != "" {
+			break
+		}
+		switch field {
+		case "name":
+			msg, set = checkName(s), func(p *limit.Policy) { p.Name = s }
+		case "match":
+			_, msg = compileGlob(s)
+			set = func(p *limit.Policy) { p.Match = s }
+		case "algorithm":
+			a := limit.Algorithm(s)
+			msg, set = checkAlgorithm(a), func(p *limit.Policy) { p.Algorithm = a }
+		case "on_store_error":
+			m := limit.FailMode(s)
+			msg, set = checkFailMode(m), func(p *limit.Policy) { p.OnStoreError = m }
+		case "hot.mode":
+			m := limit.HotMode(s)
+			msg, set = checkHotMode(m), func(p *limit.Policy) { p.Hot.Mode = m }
+		}
+	case "limit", "rate", "hot.threshold", "hot.split":
+		var n int64
+		if n, msg = integer(v); msg != "" {
+			break
+		}
+		switch field {
+		case "limit":
+			msg, set = checkPositive(n), func(p *limit.Policy) { p.Limit = n }
+		case "rate":
+			msg, set = checkPositive(n), func(p *limit.Policy) { p.Rate = n }
+		case "hot.threshold":
+			msg, set = checkPositive(n), func(p *limit.Policy) { p.Hot.Threshold = n }
+		case "hot.split":
+			msg, set = checkSplit(n), func(p *limit.Policy) { p.Hot.Split = int(n) }
+		}
+	case "period":
+		var d time.Duration
+		if d, msg = duration(v); msg == "" {
+			msg, set = checkPeriod(d), func(p *limit.Policy) { p.Period = d }
+		}
+	case "local_share":
+		var f float64
+		if f, msg = number(v); msg == "" {
+			msg, set = checkShare(f), func(p *limit.Policy) { p.LocalShare = f }
+		}
+	case "shadow":
+		var b bool
+		if b, msg = boolean(v); msg == "" {
+			set = func(p *limit.Policy) { p.Shadow = b }
+		}
+	default:
+		msg = "internal error: no decoder for this field"
+	}
+	if msg != "" {
+		w.errorf(v.Line, scope, field, "%s", msg)
+		r.bad[field] = true
+		return
+	}
+	r.apply[field], r.lines[field] = set, v.Line
+}
+
+// deref follows an alias to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// got describes a node for an error message: a scalar as written (quoted
+// when YAML reads it as a string), else its kind.
+func got(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		v := n.Value
+		if len(v) > 64 {
+			v = v[:60] + "…"
+		}
+		if n.ShortTag() == "!!str" || strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsGraphic(r) || r == ' ' }) {
+			return strconv.Quote(v)
+		}
+		return v
+	}
+	return "nothing"
+}
+
+func text(v *yaml.Node) (string, string) {
+	if v.Kind != yaml.ScalarNode {
+		return "", "must be a string, got " + got(v)
+	}
+	return v.Value, ""
+}
+
+func integer(v *yaml.Node) (int64, string) {
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
+		return 0, "must be a positive integer, got " + got(v)
+	}
+	// As yaml.v3 reads integers: 1_000, 0x10, 0o17 and 017 are allowed.
+	n, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 0, 64)
+	if err != nil {
+		return 0, "must be a positive integer below 2^63, got " + got(v)
+	}
+	return n, ""
+}
+
+func number(v *yaml.Node) (float64, string) {
+	if v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!float") {
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(v.Value, "_", ""), 64); err == nil && !math.IsInf(f, 0) {
+			return f, ""
+		}
+	}
+	return 0, "must be a number, got " + got(v)
+}
+
+func boolean(v *yaml.Node) (bool, string) {
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool" {
+		if b, err := strconv.ParseBool(v.Value); err == nil {
+			return b, ""
+		}
+	}
+	return false, "must be true or false, got " + got(v)
+}
+
+// duration reads a duration as parseDuration does; a bare 0 is allowed,
+// any other bare number lacks its unit.
+func duration(v *yaml.Node) (time.Duration, string) {
+	const want = "must be a duration such as 500ms, 1s, 1m, 1h or 1d, got "
+	if v.Kind != yaml.ScalarNode {
+		return 0, want + got(v)
+	}
+	switch v.ShortTag() {
+	case "!!str":
+		if d, ok := parseDuration(v.Value); ok {
+			return d, ""
+		}
+	case "!!int", "!!float":
+		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && f == 0 {
+			return 0, ""
+		} else if err == nil {
+			return 0, fmt.Sprintf("needs a unit, such as %ss, got %s", got(v), got(v))
+		}
+	}
+	return 0, want + got(v)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest returns the known name closest to s, if it is a likely typo.
+func suggest(s string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(s, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance, for short field names only.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
