@@ -1,0 +1,39 @@
+//go:build unix && !linux
+
+package redistest
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// sysProcAttr keeps a detached server out of our session. Without Linux's
+// Pdeathsig, an attached server outlives a crashed test binary.
+func sysProcAttr(detach bool) *syscall.SysProcAttr {
+	if detach {
+		return &syscall.SysProcAttr{Setsid: true}
+	}
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// readProc describes process pid with ps(1). ok is false when no such
+// process exists.
+func readProc(pid int) (p procInfo, ok bool, err error) {
+	out, err := exec.Command("ps", "-o", "stat=,lstart=,command=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		if _, exit := err.(*exec.ExitError); exit {
+			return procInfo{}, false, nil // ps exits 1 when pid is unknown
+		}
+		return procInfo{}, false, err
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 6 {
+		return procInfo{}, false, nil
+	}
+	p.zombie = strings.HasPrefix(f[0], "Z")
+	p.start = strings.Join(f[1:6], " ")
+	p.cmdline = strings.Join(f[6:], " ")
+	return p, true, nil
+}

@@ -1,0 +1,84 @@
+package redistest
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// NewCluster starts a cluster for the test (see Start) and stops it in
+// t.Cleanup. Progress goes to the test log unless cfg.Log is set; a failed
+// test also logs the tail of every node's log. Without redis-server and
+// redis-cli on PATH it skips the test, or fails it when the CI environment
+// variable is set.
+func NewCluster(tb testing.TB, cfg Config) *Cluster {
+	tb.Helper()
+	requireRedis(tb, cfg.RedisServer, cfg.RedisCLI)
+	if cfg.Log == nil {
+		cfg.Log = tbWriter{tb}
+	}
+	c, err := Start(tb.Context(), cfg)
+	if err != nil {
+		tb.Fatalf("redistest: start cluster: %v", err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			for _, n := range c.nodes {
+				tb.Logf("%s (pid %d):\n%s", n.Addr, n.Pid, n.LogTail(20))
+			}
+		}
+		if err := c.Stop(); err != nil {
+			tb.Errorf("redistest: stop cluster: %v", err)
+		}
+	})
+	return c
+}
+
+// NewSingle starts one plain redis-server for the test (see StartSingle)
+// and stops it in t.Cleanup, with the same skip and CI rules as NewCluster.
+func NewSingle(tb testing.TB) *Node {
+	tb.Helper()
+	requireRedis(tb, "", "-")
+	n, err := StartSingle(tb.Context(), Config{Log: tbWriter{tb}})
+	if err != nil {
+		tb.Fatalf("redistest: start redis-server: %v", err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("%s (pid %d):\n%s", n.Addr, n.Pid, n.LogTail(20))
+		}
+		if err := n.Stop(); err != nil {
+			tb.Errorf("redistest: stop redis-server: %v", err)
+		}
+	})
+	return n
+}
+
+// requireRedis skips the test, or fails it on CI, when a binary is missing.
+// cli "-" means redis-cli is not needed.
+func requireRedis(tb testing.TB, server, cli string) {
+	tb.Helper()
+	_, err := lookBin(server, "redis-server")
+	if err == nil && cli != "-" {
+		_, err = lookBin(cli, "redis-cli")
+	}
+	if err == nil {
+		return
+	}
+	msg := "redistest: " + strings.TrimPrefix(err.Error(), ErrNoRedis.Error()+": ") +
+		"; install Redis 7 (for example `apt-get install redis-server`) to run this test"
+	if os.Getenv("CI") != "" {
+		tb.Fatal(msg + " (CI is set: a missing redis-server fails the build instead of skipping)")
+		return
+	}
+	tb.Skip(msg)
+}
+
+// tbWriter sends progress lines to the test log.
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Helper()
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,38 @@
+package redistest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// recordTB records Skip and Fatal instead of ending the test.
+type recordTB struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+}
+
+func (r *recordTB) Helper()           {}
+func (r *recordTB) Skip(args ...any)  { r.skipped, r.msg = true, fmt.Sprint(args...) }
+func (r *recordTB) Fatal(args ...any) { r.failed, r.msg = true, fmt.Sprint(args...) }
+
+func TestRequireRedisMissing(t *testing.T) {
+	for _, tt := range []struct {
+		ci           string
+		skip, failed bool
+	}{
+		{ci: "", skip: true},
+		{ci: "true", failed: true},
+	} {
+		t.Setenv("CI", tt.ci)
+		r := &recordTB{TB: t}
+		requireRedis(r, "/nonexistent/redis-server", "")
+		if r.skipped != tt.skip || r.failed != tt.failed {
+			t.Errorf("CI=%q: skipped %v, failed %v; want %v, %v", tt.ci, r.skipped, r.failed, tt.skip, tt.failed)
+		}
+		if !strings.Contains(r.msg, "redis-server") || !strings.Contains(r.msg, "install Redis") {
+			t.Errorf("CI=%q: message %q does not say what is missing and how to get it", tt.ci, r.msg)
+		}
+	}
+}
