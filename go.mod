@@ -3,13 +3,15 @@ module github.com/sluice-rl/sluice
 go 1.26.0
 
 require (
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/tidwall/match v1.1.1
+	github.com/tidwall/redcon v1.6.4
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
-	github.com/tidwall/match v1.1.1 // indirect
-	github.com/tidwall/redcon v1.6.4 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -1,0 +1,35 @@
+# sluice — make help lists the targets.
+GO ?= go
+PKGS ?= ./...
+
+.PHONY: help build test bench lint fuzz ci cluster-up cluster-down
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
+
+build: ## build ./sluice
+	$(GO) build -o sluice ./cmd/sluice
+
+test: ## the whole suite, against real Redis (installs redis-server when missing)
+	@scripts/ensure-redis.sh >/dev/null
+	$(GO) test -race -count=1 -shuffle=on -timeout 15m $(PKGS)
+
+bench: ## Go benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+lint: ## gofmt, go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet $(PKGS)
+
+fuzz: ## run every fuzz target for FUZZTIME (default 60s)
+	$(GO) test -run '^$$' -fuzz FuzzRESP -fuzztime $${FUZZTIME:-60s} ./server
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-60s} ./policy
+
+ci: ## what CI runs
+	.ci/run
+
+cluster-up: ## a local 3+3 Redis Cluster on ports 7000-7005
+	$(GO) run ./cmd/sluice cluster up
+
+cluster-down: ## stop it
+	$(GO) run ./cmd/sluice cluster down

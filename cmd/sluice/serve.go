@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/local"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/server"
+)
+
+type serveFlags struct {
+	listen, admin, clusterAddrs, redisURL, config string
+	timeout, idleTimeout, shutdownTimeout         time.Duration
+	requirePass, requirePassFile                  string
+	maxClients, maxRequestBytes, maxKeyBytes      int
+	logFormat, logLevel                           string
+	timeoutSet                                    bool
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:6380", "RESP listen address")
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:9380", "HTTP address for /healthz and /readyz (\"\" = off)")
+	fs.StringVar(&f.clusterAddrs, "cluster", "", "Redis Cluster seed nodes, host:port[,host:port…]")
+	fs.StringVar(&f.redisURL, "redis", "", "a single Redis node, redis://[user:pass@]host:port")
+	fs.StringVar(&f.config, "config", "", "policy file (YAML); none = one built-in catch-all policy")
+	fs.DurationVar(&f.timeout, "timeout", 50*time.Millisecond, "deadline of every store call (overrides the config's timeout)")
+	fs.StringVar(&f.requirePass, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file or SLUICE_REQUIREPASS)")
+	fs.StringVar(&f.requirePassFile, "requirepass-file", "", "file holding the password")
+	fs.IntVar(&f.maxClients, "max-clients", 10000, "connections beyond this get -ERR max number of clients reached")
+	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", 64<<10, "a request larger than this closes its connection")
+	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", 1024, "longest key accepted")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "close connections idle this long (0 = never)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	fs.Visit(func(fl *flag.Flag) { f.timeoutSet = f.timeoutSet || fl.Name == "timeout" })
+	if f.clusterAddrs != "" && f.redisURL != "" {
+		return nil, errors.New("serve: --cluster and --redis are exclusive")
+	}
+	if f.timeout <= 0 {
+		return nil, errors.New("serve: --timeout must be positive")
+	}
+	if f.requirePass == "" {
+		f.requirePass = os.Getenv("SLUICE_REQUIREPASS")
+	}
+	if f.requirePassFile != "" {
+		b, err := os.ReadFile(f.requirePassFile)
+		if err != nil {
+			return nil, fmt.Errorf("serve: --requirepass-file: %w", err)
+		}
+		f.requirePass = strings.TrimRight(string(b), "\r\n")
+	}
+	return f, nil
+}
+
+func newLogger(f *serveFlags, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("serve: --log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("serve: --log-format %q: want text or json", f.logFormat)
+}
+
+// policies adapts the reloadable holder to the limiter.
+type policies struct{ h *policy.Holder }
+
+func (p policies) Match(key string) *limit.Policy { return p.h.Current().Match(key) }
+
+func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(f, stderr)
+	if err != nil {
+		return err
+	}
+
+	set := policy.Default()
+	if f.config != "" {
+		if set, err = policy.Load(f.config); err != nil {
+			return err
+		}
+	}
+	holder := policy.NewHolder(set)
+	timeout := func() time.Duration {
+		if t := holder.Current().Timeout; !f.timeoutSet && t > 0 {
+			return t
+		}
+		return f.timeout
+	}
+
+	store, mode, err := openStore(f, timeout())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if mode == "embedded" {
+		log.Warn("embedded mode: no --cluster or --redis, so limits are per process; two sluice processes admit twice the limit")
+	} else if cs, ok := store.(*cluster.Store); ok {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := cs.Ping(pctx); err != nil {
+			log.Warn("store not reachable at start; policies answer with on_store_error until it is", "err", err)
+		}
+		cancel()
+	}
+
+	lim, err := limiter.New(limiter.Config{Policies: policies{holder}, Store: store, Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Addr:            f.listen,
+		Decider:         lim,
+		MaxClients:      f.maxClients,
+		MaxRequestBytes: f.maxRequestBytes,
+		MaxKeyBytes:     f.maxKeyBytes,
+		RequirePass:     f.requirePass,
+		IdleTimeout:     f.idleTimeout,
+		Logger:          log,
+		Version:         version,
+		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store) },
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(holder.Current().String()), "\n") {
+		log.Info("policy", "source", sourceOf(f.config), "rule", strings.TrimSpace(line))
+	}
+
+	var adminSrv *http.Server
+	if f.admin != "" {
+		aln, err := net.Listen("tcp", f.admin)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("serve: --admin: %w", err)
+		}
+		adminSrv = &http.Server{Handler: adminHandler(store, mode, timeout), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = adminSrv.Serve(aln) }()
+		log.Info("admin listening", "addr", aln.Addr().String())
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if f.config == "" {
+				log.Warn("SIGHUP: no --config to reload")
+				continue
+			}
+			if s, err := holder.Reload(f.config); err != nil {
+				log.Error("config reload failed; keeping the last good config", "err", err)
+			} else {
+				log.Info("config reloaded", "file", f.config, "policies", len(s.Policies))
+			}
+		}
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("sluice listening", "addr", ln.Addr().String(), "store", mode, "timeout", timeout().String(), "version", version)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", f.shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if adminSrv != nil {
+		_ = adminSrv.Shutdown(sctx)
+	}
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func sourceOf(path string) string {
+	if path == "" {
+		return "built-in"
+	}
+	return path
+}
+
+// openStore picks the store: a cluster, a single node, or in-process.
+func openStore(f *serveFlags, timeout time.Duration) (limit.Store, string, error) {
+	switch {
+	case f.clusterAddrs != "":
+		s, err := cluster.New(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout})
+		return s, "cluster", err
+	case f.redisURL != "":
+		u := f.redisURL
+		if !strings.Contains(u, "://") {
+			u = "redis://" + u
+		}
+		s, err := cluster.New(cluster.Config{URL: u, Timeout: timeout})
+		return s, "redis", err
+	}
+	return local.New(local.Config{DecidedBy: limit.ByEmbedded}), "embedded", nil
+}
+
+func adminHandler(store limit.Store, mode string, timeout func() time.Duration) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		cs, ok := store.(*cluster.Store)
+		if !ok {
+			fmt.Fprintln(w, "ok", mode)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), max(timeout(), 500*time.Millisecond))
+		defer cancel()
+		if err := cs.Ping(ctx); err != nil {
+			http.Error(w, "store unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok", mode)
+	})
+	return mux
+}
+
+// writeInfo appends sluice's own INFO section.
+func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter, store limit.Store) {
+	s := lim.Snapshot()
+	fmt.Fprintf(w, "# Sluice\r\nstore:%s\r\npolicies:%d\r\ndecisions:%d\r\nallowed:%d\r\nrejected:%d\r\nerror_replies:%d\r\nstore_errors:%d\r\n",
+		mode, len(h.Current().Policies), s.Decisions, s.Allowed, s.Rejected, s.Errors, s.StoreErrors)
+	paths := make([]string, 0, len(s.ByPath))
+	for p := range s.ByPath {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fmt.Fprintf(w, "decided_by_%s:%d\r\n", strings.ReplaceAll(p, "-", "_"), s.ByPath[p])
+	}
+	if cs, ok := store.(*cluster.Store); ok {
+		states := cs.BreakerStates()
+		addrs := make([]string, 0, len(states))
+		for a := range states {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		for _, a := range addrs {
+			fmt.Fprintf(w, "breaker_%s:%s\r\n", a, states[a])
+		}
+	}
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what the tests drive for real when it is missing: redis-server,
+# redis-cli and redis-benchmark (the cluster tests run against real Redis and
+# fail, never skip, in CI without them) and redis-py for the client test.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null && command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null ||
+  need+=(redis-server redis-tools)
+/usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
+[ ${#need[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get install -y -q "${need[@]}" >/dev/null 2>&1 ||
+  { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "${need[@]}" >/dev/null; }
+redis-server --version

@@ -1,0 +1,333 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The guard sits between the network and redcon. redcon buffers a request
+// until it is complete and has no limit of its own ("*1\r\n$999999999\r\n"
+// makes it wait for a gigabyte), so every connection's Read runs the bytes
+// through scanner, which follows RESP and inline framing and fails the
+// connection once one request would exceed MaxRequestBytes.
+//
+// The guard also hands redcon data that ends on a request boundary whenever
+// a read holds one: a partial request at the end of a read is held back and
+// returned by the next Read. redcon grows its buffer (and never compacts it)
+// whenever it is full and ends in a partial request, so without this a client
+// streaming pipelined commands at unaligned offsets grows the buffer without
+// bound; with it, redcon consumes its buffer completely between requests and
+// resets it, so it stays below about 2 × (4 KiB + MaxRequestBytes).
+
+// listener wraps the net.Listener given to Serve: it enforces MaxClients,
+// wraps every connection in the guard, and on Shutdown keeps Accept from
+// returning (which would make redcon close every connection at once) until
+// in-flight pipelines have finished.
+type listener struct {
+	net.Listener
+	srv     *Server
+	release chan struct{}
+	once    sync.Once
+}
+
+func newListener(ln net.Listener, s *Server) *listener {
+	return &listener{Listener: ln, srv: s, release: make(chan struct{})}
+}
+
+// releaseAccept lets a waiting Accept return net.ErrClosed.
+func (l *listener) releaseAccept() { l.once.Do(func() { close(l.release) }) }
+
+// Accept returns the next connection within MaxClients; those over it are
+// answered -ERR max number of clients reached and closed here.
+func (l *listener) Accept() (net.Conn, error) {
+	s := l.srv
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				<-l.release
+				return nil, net.ErrClosed
+			}
+			if !errors.Is(err, net.ErrClosed) {
+				// Out of file descriptors and the like: redcon retries at
+				// once, so slow its loop down.
+				time.Sleep(acceptBackoff)
+			}
+			return nil, err
+		}
+		if s.connected.Add(1) > int64(s.cfg.MaxClients) {
+			s.connected.Add(-1)
+			s.rejected.Add(1)
+			_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = nc.Write([]byte(errMaxClientsLine))
+			_ = nc.Close()
+			continue
+		}
+		s.totalConns.Add(1)
+		return &conn{Conn: nc, srv: s, sc: scanner{max: s.cfg.MaxRequestBytes}}, nil
+	}
+}
+
+// acceptBackoff is the pause after a failed Accept.
+const acceptBackoff = 50 * time.Millisecond
+
+// violation is the error a guarded Read returns when the client broke the
+// protocol or a limit; redcon then closes the connection.
+type violation string
+
+func (v violation) Error() string { return string(v) }
+
+// conn is one guarded client connection. Read is called only by redcon's
+// connection goroutine; Close may be called from any goroutine.
+type conn struct {
+	net.Conn
+	srv *Server
+	sc  scanner
+
+	held []byte // scanned bytes held back for the next Read
+	buf  []byte // backing array of held
+	rerr error  // network error to return once held is drained
+	fail string // protocol error to report on the next Read
+	sent bool   // fail was written to the client
+
+	closed atomic.Bool
+}
+
+// Read returns the client's bytes as the scanner allows them; see the
+// comment at the top of this file.
+func (c *conn) Read(p []byte) (int, error) {
+	if len(c.held) > 0 {
+		n := copy(p, c.held)
+		c.held = c.held[n:]
+		return n, nil
+	}
+	if c.fail != "" {
+		return 0, c.reject()
+	}
+	if c.rerr != nil {
+		return 0, c.rerr
+	}
+	// Never read past the cap of the request in progress: a request that
+	// will not fit is cut off within MaxRequestBytes + 1 of its bytes.
+	if room := c.sc.room(); room < len(p) {
+		p = p[:room]
+	}
+	n, err := c.Conn.Read(p)
+	if n == 0 {
+		return 0, err
+	}
+	boundary, bad := c.sc.feed(p[:n])
+	if bad != "" {
+		c.fail = bad
+		if boundary == 0 {
+			return 0, c.reject()
+		}
+		// Let redcon answer the complete requests first; the violation is
+		// reported on the next Read.
+		return boundary, nil
+	}
+	if boundary > 0 && boundary < n {
+		c.held = append(c.buf[:0], p[boundary:n]...)
+		c.buf = c.held
+		c.rerr = err
+		return boundary, nil
+	}
+	return n, err
+}
+
+// Write skips empty writes: redcon flushes after every pipeline, also when
+// the handler has flushed already.
+func (c *conn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return c.Conn.Write(p)
+}
+
+// reject writes the protocol error once and returns it as the read error.
+func (c *conn) reject() error {
+	if !c.sent {
+		c.sent = true
+		c.srv.errReplies.Add(1)
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Conn.Write([]byte("-" + c.fail + "\r\n"))
+	}
+	return violation(c.fail)
+}
+
+// Close closes the connection once and releases its MaxClients slot.
+func (c *conn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.srv.connected.Add(-1)
+	return c.Conn.Close()
+}
+
+// scanner follows the framing of the requests on one connection, byte by
+// byte across reads, the way redcon's reader splits them: a request starting
+// with '*' is a RESP multibulk ("*<n>\r\n" then n times "$<len>\r\n<data>\r\n"),
+// anything else is an inline command ending at '\n'. It is stricter than
+// redcon (digits only, no sign), never more lenient, so the two never
+// disagree on where a request ends.
+type scanner struct {
+	max    int // MaxRequestBytes
+	state  uint8
+	n      int // bytes of the current request so far
+	num    int // the count or bulk length being parsed
+	digits int
+	args   int // bulks still expected
+	data   int // payload bytes of the current bulk still expected
+	seps   int // separators of the current inline command
+}
+
+// room is how many more bytes the request in progress may have, plus the
+// one that would break the cap.
+func (s *scanner) room() int {
+	if s.state == stIdle {
+		return s.max + 1
+	}
+	return s.max - s.n + 1
+}
+
+// Scanner states.
+const (
+	stIdle      = iota // between requests
+	stInline           // inside an inline command
+	stCount            // "*" digits
+	stCountLF          // "*<n>\r"
+	stDollar           // expecting '$'
+	stBulkLen          // "$" digits
+	stBulkLenLF        // "$<len>\r"
+	stData             // payload
+	stDataCR           // payload done, expecting '\r'
+	stDataLF           // expecting '\n'
+)
+
+// inlineCost bounds, as a multiple of MaxRequestBytes, the product of an
+// inline command's separators and its length. redcon allocates a fresh
+// buffer of the rest of the line at every space or quote, so a 64 KiB line
+// of "a a a ..." would cost it a gigabyte.
+const inlineCost = 4
+
+// feed scans b, the next bytes from the client. It returns the offset just
+// past the last request that ends in b (0 if none does) and, if b breaks the
+// protocol or a limit, the error text; scanning stops there, and boundary is
+// then where the offending request starts (or 0 if it started before b).
+func (s *scanner) feed(b []byte) (boundary int, bad string) {
+	for i := 0; i < len(b); i++ {
+		if s.state == stData {
+			k := min(s.data, len(b)-i)
+			s.n += k
+			s.data -= k
+			i += k - 1
+			if s.data == 0 {
+				s.state = stDataCR
+			}
+			continue
+		}
+		if s.state == stIdle {
+			s.n = 0
+		}
+		s.n++
+		if s.n > s.max {
+			return boundary, errProtoTooLarge
+		}
+		ch := b[i]
+		switch s.state {
+		case stIdle:
+			if ch == '*' {
+				s.state, s.num, s.digits = stCount, 0, 0
+				continue
+			}
+			s.state, s.seps = stInline, 0
+			fallthrough
+		case stInline:
+			switch ch {
+			case '\n':
+				s.state = stIdle
+				boundary = i + 1
+				continue
+			case ' ', '"', '\'':
+				s.seps++
+			}
+			if s.seps*s.n > inlineCost*s.max {
+				return boundary, errProtoTooLarge
+			}
+		case stCount:
+			switch {
+			case '0' <= ch && ch <= '9':
+				s.num = s.num*10 + int(ch-'0')
+				s.digits++
+				// Every bulk takes at least 6 bytes ("$0\r\n\r\n").
+				if s.num > s.max/6 {
+					return boundary, errProtoTooLarge
+				}
+			case ch == '\r' && s.num > 0:
+				s.state = stCountLF
+			default:
+				return boundary, errProtoMultiBulk
+			}
+		case stCountLF:
+			if ch != '\n' {
+				return boundary, errProtoMultiBulk
+			}
+			s.state, s.args = stDollar, s.num
+		case stDollar:
+			if ch != '$' {
+				return boundary, errProtoExpected + string(printable(ch)) + "'"
+			}
+			s.state, s.num, s.digits = stBulkLen, 0, 0
+		case stBulkLen:
+			switch {
+			case '0' <= ch && ch <= '9':
+				s.num = s.num*10 + int(ch-'0')
+				s.digits++
+				// The header's CRLF, the payload and its CRLF follow.
+				if s.n+2+s.num+2 > s.max {
+					return boundary, errProtoTooLarge
+				}
+			case ch == '\r' && s.digits > 0:
+				s.state = stBulkLenLF
+			default:
+				return boundary, errProtoBulk
+			}
+		case stBulkLenLF:
+			if ch != '\n' {
+				return boundary, errProtoBulk
+			}
+			s.data = s.num
+			s.state = stDataCR
+			if s.data > 0 {
+				s.state = stData
+			}
+		case stDataCR:
+			if ch != '\r' {
+				return boundary, errProtoBulk
+			}
+			s.state = stDataLF
+		case stDataLF:
+			if ch != '\n' {
+				return boundary, errProtoBulk
+			}
+			s.args--
+			s.state = stDollar
+			if s.args == 0 {
+				s.state = stIdle
+				boundary = i + 1
+			}
+		}
+	}
+	return boundary, ""
+}
+
+// printable keeps an error line printable when it quotes a client's byte.
+func printable(ch byte) byte {
+	if ch < ' ' || ch > '~' {
+		return '?'
+	}
+	return ch
+}

@@ -1,0 +1,296 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+func TestScanner(t *testing.T) {
+	t.Parallel()
+	const max = 256
+	tests := []struct {
+		name     string
+		in       string
+		boundary int    // last request boundary
+		bad      string // error text, "" for none
+	}{
+		{"one multibulk", "*1\r\n$4\r\nPING\r\n", 14, ""},
+		{"two and a partial", "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPI", 28, ""},
+		{"inline", "PING\r\nPING\n", 11, ""},
+		{"empty lines", "\r\n\n", 3, ""},
+		{"empty bulk", "*1\r\n$0\r\n\r\n", 10, ""},
+		{"partial inline", "PIN", 0, ""},
+		{"zero count", "*0\r\n", 0, errProtoMultiBulk},
+		{"negative count", "*-1\r\n", 0, errProtoMultiBulk},
+		{"signed count", "*+1\r\n", 0, errProtoMultiBulk},
+		{"count without digits", "*\r\n", 0, errProtoMultiBulk},
+		{"count without LF", "*1\rX", 0, errProtoMultiBulk},
+		{"no dollar", "*1\r\n:1\r\n", 0, errProtoExpected + ":'"},
+		{"no dollar, binary", "*1\r\n\x00", 0, errProtoExpected + "?'"},
+		{"bad bulk length", "*1\r\n$x\r\n", 0, errProtoBulk},
+		{"negative bulk", "*1\r\n$-1\r\n", 0, errProtoBulk},
+		{"bulk too long for its data", "*1\r\n$3\r\nabcd\r\n", 0, errProtoBulk},
+		{"bulk without CRLF", "*1\r\n$1\r\nab", 0, errProtoBulk},
+		{"good then bad", "PING\r\n*1\r\n$1\r\nxy", 6, errProtoBulk},
+		{"huge claimed bulk", "*1\r\n$999999999\r\n", 0, errProtoTooLarge},
+		{"bulk just over", "*1\r\n$" + "245" + "\r\n", 0, errProtoTooLarge},
+		{"bulk just fits", "*1\r\n$244\r\n" + strings.Repeat("a", 244) + "\r\n", 256, ""},
+		{"huge count", "*1000000\r\n", 0, errProtoTooLarge},
+		{"huge count, leading zeros", "*002222222200000000001\r\n", 0, errProtoTooLarge},
+		{"long inline", strings.Repeat("a", 300), 0, errProtoTooLarge},
+		{"inline just fits", strings.Repeat("a", 255) + "\n", 256, ""},
+		{"inline of separators", strings.Repeat("a ", 100), 0, errProtoTooLarge},
+		{"a few separators", "RL.TAKE \"my key\" 1\r\n", 20, ""},
+		{"good then huge", "PING\r\n*1\r\n$999999999\r\n", 6, errProtoTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Whole, then byte by byte: the state must carry across reads.
+			s := scanner{max: max}
+			boundary, bad := s.feed([]byte(tt.in))
+			if boundary != tt.boundary || bad != tt.bad {
+				t.Errorf("feed = %d, %q; want %d, %q", boundary, bad, tt.boundary, tt.bad)
+			}
+			s = scanner{max: max}
+			last, gotBad := 0, ""
+			for i := range len(tt.in) {
+				b, bad := s.feed([]byte{tt.in[i]})
+				if b == 1 {
+					last = i + 1
+				}
+				if bad != "" {
+					gotBad = bad
+					break
+				}
+			}
+			if last != tt.boundary || gotBad != tt.bad {
+				t.Errorf("byte by byte = %d, %q; want %d, %q", last, gotBad, tt.boundary, tt.bad)
+			}
+		})
+	}
+}
+
+// readerConn is a net.Conn that reads from r and discards writes (or
+// copies them to out).
+type readerConn struct {
+	net.Conn
+	r   io.Reader
+	out io.Writer
+}
+
+func (c readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c readerConn) Write(p []byte) (int, error) {
+	if c.out != nil {
+		return c.out.Write(p)
+	}
+	return len(p), nil
+}
+func (c readerConn) Close() error                     { return nil }
+func (c readerConn) SetWriteDeadline(time.Time) error { return nil }
+
+// guarded wraps r in the guard as Serve's listener would.
+func guarded(r io.Reader, out io.Writer, max int) *conn {
+	return &conn{Conn: readerConn{r: r, out: out}, srv: &Server{}, sc: scanner{max: max}}
+}
+
+// chunkReader returns src in reads of random sizes up to limit (every read
+// full when limit is 0), counting what it handed out.
+type chunkReader struct {
+	src   []byte
+	rng   *rand.Rand
+	limit int
+	off   int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if c.off >= len(c.src) {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(c.src)-c.off)
+	if c.limit > 0 {
+		n = min(n, 1+c.rng.IntN(c.limit))
+	}
+	copy(p, c.src[c.off:c.off+n])
+	c.off += n
+	return n, nil
+}
+
+// redconBuffer is the size of redcon's read buffer, read by reflection: the
+// number the guard exists to bound.
+func redconBuffer(rd *redcon.Reader) int {
+	return reflect.ValueOf(rd).Elem().FieldByName("buf").Len()
+}
+
+// TestGuardBoundsRedconBuffer streams valid pipelined commands, small and
+// near the size cap, through the guard into redcon's reader, exactly as a
+// connection does, and checks that redcon's buffer stays bounded. Without
+// the guard, redcon grows it to the size of the whole stream.
+func TestGuardBoundsRedconBuffer(t *testing.T) {
+	t.Parallel()
+	const capBytes = 64 << 10
+	small := "*3\r\n$7\r\nRL.TAKE\r\n$5\r\nkey:1\r\n$1\r\n1\r\n"
+	big := "*2\r\n$4\r\nECHO\r\n$65000\r\n" + strings.Repeat("x", 65000) + "\r\n"
+	var src []byte
+	for i := 0; len(src) < 8<<20; i++ {
+		src = append(src, small...)
+		if i%2000 == 0 {
+			src = append(src, big...)
+		}
+	}
+	count := func(r io.Reader) (cmds, maxBuf int) {
+		rd := redcon.NewReader(r)
+		for {
+			got, err := rd.ReadCommands()
+			if err != nil {
+				return cmds, maxBuf
+			}
+			cmds += len(got)
+			maxBuf = max(maxBuf, redconBuffer(rd))
+		}
+	}
+	for _, limit := range []int{0, 300, 6000, 70000} {
+		want, unguarded := count(&chunkReader{src: src, limit: limit, rng: rand.New(rand.NewPCG(1, uint64(limit)))})
+		got, buf := count(guarded(&chunkReader{src: src, limit: limit, rng: rand.New(rand.NewPCG(1, uint64(limit)))}, nil, capBytes))
+		if got != want {
+			t.Errorf("reads up to %d: guarded reader saw %d commands, redcon alone %d", limit, got, want)
+		}
+		if bound := 2 * (4096 + capBytes); buf > bound {
+			t.Errorf("reads up to %d: redcon's buffer grew to %d bytes behind the guard, want <= %d", limit, buf, bound)
+		}
+		t.Logf("reads up to %d: redcon buffer %d bytes behind the guard, %d without", limit, buf, unguarded)
+	}
+}
+
+// endless is a reader of prefix followed by fill bytes forever; it counts
+// what it handed out.
+type endless struct {
+	prefix string
+	fill   byte
+	n      int
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	n := 0
+	if e.n < len(e.prefix) {
+		n = copy(p, e.prefix[e.n:])
+	}
+	for i := n; i < len(p); i++ {
+		p[i] = e.fill
+	}
+	e.n += len(p)
+	return len(p), nil
+}
+
+// TestGuardCutsOff checks that requests that never end are cut off after
+// at most MaxRequestBytes (plus the read that crossed it), with the error
+// written to the client.
+func TestGuardCutsOff(t *testing.T) {
+	t.Parallel()
+	const max = 64 << 10
+	tests := []struct {
+		name string
+		src  *endless
+		want string
+	}{
+		{"claimed 1 GB bulk", &endless{prefix: "*1\r\n$1000000000\r\n", fill: 'a'}, errProtoTooLarge},
+		{"endless inline", &endless{fill: 'a'}, errProtoTooLarge},
+		{"endless inline of spaces", &endless{prefix: "x", fill: ' '}, errProtoTooLarge},
+		{"endless arguments", &endless{prefix: "*10000\r\n" + strings.Repeat("$1\r\na\r\n", 9999), fill: 'a'}, errProtoTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			rd := redcon.NewReader(guarded(tt.src, &out, max))
+			_, err := rd.ReadCommands()
+			var v violation
+			if !errors.As(err, &v) || string(v) != tt.want {
+				t.Fatalf("ReadCommands error = %v, want %q", err, tt.want)
+			}
+			if got := out.String(); got != "-"+tt.want+"\r\n" {
+				t.Errorf("client got %q", got)
+			}
+			if tt.src.n > max+1 {
+				t.Errorf("read %d bytes before cutting off, want <= %d", tt.src.n, max+1)
+			}
+		})
+	}
+}
+
+// TestMalformedOverTCP sends bad input over real connections: each gets an
+// error and is closed, the replies to the commands before it arrive first,
+// and the server keeps serving others.
+func TestMalformedOverTCP(t *testing.T) {
+	t.Parallel()
+	srv, addr := start(t, Config{MaxRequestBytes: 1024, MaxKeyBytes: 64})
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"claimed 1 GB bulk", "*1\r\n$1000000000\r\n", []string{"-" + errProtoTooLarge}},
+		{"reply before the violation", "PING\r\n*1\r\n$1000000000\r\naaaa", []string{"+PONG", "-" + errProtoTooLarge}},
+		{"pipeline before the violation", "*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n*x\r\n", []string{"+PONG", "$hi", "-" + errProtoMultiBulk}},
+		{"long inline", strings.Repeat("a", 2000), []string{"-" + errProtoTooLarge}},
+		{"bad count", "*x\r\n", []string{"-" + errProtoMultiBulk}},
+		// redcon alone spins through the count (2^63 times here) even with
+		// no bulk to read: one goroutine at 100% CPU for good.
+		{"huge count", "*9000000000000000000\r\n", []string{"-" + errProtoTooLarge}},
+		{"no dollar", "*1\r\n+OK\r\n", []string{"-" + errProtoExpected + "+'"}},
+		{"bad bulk end", "*1\r\n$4\r\nPINGXX", []string{"-" + errProtoBulk}},
+		{"unbalanced quotes (redcon's check)", "ECHO \"abc\r\n", []string{"-ERR Protocol error: unbalanced quotes in request"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := dialRaw(t, addr)
+			r.send(tt.in)
+			for _, want := range tt.want {
+				if got := r.readReply(); got != want {
+					t.Errorf("got %s, want %s", got, want)
+				}
+			}
+			r.expectClosed()
+			other := dialRaw(t, addr)
+			other.send("PING\r\n")
+			if got := other.readReply(); got != "+PONG" {
+				t.Errorf("another client after the violation: %s", got)
+			}
+		})
+	}
+	_ = srv
+}
+
+// TestOversizedStreamIsCutOff streams a request far larger than the cap over
+// TCP: the server must close the connection long before the client has
+// written it all, which it cannot do if it keeps buffering.
+func TestOversizedStreamIsCutOff(t *testing.T) {
+	t.Parallel()
+	_, addr := start(t, Config{})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+	chunk := bytes.Repeat([]byte("a"), 64<<10)
+	written := 0
+	for written < 1<<30 {
+		n, err := nc.Write(chunk)
+		written += n
+		if err != nil {
+			break
+		}
+	}
+	if written >= 64<<20 {
+		t.Fatalf("wrote %d MiB of one inline request without the server closing the connection", written>>20)
+	}
+	t.Logf("the server closed the connection after the client wrote %d KiB", written>>10)
+}

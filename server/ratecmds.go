@@ -1,0 +1,124 @@
+package server
+
+import (
+	"math"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// rateCommands are the rate-limiting commands.
+//
+// RL.TAKE key [cost] takes cost tokens (default 1) from the bucket of the
+// key's policy; RL.PEEK key [cost] answers the same without spending. The
+// reply is always an array of six:
+//
+//  1. allowed: integer, 1 admitted, 0 rejected
+//  2. limit: integer, the policy's burst capacity
+//  3. remaining: integer, whole tokens left after this decision
+//  4. retry_after_ms: integer, -1 when allowed or when cost > limit
+//  5. reset_after_ms: integer, ms until the bucket is full again
+//  6. decided_by: bulk string, store, lease, split, embedded, fallback-*, shadow
+//
+// RL.RESET key forgets the key's state and answers :1 if it existed, else :0.
+func rateCommands() []*command {
+	keyArg := docArg{name: "key", typ: "key"}
+	costArg := docArg{name: "cost", typ: "integer", optional: true}
+	return []*command{
+		{
+			name: "rl.take", minArgs: 2, maxArgs: 3,
+			batch: takeRequest(limit.OpTake),
+			doc: cmdDoc{
+				summary:    "Takes cost tokens (default 1) from the key's bucket if they exist. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by].",
+				group:      "rate-limiting",
+				complexity: "O(1)",
+				args:       []docArg{keyArg, costArg},
+				flags:      []string{"write", "fast"},
+				firstKey:   1, lastKey: 1, keyStep: 1,
+			},
+		},
+		{
+			name: "rl.peek", minArgs: 2, maxArgs: 3,
+			batch: takeRequest(limit.OpPeek),
+			doc: cmdDoc{
+				summary:    "Reports what RL.TAKE would decide, spending nothing.",
+				group:      "rate-limiting",
+				complexity: "O(1)",
+				args:       []docArg{keyArg, costArg},
+				flags:      []string{"readonly", "fast"},
+				firstKey:   1, lastKey: 1, keyStep: 1,
+			},
+		},
+		{
+			name: "rl.reset", minArgs: 2, maxArgs: 2,
+			flags: flagBarrier,
+			run:   cmdReset,
+			doc: cmdDoc{
+				summary:    "Forgets the key's state. Returns 1 if it existed, else 0.",
+				group:      "rate-limiting",
+				complexity: "O(1)",
+				args:       []docArg{keyArg},
+				flags:      []string{"write"},
+				firstKey:   1, lastKey: 1, keyStep: 1,
+			},
+		},
+	}
+}
+
+// takeRequest returns the batcher of RL.TAKE or RL.PEEK.
+func takeRequest(op limit.Op) batcher {
+	return func(c *connState, args [][]byte) (limit.Request, error) {
+		if err := c.srv.checkKey(args[1]); err != nil {
+			return limit.Request{}, err
+		}
+		cost := int64(1)
+		if len(args) == 3 {
+			var ok bool
+			if cost, ok = parseCost(args[2]); !ok {
+				return limit.Request{}, errCost
+			}
+		}
+		return limit.Request{Key: string(args[1]), Cost: cost, Op: op}, nil
+	}
+}
+
+func cmdReset(c *connState, args [][]byte) (any, error) {
+	if err := c.srv.checkKey(args[1]); err != nil {
+		return nil, err
+	}
+	existed, err := c.srv.cfg.Decider.Reset(c.srv.ctx, string(args[1]))
+	if err != nil {
+		return nil, &decisionError{key: string(args[1]), err: err}
+	}
+	return existed, nil
+}
+
+// checkKey validates a key argument.
+func (s *Server) checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return errKeyEmpty
+	case len(key) > s.cfg.MaxKeyBytes:
+		return s.errKeyTooLong
+	}
+	return nil
+}
+
+// parseCost accepts a positive decimal integer that fits an int64, written
+// canonically: digits only, no sign, no leading zero, no spaces.
+func parseCost(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 19 || b[0] == '0' {
+		return 0, false
+	}
+	var n int64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		d := int64(ch - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}

@@ -1,0 +1,420 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// Decider decides batches of rate-limit requests; the limiter implements it.
+// Implementations must be safe for concurrent use.
+type Decider interface {
+	// Decide fills out[i] for reqs[i]; len(out) == len(reqs). The requests
+	// of one call come from one client's pipeline, in its order, and must
+	// be decided as if one after the other. A failure of one item is its
+	// out[i].Err: errors.Is(err, limit.ErrNoPolicy) for a key that no
+	// policy matches.
+	Decide(ctx context.Context, reqs []limit.Request, out []limit.Result)
+	// Reset forgets the state of key; it reports whether there was any.
+	Reset(ctx context.Context, key string) (bool, error)
+}
+
+// Config configures a Server. The zero value of each field means its
+// default; Decider is required.
+type Config struct {
+	// Addr is the TCP address ListenAndServe listens on.
+	// Default "127.0.0.1:6380".
+	Addr string
+	// Decider decides RL.TAKE, RL.PEEK and RL.RESET. Required.
+	Decider Decider
+	// MaxClients is how many connections are served at once; one more is
+	// answered "-ERR max number of clients reached" and closed.
+	// Default 10000.
+	MaxClients int
+	// MaxRequestBytes is the largest request (one command, RESP or inline)
+	// the server reads; a larger one gets "-ERR Protocol error: request too
+	// large" and its connection is closed before more is buffered.
+	// Default 65536 (64 KiB).
+	MaxRequestBytes int
+	// MaxKeyBytes is the longest key RL.* commands accept, in bytes.
+	// Default 1024.
+	MaxKeyBytes int
+	// RequirePass, when not empty, is the password of the "default" user:
+	// clients must AUTH (or HELLO ... AUTH) before anything but AUTH, HELLO,
+	// QUIT and RESET. Default: no password.
+	RequirePass string
+	// IdleTimeout closes a connection that sends nothing for this long.
+	// Default 0: never.
+	IdleTimeout time.Duration
+	// Logger receives per-connection events and recovered panics, never
+	// per-request lines. Default: discard.
+	Logger *slog.Logger
+	// Version is sluice's version, shown by INFO as sluice_version.
+	// Default "dev".
+	Version string
+	// Info, when not nil, writes extra INFO sections ("# Name\r\nkey:value\r\n")
+	// after the server's own. It is called concurrently, once per INFO.
+	Info func(w io.Writer)
+	// ShutdownTimeout bounds how long Shutdown waits for in-flight commands,
+	// in addition to its context. Default 10s.
+	ShutdownTimeout time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultAddr            = "127.0.0.1:6380"
+	DefaultMaxClients      = 10000
+	DefaultMaxRequestBytes = 64 << 10
+	DefaultMaxKeyBytes     = 1024
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// The bounds of MaxRequestBytes: a request must have room for a key and a
+// few arguments, and 512 MiB is Redis's own largest bulk.
+const (
+	minRequestBytes = 256
+	maxRequestBytes = 512 << 20
+)
+
+// ErrServerClosed is returned by Serve and ListenAndServe after Shutdown.
+var ErrServerClosed = errors.New("server: closed")
+
+// Stats are the server's counters since New.
+type Stats struct {
+	ConnectedClients  int64 // connections open now
+	TotalConnections  int64 // connections accepted, within MaxClients
+	CommandsProcessed int64
+	RejectedClients   int64 // connections refused over MaxClients
+	Panics            int64 // recovered handler or Decider panics
+	ErrorReplies      int64 // error replies, protocol errors included
+}
+
+// Server is the RESP front end. Its methods are safe for concurrent use.
+// Create it with New, run it with Serve or ListenAndServe, stop it with
+// Shutdown; a Server serves once.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	cmds    commandTable
+	started time.Time
+
+	// ctx is passed to the Decider; it ends when Shutdown gives up.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	errKeyTooLong respError
+	passDigest    [sha256.Size]byte // of RequirePass
+
+	nextID     atomic.Int64
+	connected  atomic.Int64
+	totalConns atomic.Int64
+	commands   atomic.Int64
+	rejected   atomic.Int64
+	panics     atomic.Int64
+	errReplies atomic.Int64
+
+	closing  atomic.Bool
+	inflight atomic.Int64
+	idle     chan struct{} // signalled when inflight reaches 0 while closing
+
+	mu      sync.Mutex
+	ln      *listener
+	served  chan struct{} // closed when Serve returns
+	clients map[*connState]struct{}
+}
+
+// New validates cfg, fills in its defaults and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Decider == nil {
+		return nil, errors.New("server: Config.Decider is required")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("server: Config.Addr %q: %w", cfg.Addr, err)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"MaxClients", &cfg.MaxClients, DefaultMaxClients},
+		{"MaxRequestBytes", &cfg.MaxRequestBytes, DefaultMaxRequestBytes},
+		{"MaxKeyBytes", &cfg.MaxKeyBytes, DefaultMaxKeyBytes},
+	} {
+		if *f.v < 0 {
+			return nil, fmt.Errorf("server: Config.%s must not be negative, got %d", f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if cfg.MaxRequestBytes < minRequestBytes || cfg.MaxRequestBytes > maxRequestBytes {
+		return nil, fmt.Errorf("server: Config.MaxRequestBytes must be between %d and %d, got %d", minRequestBytes, maxRequestBytes, cfg.MaxRequestBytes)
+	}
+	if cfg.MaxKeyBytes > cfg.MaxRequestBytes-64 {
+		return nil, fmt.Errorf("server: Config.MaxKeyBytes %d does not fit in a request of MaxRequestBytes %d", cfg.MaxKeyBytes, cfg.MaxRequestBytes)
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("server: Config.IdleTimeout must not be negative, got %s", cfg.IdleTimeout)
+	}
+	if cfg.ShutdownTimeout < 0 {
+		return nil, fmt.Errorf("server: Config.ShutdownTimeout must not be negative, got %s", cfg.ShutdownTimeout)
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:           cfg,
+		log:           log,
+		cmds:          newCommandTable(),
+		started:       time.Now(),
+		ctx:           ctx,
+		cancel:        cancel,
+		errKeyTooLong: errKeyTooLong(cfg.MaxKeyBytes),
+		passDigest:    sha256.Sum256([]byte(cfg.RequirePass)),
+		idle:          make(chan struct{}, 1),
+		clients:       map[*connState]struct{}{},
+	}, nil
+}
+
+// ListenAndServe listens on Config.Addr and serves; see Serve.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln and serves them until Shutdown, after
+// which it returns ErrServerClosed. It closes ln.
+func (s *Server) Serve(ln net.Listener) error {
+	gl := newListener(ln, s)
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	if s.ln != nil {
+		s.mu.Unlock()
+		return errors.New("server: already serving")
+	}
+	s.ln = gl
+	s.served = make(chan struct{})
+	s.mu.Unlock()
+	defer close(s.served)
+
+	addr := ln.Addr()
+	rs := redcon.NewServerNetwork(addr.Network(), addr.String(), s.handle, s.accept, s.closed)
+	rs.AcceptError = func(err error) { s.log.Warn("accept failed", "err", err) }
+	rs.SetIdleClose(s.cfg.IdleTimeout)
+	s.log.Info("serving RESP", "addr", addr.String())
+	err := rs.Serve(gl)
+	if s.closing.Load() {
+		return ErrServerClosed
+	}
+	if err == nil {
+		err = net.ErrClosed
+	}
+	return fmt.Errorf("server: %w", err)
+}
+
+// Addr returns the address the server listens on, or nil before Serve.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops accepting connections, lets the pipelines being executed
+// finish (within ctx and Config.ShutdownTimeout), then closes every
+// connection. Pipelines that arrive meanwhile are not run: their connection
+// is closed. If the wait is cut short, the Decider's context is cancelled
+// and Shutdown returns the context's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+	defer cancel()
+	s.mu.Lock()
+	first := !s.closing.Swap(true)
+	ln, served := s.ln, s.served
+	s.mu.Unlock()
+	if ln == nil {
+		s.cancel()
+		return nil
+	}
+	if first {
+		_ = ln.Listener.Close()
+	}
+	var err error
+	for err == nil && s.inflight.Load() > 0 {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		s.cancel()
+	}
+	ln.releaseAccept()
+	select {
+	case <-served:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	s.cancel()
+	return err
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		ConnectedClients:  s.connected.Load(),
+		TotalConnections:  s.totalConns.Load(),
+		CommandsProcessed: s.commands.Load(),
+		RejectedClients:   s.rejected.Load(),
+		Panics:            s.panics.Load(),
+		ErrorReplies:      s.errReplies.Load(),
+	}
+}
+
+// begin counts a pipeline in flight; it reports false once Shutdown began.
+func (s *Server) begin() bool {
+	s.inflight.Add(1)
+	if s.closing.Load() {
+		s.end()
+		return false
+	}
+	return true
+}
+
+func (s *Server) end() {
+	if s.inflight.Add(-1) == 0 && s.closing.Load() {
+		select {
+		case s.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// accept sets up a connection's state; redcon calls it for every
+// connection the listener returns.
+func (s *Server) accept(conn redcon.Conn) bool {
+	laddr := ""
+	if nc := conn.NetConn(); nc != nil {
+		laddr = nc.LocalAddr().String()
+	}
+	c := s.newConnState(redcon.BaseWriter(conn), conn.RemoteAddr(), laddr)
+	conn.SetContext(c)
+	s.mu.Lock()
+	s.clients[c] = struct{}{}
+	s.mu.Unlock()
+	s.log.Debug("client connected", "id", c.id, "addr", c.addr)
+	return true
+}
+
+// closed forgets a connection; err is why it ended (nil for EOF).
+func (s *Server) closed(conn redcon.Conn, err error) {
+	c, _ := conn.Context().(*connState)
+	if c == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(s.clients, c)
+	s.mu.Unlock()
+	var v violation
+	switch {
+	case err != nil && strings.HasPrefix(err.Error(), "Protocol error: "):
+		// redcon's own protocol errors (its error type is unexported);
+		// it has answered them already.
+		s.errReplies.Add(1)
+		s.log.Info("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
+	case errors.As(err, &v):
+		s.log.Info("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
+	case err != nil && !errors.Is(err, net.ErrClosed):
+		s.log.Debug("client disconnected", "id", c.id, "addr", c.addr, "err", err)
+	default:
+		s.log.Debug("client disconnected", "id", c.id, "addr", c.addr)
+	}
+}
+
+// clientList returns the open connections, for CLIENT LIST.
+func (s *Server) clientList() []*connState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := make([]*connState, 0, len(s.clients))
+	for c := range s.clients {
+		list = append(list, c)
+	}
+	slices.SortFunc(list, func(a, b *connState) int { return cmp.Compare(a.id, b.id) })
+	return list
+}
+
+// handle is redcon's handler. redcon calls it for the first command it
+// parsed from a read; the rest of that read's pipeline is taken here, so
+// all of it is executed, batched and answered together.
+func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
+	c, ok := conn.Context().(*connState)
+	if !ok {
+		conn.Close()
+		return
+	}
+	c.cmds = append(append(c.cmds[:0], first), conn.ReadPipeline()...)
+	if !s.begin() {
+		conn.Close()
+		return
+	}
+	defer s.end()
+	defer func() {
+		if r := recover(); r != nil {
+			s.recovered(r, "pipeline")
+			conn.WriteError(string(errInternal))
+			conn.Close()
+		}
+	}()
+	c.exec(c.cmds)
+	// Flush before the pipeline stops counting as in flight: Shutdown
+	// closes connections as soon as nothing is, and redcon would only
+	// flush after this returns. redcon's own flush then writes nothing.
+	_ = c.w.Flush()
+	if c.quit {
+		conn.Close()
+	}
+}
+
+// recovered logs and counts a recovered panic.
+func (s *Server) recovered(r any, where string) {
+	s.panics.Add(1)
+	s.log.Error("panic recovered", "in", where, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+}
