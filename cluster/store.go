@@ -32,6 +32,13 @@ type Config struct {
 	// BreakerCooldown is how long an open breaker fails fast before it lets
 	// one probe through; 0 means 1s.
 	BreakerCooldown time.Duration
+	// Pipelines is the number of pipelines in flight per node; 0 means 2.
+	// Requests that arrive while they are busy wait and go out together in
+	// the next one, so batches grow with load and a lone request goes out
+	// at once.
+	Pipelines int
+	// MaxBatch caps the commands of one pipeline; 0 means 512.
+	MaxBatch int
 }
 
 // Store is a limit.Store on Redis. It is safe for concurrent use.
@@ -45,6 +52,9 @@ type Store struct {
 	breakers map[string]*breaker
 	direct   map[string]*redis.Client // MOVED/ASK targets, by address
 	opts     *redis.Options           // for direct clients
+	queues   sync.Map                 // *redis.Client → *nodeQueue
+	argCache sync.Map                 // *limit.Policy → *policyArgs
+	closing  chan struct{}
 }
 
 var _ limit.Store = (*Store)(nil)
@@ -60,8 +70,14 @@ func New(cfg Config) (*Store, error) {
 	if cfg.BreakerCooldown <= 0 {
 		cfg.BreakerCooldown = time.Second
 	}
+	if cfg.Pipelines <= 0 {
+		cfg.Pipelines = 2
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
 	sum := sha1.Sum([]byte(lua.TokenBucket))
-	s := &Store{cfg: cfg, sha: hex.EncodeToString(sum[:]), breakers: map[string]*breaker{}, direct: map[string]*redis.Client{}}
+	s := &Store{cfg: cfg, sha: hex.EncodeToString(sum[:]), breakers: map[string]*breaker{}, direct: map[string]*redis.Client{}, closing: make(chan struct{})}
 	switch {
 	case len(cfg.Addrs) > 0 && cfg.URL != "":
 		return nil, errors.New("cluster: set Addrs or URL, not both")
@@ -99,8 +115,9 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close closes every connection.
+// Close stops the node workers and closes every connection.
 func (s *Store) Close() error {
+	close(s.closing)
 	s.mu.Lock()
 	for _, c := range s.direct {
 		_ = c.Close()
@@ -122,60 +139,76 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.single.Ping(ctx).Err()
 }
 
-// item is one request in flight: where it goes and how.
+// item is one request in flight: where it goes and how. A worker writes
+// res, retry, eval and ask; Do reads them only after the item's unit is done.
 type item struct {
 	idx   int    // index in the batch
 	key   string // Redis key
-	args  []any
+	args  []any  // the whole EVALSHA command
 	node  *redis.Client
 	ask   bool // send ASKING first
 	eval  bool // NOSCRIPT seen: send the whole script
-	retry bool // redirected or NOSCRIPT: go round again
+	retry bool // redirected: go round again
+	res   limit.Result
 }
 
-// attempts bounds the rounds of one batch: first try, then NOSCRIPT or a
-// redirection, then one more redirection during a migration.
+// attempts bounds the rounds of one batch: first try, then a redirection,
+// then one more redirection during a migration.
 const attempts = 3
 
-// Do decides a batch: one pipeline per node, the nodes in parallel.
+// Do decides a batch. Its items join the per-node queues, where concurrent
+// batches from other connections are sent together, one pipeline per node.
 func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	items := make([]*item, 0, len(reqs))
+	items := make([]item, len(reqs))
+	live := make([]*item, 0, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
-		b, err := r.Policy.Bucket()
+		pa, err := s.policyArgs(r.Policy)
 		if err != nil {
 			out[i] = limit.Result{Err: err}
 			continue
 		}
+		it := &items[i]
+		it.idx, it.key = i, Key(r.Key)
 		peek := "0"
 		if r.Op == limit.OpPeek {
 			peek = "1"
 		}
-		it := &item{idx: i, key: Key(r.Key), args: []any{b.Capacity, b.Refill, b.Scale, r.Cost, peek}}
-		it.node, err = s.route(ctx, it.key)
-		if err != nil {
+		it.args = []any{"evalsha", s.sha, 1, it.key, pa.capacity, pa.refill, pa.scale, r.Cost, peek}
+		if it.node, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: s.unavailable("", err)}
 			continue
 		}
-		items = append(items, it)
+		live = append(live, it)
 	}
 	for range attempts {
-		if len(items) == 0 {
+		if len(live) == 0 {
 			return
 		}
-		s.round(ctx, items, out)
-		pending := items[:0]
-		for _, it := range items {
-			if it.retry {
-				it.retry = false
-				pending = append(pending, it)
-			}
-		}
-		items = pending
+		live = s.round(ctx, live, out)
 	}
-	for _, it := range items {
+	for _, it := range live {
 		out[it.idx] = limit.Result{Err: fmt.Errorf("cluster: %s: too many redirections", it.key)}
 	}
+}
+
+// policyArgs are the script arguments that depend only on the policy,
+// boxed once per policy instead of once per request.
+type policyArgs struct {
+	capacity, refill, scale any
+}
+
+func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
+	if v, ok := s.argCache.Load(p); ok {
+		return v.(*policyArgs), nil
+	}
+	b, err := p.Bucket()
+	if err != nil {
+		return nil, err
+	}
+	pa := &policyArgs{capacity: b.Capacity, refill: b.Refill, scale: b.Scale}
+	s.argCache.Store(p, pa)
+	return pa, nil
 }
 
 func (s *Store) route(ctx context.Context, key string) (*redis.Client, error) {
@@ -185,70 +218,70 @@ func (s *Store) route(ctx context.Context, key string) (*redis.Client, error) {
 	return s.cc.MasterForKey(ctx, key)
 }
 
-// round sends every item once, grouped by node.
-func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) {
-	groups := map[*redis.Client][]*item{}
+// round sends every item once through its node's queue, files the answers
+// in out, and returns the items redirected elsewhere. A unit still queued
+// or in flight when ctx ends is answered unavailable and left to its worker.
+func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []*item {
+	units := make([]*unit, 0, 3)
 	for _, it := range items {
-		groups[it.node] = append(groups[it.node], it)
-	}
-	if len(groups) == 1 {
-		for node, g := range groups {
-			s.pipeline(ctx, node, g, out)
+		var u *unit
+		for _, x := range units {
+			if x.node == it.node {
+				u = x
+				break
+			}
 		}
-		return
+		if u == nil {
+			u = &unit{node: it.node, ctx: ctx, done: make(chan struct{})}
+			units = append(units, u)
+		}
+		u.items = append(u.items, it)
 	}
-	var wg sync.WaitGroup
-	for node, g := range groups {
-		wg.Go(func() { s.pipeline(ctx, node, g, out) })
+	for _, u := range units {
+		s.queue(u.node).submit(u)
 	}
-	wg.Wait()
+	var retry []*item
+	for _, u := range units {
+		select {
+		case <-u.done:
+		case <-ctx.Done():
+			err := s.unavailable(u.node.Options().Addr, ctx.Err())
+			for _, it := range u.items {
+				out[it.idx] = limit.Result{Err: err}
+			}
+			continue
+		}
+		for _, it := range u.items {
+			if it.retry {
+				it.retry = false
+				retry = append(retry, it)
+				continue
+			}
+			out[it.idx] = it.res
+		}
+	}
+	return retry
 }
 
-// pipeline runs one node's items in one round trip and files each reply.
-func (s *Store) pipeline(ctx context.Context, node *redis.Client, items []*item, out []limit.Result) {
-	addr := node.Options().Addr
-	br := s.breaker(addr)
-	if !br.allow(time.Now()) {
-		err := &limit.UnavailableError{Node: addr, Err: ErrCircuitOpen}
-		for _, it := range items {
-			out[it.idx] = limit.Result{Err: err}
-		}
-		return
+// file records the reply of one command of a pipeline, or marks the item
+// for another round. It reports false for a connectivity failure.
+func (s *Store) file(it *item, cmd *redis.Cmd, addr string) bool {
+	err := cmd.Err()
+	it.ask = false
+	switch {
+	case err == nil:
+		it.res = decode(cmd.Val())
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		it.eval = true
+	case s.redirect(it, err):
+		it.retry = true
+	case isConnectivity(err):
+		it.res = limit.Result{Err: s.unavailable(addr, err)}
+		return false
+	default:
+		it.res = limit.Result{Err: fmt.Errorf("redis %s: %w", addr, err)}
 	}
-	cmds := make([]*redis.Cmd, len(items))
-	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, it := range items {
-			if it.ask {
-				p.Do(ctx, "asking")
-			}
-			keys := []string{it.key}
-			if it.eval {
-				cmds[i] = p.Eval(ctx, lua.TokenBucket, keys, it.args...)
-			} else {
-				cmds[i] = p.EvalSha(ctx, s.sha, keys, it.args...)
-			}
-		}
-		return nil
-	})
-	reached := true
-	for i, it := range items {
-		err := cmds[i].Err()
-		it.ask = false
-		switch {
-		case err == nil:
-			out[it.idx] = decode(cmds[i].Val())
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			it.eval, it.retry = true, true
-		case s.redirect(it, err):
-			it.retry = true
-		case isConnectivity(err):
-			reached = false
-			out[it.idx] = limit.Result{Err: s.unavailable(addr, err)}
-		default:
-			out[it.idx] = limit.Result{Err: fmt.Errorf("redis %s: %w", addr, err)}
-		}
-	}
-	br.report(reached, time.Now())
+	return true
 }
 
 // redirect points it at the node a MOVED or ASK error names.
@@ -361,3 +394,9 @@ func isConnectivity(err error) bool {
 	var re redis.Error
 	return !errors.As(err, &re) // timeouts, refused, reset, EOF, pool errors
 }
+
+var errNoScriptTwice = errors.New("cluster: NOSCRIPT after EVAL")
+
+// errNoReply is the error of a command that NOSCRIPT sent back for EVAL
+// while the rest of its pipeline found the node unreachable.
+var errNoReply = errors.New("node stopped answering before the script could be loaded")

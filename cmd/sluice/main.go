@@ -36,6 +36,7 @@ const usage = `usage: sluice <command> [flags]
 commands:
   serve     run the rate-limiter server (embedded store unless --cluster or --redis)
   cluster   up | down: a local Redis Cluster from redis-server, for trying sluice
+  bench     redis-benchmark through sluice vs straight at the cluster: a table and a chart
   version   print the version
 
 Run 'sluice <command> -h' for the flags of a command.
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return clusterCmd(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "sluice", version)
 		return nil

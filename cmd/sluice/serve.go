@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sort"
@@ -29,6 +30,7 @@ type serveFlags struct {
 	timeout, idleTimeout, shutdownTimeout         time.Duration
 	requirePass, requirePassFile                  string
 	maxClients, maxRequestBytes, maxKeyBytes      int
+	storePipelines                                int
 	logFormat, logLevel                           string
 	timeoutSet                                    bool
 }
@@ -48,6 +50,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxClients, "max-clients", 10000, "connections beyond this get -ERR max number of clients reached")
 	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", 64<<10, "a request larger than this closes its connection")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", 1024, "longest key accepted")
+	fs.IntVar(&f.storePipelines, "store-pipelines", 2, "pipelines in flight per Redis node; requests arriving meanwhile are batched into the next")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "close connections idle this long (0 = never)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -226,14 +229,14 @@ func sourceOf(path string) string {
 func openStore(f *serveFlags, timeout time.Duration) (limit.Store, string, error) {
 	switch {
 	case f.clusterAddrs != "":
-		s, err := cluster.New(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout})
+		s, err := cluster.New(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines})
 		return s, "cluster", err
 	case f.redisURL != "":
 		u := f.redisURL
 		if !strings.Contains(u, "://") {
 			u = "redis://" + u
 		}
-		s, err := cluster.New(cluster.Config{URL: u, Timeout: timeout})
+		s, err := cluster.New(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.storePipelines})
 		return s, "redis", err
 	}
 	return local.New(local.Config{DecidedBy: limit.ByEmbedded}), "embedded", nil
@@ -241,6 +244,8 @@ func openStore(f *serveFlags, timeout time.Duration) (limit.Store, string, error
 
 func adminHandler(store limit.Store, mode string, timeout func() time.Duration) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		cs, ok := store.(*cluster.Store)
@@ -273,14 +278,12 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 		fmt.Fprintf(w, "decided_by_%s:%d\r\n", strings.ReplaceAll(p, "-", "_"), s.ByPath[p])
 	}
 	if cs, ok := store.(*cluster.Store); ok {
-		states := cs.BreakerStates()
-		addrs := make([]string, 0, len(states))
-		for a := range states {
-			addrs = append(addrs, a)
-		}
-		sort.Strings(addrs)
-		for _, a := range addrs {
-			fmt.Fprintf(w, "breaker_%s:%s\r\n", a, states[a])
+		for _, n := range cs.Stats() {
+			avg := 0.0
+			if n.Pipelines > 0 {
+				avg = float64(n.Commands) / float64(n.Pipelines)
+			}
+			fmt.Fprintf(w, "node_%s:breaker=%s,pipelines=%d,commands=%d,avg_batch=%.2f\r\n", n.Addr, n.Breaker, n.Pipelines, n.Commands, avg)
 		}
 	}
 }

@@ -1,0 +1,382 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// ErrNoRedisBenchmark is returned (wrapped) by Run when redis-benchmark
+// cannot be found.
+var ErrNoRedisBenchmark = errors.New("bench: redis-benchmark not found")
+
+// Run measures sluice against direct EVALSHA as cfg says, writes progress
+// lines to progress and the markdown report to stdout (and to
+// cfg.MarkdownPath and cfg.SVGPath when set), and stops whatever it
+// started. Either writer may be nil. It fails at the first run that
+// redis-benchmark or a check rejects; it then writes nothing and returns
+// the runs so far with the error.
+func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, error) {
+	began := time.Now()
+	c, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	h := &harness{cfg: c, progress: progress}
+	if h.bin, err = exec.LookPath(c.RedisBenchmark); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoRedisBenchmark, err)
+	}
+	set, err := policy.Parse([]byte(Policy), "bench.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
+	}
+	bucket, err := set.Policies[0].Bucket()
+	if err != nil {
+		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
+	}
+
+	seeds := c.Cluster
+	var ownPids []int
+	if len(seeds) == 0 {
+		h.logf("starting a Redis Cluster (3 primaries, 3 replicas)")
+		rc, err := redistest.Start(ctx, redistest.Config{Log: prefixWriter{progress}})
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := rc.Stop(); err != nil {
+				h.logf("stopping the cluster: %v", err)
+			}
+		}()
+		seeds = rc.Addrs()
+		for _, n := range rc.Nodes() {
+			ownPids = append(ownPids, n.Pid)
+		}
+		slices.Sort(ownPids)
+	}
+	if h.store, err = openStore(ctx, seeds, bucket); err != nil {
+		return nil, err
+	}
+	defer h.store.close()
+	if ownPids != nil && !slices.Equal(ownPids, h.store.pids) {
+		return nil, fmt.Errorf("bench: the cluster's nodes report pids %v, but its processes are %v", h.store.pids, ownPids)
+	}
+
+	addr := c.SluiceAddr
+	if addr == "" {
+		bin := c.Binary
+		if bin == "" {
+			if bin, err = os.Executable(); err != nil {
+				return nil, fmt.Errorf("bench: finding the sluice binary: %w", err)
+			}
+		}
+		dir, err := os.MkdirTemp("", "sluice-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		path, err := writePolicy(dir)
+		if err != nil {
+			return nil, err
+		}
+		h.logf("starting %s serve --cluster %s", bin, strings.Join(seeds, ","))
+		ch, err := startChild(ctx, bin, seeds, path)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			ch.stop()
+			h.logf("sluice (pid %d) stopped", ch.pid())
+		}()
+		h.child = ch
+		addr = ch.addr
+	}
+	if h.front, err = newFront(ctx, addr); err != nil {
+		return nil, err
+	}
+	defer h.front.close()
+	if h.child != nil && h.front.pid != h.child.pid() {
+		return nil, fmt.Errorf("bench: sluice at %s reports pid %d, but the child is %d", addr, h.front.pid, h.child.pid())
+	}
+
+	rep := &Report{
+		Machine:   machine(c.Now(), h.store.version, benchmarkVersion(h.bin)),
+		Clients:   c.Clients,
+		Keyspace:  c.Keyspace,
+		Rounds:    c.Rounds,
+		Threads:   c.Threads,
+		Primaries: h.store.primaries,
+		SluiceCPU: h.front.pid != 0,
+		RedisCPU:  h.store.pids != nil,
+	}
+	err = h.measure(ctx, rep)
+	rep.Elapsed = time.Since(began)
+	rep.aggregate()
+	if err != nil {
+		// A partial report would pass for a whole one: write none.
+		return rep, err
+	}
+	return rep, rep.write(stdout, c.MarkdownPath, c.SVGPath)
+}
+
+// harness holds what the runs need.
+type harness struct {
+	cfg      Config
+	bin      string // redis-benchmark
+	progress io.Writer
+	store    *store
+	front    *front
+	child    *child // nil for a running sluice
+	ticks    int64  // clock ticks per second of /proc times
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(h.progress, "bench: "+format+"\n", args...)
+}
+
+// prefixWriter marks the cluster's progress lines as the harness's.
+type prefixWriter struct{ w io.Writer }
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := p.w.Write(append([]byte("bench: "), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// measure checks both sides once, warms them up and runs the rounds.
+func (h *harness) measure(ctx context.Context, rep *Report) error {
+	h.ticks = clockTicks()
+	if err := h.front.sanity(ctx, "bench:sanity"); err != nil {
+		return err
+	}
+	if err := h.store.sanity(ctx, redisKey("bench:sanity")); err != nil {
+		return err
+	}
+	hotOwner, err := h.store.owner(ctx, redisKey(HotKey))
+	if err != nil {
+		return err
+	}
+	h.logf("sanity: RL.TAKE and EVALSHA answer; script %s on %d primaries; %s is on %s; redis pids %v; sluice pid %d",
+		h.store.sha, len(h.store.primaries), redisKey(HotKey), hotOwner, h.store.pids, h.front.pid)
+
+	if w := h.cfg.Warmup; w > 0 {
+		for _, side := range []Side{Sluice, Direct} {
+			in, err := h.invocation(side, Uniform, 1, hotOwner)
+			if err != nil {
+				return err
+			}
+			in.Requests = w
+			r, _, err := runBenchmark(ctx, h.bin, in, h.cfg.RunTimeout)
+			if err != nil {
+				return err
+			}
+			h.logf("warm-up %-6s %d requests: %.0f req/s", side, w, r.RPS)
+		}
+	}
+
+	total := h.cfg.Rounds * len(h.cfg.Scenarios) * len(h.cfg.Pipelines) * 2
+	for round := 1; round <= h.cfg.Rounds; round++ {
+		for _, sc := range h.cfg.Scenarios {
+			for _, p := range h.cfg.Pipelines {
+				for _, side := range []Side{Sluice, Direct} {
+					in, err := h.invocation(side, sc, p, hotOwner)
+					if err != nil {
+						return err
+					}
+					run, err := h.runOne(ctx, in, round, sc, side, hotOwner)
+					if err != nil {
+						return err
+					}
+					rep.Runs = append(rep.Runs, run)
+					h.logf("[%d/%d] round %d %-7s P%-3d %-6s %9.0f req/s  p50 %.3f ms  p99 %.3f ms  redis %s µs/decision  sluice %s µs/decision  %s",
+						len(rep.Runs), total, round, sc, p, side, run.RPS, run.P50, run.P99,
+						fixed(run.RedisCPU, 1), fixed(run.SluiceCPU, 1), run.Elapsed.Round(10*time.Millisecond))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// invocation is the redis-benchmark command line of one run.
+func (h *harness) invocation(side Side, sc Scenario, pipeline int, hotOwner string) (invocation, error) {
+	in := invocation{
+		Clients:  h.cfg.Clients,
+		Requests: h.cfg.requests(pipeline),
+		Pipeline: pipeline,
+		Threads:  h.cfg.Threads,
+	}
+	if sc == Uniform {
+		in.Keyspace = h.cfg.Keyspace
+	}
+	var addr string
+	switch {
+	case side == Sluice:
+		addr = h.front.addr
+		key := HotKey
+		if sc == Uniform {
+			key = "key:__rand_int__"
+		}
+		in.Command = []string{"RL.TAKE", key, "1"}
+	case sc == Uniform:
+		// In cluster mode redis-benchmark replaces "{tag}" with a hash tag
+		// of a slot that the client's node owns, so each client's keys go
+		// to its node with no redirection.
+		in.Cluster = true
+		addr = h.store.seeds[0]
+		in.Command = append([]string{"EVALSHA", h.store.sha, "1", cluster.Prefix + "{tag}:__rand_int__"}, h.store.args()...)
+	default:
+		addr = hotOwner
+		in.Command = append([]string{"EVALSHA", h.store.sha, "1", redisKey(HotKey)}, h.store.args()...)
+	}
+	var err error
+	in.Host, in.Port, err = splitAddr(addr)
+	return in, err
+}
+
+// runOne runs one invocation with the counters read around it, and checks
+// that the run did what it claims.
+func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scenario, side Side, hotOwner string) (Trial, error) {
+	run := Trial{Round: round, Scenario: sc, Pipeline: in.Pipeline, Side: side, Requests: in.Requests,
+		Command: in.String(), RedisCPU: math.NaN(), SluiceCPU: math.NaN()}
+
+	before, err := h.store.stats(ctx)
+	if err != nil {
+		return run, err
+	}
+	fBefore, err := h.front.stats(ctx)
+	if err != nil {
+		return run, err
+	}
+	rBefore, rErr := h.redisTicks()
+	sBefore, sErr := h.sluiceTicks()
+
+	res, took, err := runBenchmark(ctx, h.bin, in, h.cfg.RunTimeout)
+	if err != nil {
+		return run, err
+	}
+	run.Result, run.Elapsed = res, took
+
+	rAfter, rErr2 := h.redisTicks()
+	sAfter, sErr2 := h.sluiceTicks()
+	if rErr == nil && rErr2 == nil {
+		run.RedisCPU = h.perDecision(rAfter-rBefore, in.Requests)
+	}
+	if side == Sluice && sErr == nil && sErr2 == nil {
+		run.SluiceCPU = h.perDecision(sAfter-sBefore, in.Requests)
+	}
+	after, err := h.store.stats(ctx)
+	if err != nil {
+		return run, err
+	}
+	fAfter, err := h.front.stats(ctx)
+	if err != nil {
+		return run, err
+	}
+
+	var calls, failed, redisErrors int64
+	for _, addr := range h.store.primaries {
+		d := after[addr].scriptCalls - before[addr].scriptCalls
+		run.ScriptCalls = append(run.ScriptCalls, d)
+		calls += d
+		failed += after[addr].failed - before[addr].failed
+		redisErrors += after[addr].errors - before[addr].errors
+	}
+	fallback := (fAfter.decisions - fBefore.decisions) - (fAfter.byStore - fBefore.byStore)
+	run.Errors = redisErrors + (fAfter.errorReplies - fBefore.errorReplies) + max(0, fallback)
+	return run, h.check(run, calls, failed, redisErrors, fAfter.byStore-fBefore.byStore, fallback, hotOwner)
+}
+
+// check fails a run whose counters say it measured something else than it
+// claims: error replies, fallback answers, or work missing on a shard.
+func (h *harness) check(run Trial, calls, failed, redisErrors, byStore, fallback int64, hotOwner string) error {
+	n := int64(run.Requests)
+	where := fmt.Sprintf("bench: round %d %s P%d %s", run.Round, run.Scenario, run.Pipeline, run.Side)
+	switch {
+	case failed > 0 || redisErrors > 0:
+		return fmt.Errorf("%s: Redis answered %d error replies (%d failed script calls)", where, redisErrors, failed)
+	case run.Errors > 0 && run.Side == Sluice:
+		return fmt.Errorf("%s: sluice answered %d requests with an error or a fallback (%d decided by the store, %d fallback); see its INFO", where, run.Errors, byStore, fallback)
+	case run.Side == Sluice && byStore < n:
+		return fmt.Errorf("%s: sluice decided %d of %d requests by the store", where, byStore, n)
+	case calls < n:
+		return fmt.Errorf("%s: the primaries ran the script %d times for %d requests", where, calls, n)
+	}
+	if run.Side == Direct && run.Scenario == Uniform {
+		for i, c := range run.ScriptCalls {
+			if c == 0 {
+				return fmt.Errorf("%s: primary %s ran no script: redis-benchmark --cluster did not spread the keys", where, h.store.primaries[i])
+			}
+		}
+	}
+	if run.Scenario == Hot {
+		i := slices.Index(h.store.primaries, hotOwner)
+		if i < 0 || run.ScriptCalls[i] < n {
+			return fmt.Errorf("%s: the owner %s of the hot key ran the script %d times for %d requests", where, hotOwner, run.ScriptCalls[max(i, 0)], n)
+		}
+	}
+	return nil
+}
+
+func (h *harness) redisTicks() (uint64, error) {
+	if h.store.pids == nil {
+		return 0, errors.ErrUnsupported
+	}
+	return cpuTicks(h.store.pids)
+}
+
+func (h *harness) sluiceTicks() (uint64, error) {
+	if h.front.pid == 0 {
+		return 0, errors.ErrUnsupported
+	}
+	return cpuTicks([]int{h.front.pid})
+}
+
+// perDecision converts clock ticks to µs per request.
+func (h *harness) perDecision(ticks uint64, requests int) float64 {
+	return float64(ticks) * 1e6 / float64(h.ticks) / float64(requests)
+}
+
+// machine describes where the benchmark ran.
+func machine(now time.Time, redisVersion, benchVersion string) Machine {
+	m := Machine{
+		CPUs:      runtime.NumCPU(),
+		Nproc:     "n/a",
+		Go:        runtime.Version(),
+		OS:        runtime.GOOS + "/" + runtime.GOARCH,
+		Redis:     redisVersion,
+		Benchmark: benchVersion,
+		Date:      now,
+	}
+	if out, err := exec.Command("nproc").Output(); err == nil {
+		m.Nproc = strings.TrimSpace(string(out))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requireTool finds a binary; with CI set a missing one fails the test, so
+// a CI job cannot pass by benchmarking nothing.
+func requireTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not found on PATH: CI must install redis-server and redis-tools", name)
+		}
+		t.Skipf("%s not found on PATH", name)
+	}
+}
+
+// TestBenchQuickEndToEnd runs `sluice bench --quick` as users do: a real
+// cluster, a real sluice child, redis-benchmark, about 20,000 requests in
+// all. It checks the shape of what comes out and that nothing is left
+// running, never how fast anything was.
+func TestBenchQuickEndToEnd(t *testing.T) {
+	for _, tool := range []string{"redis-benchmark", "redis-server", "redis-cli"} {
+		requireTool(t, tool)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/sluice").CombinedOutput(); err != nil {
+		t.Fatalf("building sluice: %v\n%s", err, out)
+	}
+	md, svg := filepath.Join(dir, "out", "r.md"), filepath.Join(dir, "out", "r.svg")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--pipelines", "1,4", "--keyspace", "1000", "--out", md, "--svg", svg)
+	cmd.SysProcAttr = childAttr()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sluice bench: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	progress := stderr.String()
+	t.Logf("progress:\n%s", progress)
+
+	for _, want := range []string{"| uniform | 1 | 2,000 |", "| uniform | 4 | 2,000 |", "| hot | 1 | 2,000 |", "| hot | 4 | 2,000 |",
+		"--cluster -h 127.0.0.1", "'sluice:{tag}:__rand_int__'", "RL.TAKE key:__rand_int__ 1", "'sluice:{hot}'"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if strings.Count(stdout.String(), " | sluice | ")+strings.Count(stdout.String(), " | direct | ") != 8 {
+		t.Errorf("report does not list 8 runs:\n%s", stdout.String())
+	}
+	got, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != stdout.String() {
+		t.Errorf("%s differs from what was printed", md)
+	}
+	doc, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rects := decodeSVG(t, string(doc)); rects != 3+2*4 {
+		t.Errorf("SVG has %d rects, want %d", rects, 3+2*4)
+	}
+	if !strings.Contains(progress, "[8/8] round 1 hot") {
+		t.Errorf("progress lacks the last run")
+	}
+
+	// Everything the benchmark started is gone.
+	var pids []int
+	if m := regexp.MustCompile(`redis pids \[([0-9 ]+)\]; sluice pid (\d+)`).FindStringSubmatch(progress); m != nil {
+		for _, f := range strings.Fields(m[1] + " " + m[2]) {
+			pid, _ := strconv.Atoi(f)
+			pids = append(pids, pid)
+		}
+	} else {
+		t.Fatalf("progress lacks the pids")
+	}
+	if len(pids) != 7 {
+		t.Errorf("%d pids, want 6 redis-servers and sluice: %v", len(pids), pids)
+	}
+	for _, pid := range pids {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err == nil && !bytes.Contains(stat, []byte(") Z ")) {
+			t.Errorf("pid %d still runs after sluice bench: %s", pid, stat)
+		}
+	}
+}

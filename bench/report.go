@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Side is what redis-benchmark talks to.
+type Side string
+
+// The sides.
+const (
+	Sluice Side = "sluice" // RL.TAKE through sluice
+	Direct Side = "direct" // EVALSHA of the same script on the owning shard
+)
+
+// Trial is one redis-benchmark run. CPU figures are µs of CPU time per
+// request (decision); NaN when they could not be measured.
+type Trial struct {
+	Round    int
+	Scenario Scenario
+	Pipeline int
+	Side     Side
+	Requests int
+	Command  string // the redis-benchmark command line
+	Result
+	Elapsed time.Duration
+	// RedisCPU is the CPU of every redis-server of the cluster, primaries
+	// and replicas, per request.
+	RedisCPU float64
+	// SluiceCPU is the CPU of the sluice process per request; NaN on the
+	// direct side.
+	SluiceCPU float64
+	// ScriptCalls are the script calls each primary ran during the run,
+	// in Report.Primaries order.
+	ScriptCalls []int64
+	// Errors counts error replies and fallback answers; a run with any
+	// fails Run.
+	Errors int64
+}
+
+// Summary is the median over rounds of one side of one Row.
+type Summary struct {
+	Requests            int
+	RPS, P50, P99       float64
+	RedisCPU, SluiceCPU float64 // µs per decision; NaN unknown
+}
+
+// Row is one scenario at one pipeline depth, both sides.
+type Row struct {
+	Scenario       Scenario
+	Pipeline       int
+	Sluice, Direct Summary
+}
+
+// Ratio is sluice req/s ÷ direct req/s.
+func (r Row) Ratio() float64 { return ratio(r.Sluice.RPS, r.Direct.RPS) }
+
+// CPURatio is Redis CPU per decision, sluice ÷ direct.
+func (r Row) CPURatio() float64 { return ratio(r.Sluice.RedisCPU, r.Direct.RedisCPU) }
+
+func ratio(a, b float64) float64 {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// Machine describes where a benchmark ran.
+type Machine struct {
+	CPUs      int    // runtime.NumCPU
+	Nproc     string // output of nproc
+	CPUModel  string
+	Go, OS    string
+	Redis     string // redis_version of the cluster
+	Benchmark string // redis-benchmark --version
+	Date      time.Time
+}
+
+// String is the machine line of the report.
+func (m Machine) String() string {
+	cpu := fmt.Sprintf("%d CPUs (nproc %s)", m.CPUs, m.Nproc)
+	if m.CPUModel != "" {
+		cpu += ", " + m.CPUModel
+	}
+	return fmt.Sprintf("%s; %s; %s; redis-server %s; %s; %s",
+		cpu, m.OS, m.Go, m.Redis, m.Benchmark, m.Date.UTC().Format("2006-01-02 15:04 MST"))
+}
+
+// Report is what Run measured.
+type Report struct {
+	Machine   Machine
+	Clients   int
+	Keyspace  int
+	Rounds    int
+	Threads   int
+	Primaries []string // addresses of the primaries
+	RedisCPU  bool     // the CPU of every redis-server was readable
+	SluiceCPU bool     // the CPU of sluice was readable
+	Runs      []Trial
+	Rows      []Row // from Runs, by aggregate
+	Elapsed   time.Duration
+}
+
+// aggregate fills Rows with the medians of Runs, in the order the runs
+// first appear.
+func (r *Report) aggregate() {
+	r.Rows = nil
+	type cell struct {
+		sc Scenario
+		p  int
+	}
+	var order []cell
+	runs := map[cell]map[Side][]Trial{}
+	for _, run := range r.Runs {
+		c := cell{run.Scenario, run.Pipeline}
+		if runs[c] == nil {
+			runs[c] = map[Side][]Trial{}
+			order = append(order, c)
+		}
+		runs[c][run.Side] = append(runs[c][run.Side], run)
+	}
+	for _, c := range order {
+		r.Rows = append(r.Rows, Row{Scenario: c.sc, Pipeline: c.p,
+			Sluice: summarize(runs[c][Sluice]), Direct: summarize(runs[c][Direct])})
+	}
+}
+
+func summarize(runs []Trial) Summary {
+	if len(runs) == 0 {
+		return Summary{RPS: math.NaN(), P50: math.NaN(), P99: math.NaN(), RedisCPU: math.NaN(), SluiceCPU: math.NaN()}
+	}
+	pick := func(f func(Trial) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, run := range runs {
+			v[i] = f(run)
+		}
+		return Median(v)
+	}
+	return Summary{
+		Requests:  runs[0].Requests,
+		RPS:       pick(func(r Trial) float64 { return r.RPS }),
+		P50:       pick(func(r Trial) float64 { return r.P50 }),
+		P99:       pick(func(r Trial) float64 { return r.P99 }),
+		RedisCPU:  pick(func(r Trial) float64 { return r.RedisCPU }),
+		SluiceCPU: pick(func(r Trial) float64 { return r.SluiceCPU }),
+	}
+}
+
+// Median is the middle value of v, the mean of the two middle ones for an
+// even count; NaN if v is empty or holds a NaN.
+func Median(v []float64) float64 {
+	if len(v) == 0 || slices.ContainsFunc(v, math.IsNaN) {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Markdown renders the report: the summary table, what its columns mean,
+// the command lines and every run.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# sluice bench: RL.TAKE through sluice vs EVALSHA straight at the shards\n\n")
+	w("Machine: %s.\n\n", r.Machine)
+	threads := plural(r.Threads, "redis-benchmark thread")
+	w("%d clients, %s, uniform keyspace %s, %d primaries (+ replicas); each cell ran %s on each side, sluice then direct, and shows the **median** of the rounds; the whole run took %s.\n\n",
+		r.Clients, threads, thousands(float64(r.Keyspace)), len(r.Primaries), plural(r.Rounds, "round"), r.Elapsed.Round(time.Second))
+	w("| scenario | pipeline | requests | sluice req/s | direct req/s | sluice/direct | sluice p50 / p99 ms | direct p50 / p99 ms | Redis CPU µs/decision, sluice | Redis CPU µs/decision, direct | Redis CPU sluice/direct | sluice CPU µs/decision |\n")
+	w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, row := range r.Rows {
+		w("| %s | %d | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s | %s | %s |\n",
+			row.Scenario, row.Pipeline, thousands(float64(row.Sluice.Requests)),
+			thousands(row.Sluice.RPS), thousands(row.Direct.RPS), fixed(row.Ratio(), 2),
+			fixed(row.Sluice.P50, 3), fixed(row.Sluice.P99, 3), fixed(row.Direct.P50, 3), fixed(row.Direct.P99, 3),
+			fixed(row.Sluice.RedisCPU, 1), fixed(row.Direct.RedisCPU, 1), fixed(row.CPURatio(), 2), fixed(row.Sluice.SluiceCPU, 1))
+	}
+	w("\n")
+	w("- **sluice**: `RL.TAKE key 1` to one sluice in front of the cluster, with one catch-all policy that admits everything " +
+		"(limit and rate 1,000,000,000 per 1s), so every decision runs the token-bucket script and writes. " +
+		"**direct**: `EVALSHA` of the same script with the same bucket arguments, sent by redis-benchmark straight to the owning primary.\n")
+	w("- **uniform**: random keys out of the keyspace on every shard; **hot**: one key, so one shard does all the work.\n")
+	w("- **Redis CPU µs/decision**: user + system CPU of every redis-server of the cluster (primaries and replicas, from /proc/<pid>/stat) during the run, divided by the requests.\n")
+	w("- **sluice CPU µs/decision**: the same for the sluice process. redis-benchmark shares the machine with both, so on a small machine every number is also a measure of contention.\n")
+	w("- Checked for every run: no error reply (redis-benchmark stops at the first), every sluice request decided by the store (INFO `decided_by_store`), " +
+		"the primaries ran the script at least once per request (INFO commandstats), a direct uniform run reached every primary, and a hot run reached the key's owner.\n")
+	if !r.RedisCPU {
+		w("- Redis CPU is n/a: the cluster's processes are not readable on this machine.\n")
+	}
+	if !r.SluiceCPU {
+		w("- sluice CPU is n/a: the sluice process is not readable on this machine.\n")
+	}
+	w("\n## Commands\n\n")
+	seen := map[string]bool{}
+	for _, run := range r.Runs {
+		id := fmt.Sprintf("%s P%d %s", run.Scenario, run.Pipeline, run.Side)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		w("- %s: `%s`\n", id, run.Command)
+	}
+	w("\n## Every run\n\n")
+	w("Script calls per primary: %s.\n\n", strings.Join(r.Primaries, ", "))
+	w("| # | round | scenario | pipeline | side | req/s | p50 ms | p99 ms | max ms | Redis CPU µs/decision | sluice CPU µs/decision | script calls per primary | time |\n")
+	w("|--:|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for i, run := range r.Runs {
+		calls := make([]string, len(run.ScriptCalls))
+		for j, c := range run.ScriptCalls {
+			calls[j] = strconv.FormatInt(c, 10)
+		}
+		w("| %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			i+1, run.Round, run.Scenario, run.Pipeline, run.Side, thousands(run.RPS),
+			fixed(run.P50, 3), fixed(run.P99, 3), fixed(run.Max, 3), fixed(run.RedisCPU, 1), fixed(run.SluiceCPU, 1),
+			strings.Join(calls, " / "), run.Elapsed.Round(10*time.Millisecond))
+	}
+	return b.String()
+}
+
+// write prints the markdown to stdout and writes the files that are set.
+func (r *Report) write(stdout io.Writer, mdPath, svgPath string) error {
+	md := r.Markdown()
+	if _, err := io.WriteString(stdout, md); err != nil {
+		return err
+	}
+	for _, f := range []struct{ path, text string }{{mdPath, md}, {svgPath, r.SVG()}} {
+		if f.path == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	return nil
+}
+
+// thousands formats v rounded to an integer with comma separators; n/a for
+// NaN.
+func thousands(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// fixed formats v with prec decimals; n/a for NaN.
+func fixed(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
