@@ -141,7 +141,7 @@ func (q *nodeQueue) send(batch []*unit) {
 func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 	q.pipelines.Add(1)
 	q.commands.Add(int64(len(items)))
-	cmds := make([]*redis.Cmd, len(items))
+	cmds := make([]*redis.IntSliceCmd, len(items))
 	_, _ = q.node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, it := range items {
 			if it.ask {
@@ -149,9 +149,9 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 			}
 			if it.eval {
 				args := append([]any{"eval", lua.TokenBucket}, it.args[2:]...)
-				cmds[i] = redis.NewCmd(ctx, args...)
+				cmds[i] = redis.NewIntSliceCmd(ctx, args...)
 			} else {
-				cmds[i] = redis.NewCmd(ctx, it.args...)
+				cmds[i] = redis.NewIntSliceCmd(ctx, it.args...)
 			}
 			_ = p.Process(ctx, cmds[i])
 		}

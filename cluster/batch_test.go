@@ -2,13 +2,18 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/lua"
 )
 
 func totals(s *Store) (pipelines, commands int64) {
@@ -65,5 +70,82 @@ func TestConcurrentCallersSharePipelines(t *testing.T) {
 	p2, c2 := totals(s)
 	if out[0].Err != nil || p2-p0-pipes != 1 || c2-c0-cmds != 1 {
 		t.Fatalf("lone request: %+v, %d pipelines and %d commands sent", out[0], p2-p0-pipes, c2-c0-cmds)
+	}
+}
+
+// BenchmarkStore is the cluster store against a real 3+3 cluster: many
+// goroutines, each one RL.TAKE per Do, as concurrent connections at
+// pipeline 1 would send; uniform keys and one hot key.
+func BenchmarkStore(b *testing.B) {
+	c := redistest.NewCluster(b, redistest.Config{})
+	s, err := New(Config{Addrs: c.Addrs(), Timeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := &limit.Policy{Limit: 1 << 40, Rate: 1_000_000_000, Period: time.Second}
+	for _, keys := range []int{1_000_000, 1} {
+		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
+			p0, c0 := totals(s)
+			b.SetParallelism(25) // 50 goroutines on 2 cores
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				out := make([]limit.Result, 1)
+				req := []limit.Request{{Cost: 1, Policy: p}}
+				i := 0
+				for pb.Next() {
+					req[0].Key = "bench:" + strconv.Itoa(i*7919%keys)
+					i++
+					s.Do(context.Background(), req, out)
+					if out[0].Err != nil || !out[0].Allowed {
+						b.Fatalf("%+v", out[0])
+					}
+				}
+			})
+			p1, c1 := totals(s)
+			b.ReportMetric(float64(c1-c0)/float64(max(1, p1-p0)), "cmds/pipeline")
+		})
+	}
+}
+
+// BenchmarkAutoPipeline is the same load through go-redis's experimental
+// AutoPipeline with default options: the alternative to our batcher that
+// the README compares (same cluster, same script, same concurrency).
+func BenchmarkAutoPipeline(b *testing.B) {
+	c := redistest.NewCluster(b, redistest.Config{})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, DisableIdentity: true})
+	defer cc.Close()
+	ctx := context.Background()
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		return n.ScriptLoad(ctx, lua.TokenBucket).Err()
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ap, err := cc.AutoPipeline()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := sha1.Sum([]byte(lua.TokenBucket))
+	sha := hex.EncodeToString(sum[:])
+	p := &limit.Policy{Limit: 1 << 40, Rate: 1_000_000_000, Period: time.Second}
+	bk, _ := p.Bucket()
+	for _, keys := range []int{1_000_000, 1} {
+		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
+			b.SetParallelism(25)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					key := Key("bench:" + strconv.Itoa(i*7919%keys))
+					i++
+					v, err := ap.Do(ctx, "evalsha", sha, 1, key, bk.Capacity, bk.Refill, bk.Scale, 1, "0").Slice()
+					if err != nil || len(v) != 5 || v[0] != int64(1) {
+						b.Fatalf("%v %v", v, err)
+					}
+				}
+			})
+		})
 	}
 }

@@ -265,12 +265,12 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 
 // file records the reply of one command of a pipeline, or marks the item
 // for another round. It reports false for a connectivity failure.
-func (s *Store) file(it *item, cmd *redis.Cmd, addr string) bool {
+func (s *Store) file(it *item, cmd *redis.IntSliceCmd, addr string) bool {
 	err := cmd.Err()
 	it.ask = false
 	switch {
 	case err == nil:
-		it.res = decode(cmd.Val())
+		it.res = decodeInts(cmd.Val())
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
 		it.eval = true
 	case s.redirect(it, err):
@@ -365,17 +365,10 @@ func (s *Store) BreakerStates() map[string]string {
 	return m
 }
 
-// decode checks the script's reply shape: five integers.
-func decode(v any) limit.Result {
-	vals, ok := v.([]any)
-	if !ok || len(vals) != 5 {
-		return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply %v", v)}
-	}
-	var n [5]int64
-	for i, x := range vals {
-		if n[i], ok = x.(int64); !ok {
-			return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply field %d: %v", i+1, x)}
-		}
+// decodeInts checks the script's reply shape: five integers.
+func decodeInts(n []int64) limit.Result {
+	if len(n) != 5 {
+		return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply %v", n)}
 	}
 	return limit.Result{
 		Allowed: n[0] == 1, Limit: n[1], Remaining: n[2],
