@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 	}
 
 	rep := &Report{
-		Machine:   machine(c.Now(), h.store.version, benchmarkVersion(h.bin)),
+		Machine:   machine(c.Now(), h.front.version, h.store.version, benchmarkVersion(h.bin)),
 		Clients:   c.Clients,
 		Keyspace:  c.Keyspace,
 		Rounds:    c.Rounds,
@@ -357,8 +357,9 @@ func (h *harness) perDecision(ticks uint64, requests int) float64 {
 }
 
 // machine describes where the benchmark ran.
-func machine(now time.Time, redisVersion, benchVersion string) Machine {
+func machine(now time.Time, sluiceVersion, redisVersion, benchVersion string) Machine {
 	m := Machine{
+		Sluice:    sluiceVersion,
 		CPUs:      runtime.NumCPU(),
 		Nproc:     "n/a",
 		Go:        runtime.Version(),

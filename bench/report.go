@@ -79,6 +79,7 @@ type Machine struct {
 	Nproc     string // output of nproc
 	CPUModel  string
 	Go, OS    string
+	Sluice    string // sluice_version of the sluice measured
 	Redis     string // redis_version of the cluster
 	Benchmark string // redis-benchmark --version
 	Date      time.Time
@@ -90,8 +91,8 @@ func (m Machine) String() string {
 	if m.CPUModel != "" {
 		cpu += ", " + m.CPUModel
 	}
-	return fmt.Sprintf("%s; %s; %s; redis-server %s; %s; %s",
-		cpu, m.OS, m.Go, m.Redis, m.Benchmark, m.Date.UTC().Format("2006-01-02 15:04 MST"))
+	return fmt.Sprintf("%s; %s; %s; sluice %s; redis-server %s; %s; %s",
+		cpu, m.OS, m.Go, m.Sluice, m.Redis, m.Benchmark, m.Date.UTC().Format("2006-01-02 15:04 MST"))
 }
 
 // Report is what Run measured.

@@ -17,7 +17,7 @@ func sampleReport() *Report {
 	}
 	nan := math.NaN()
 	r := &Report{
-		Machine: Machine{CPUs: 2, Nproc: "2", CPUModel: "Test CPU <2 GHz> & more", Go: "go1.26", OS: "linux/amd64",
+		Machine: Machine{CPUs: 2, Nproc: "2", CPUModel: "Test CPU <2 GHz> & more", Go: "go1.26", OS: "linux/amd64", Sluice: "0.1.0-dev",
 			Redis: "7.0.15", Benchmark: "redis-benchmark 7.0.15", Date: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
 		Clients: 50, Keyspace: 1000000, Rounds: 2, Threads: 1,
 		Primaries: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"},
@@ -93,7 +93,7 @@ func TestMarkdown(t *testing.T) {
 	t.Parallel()
 	md := sampleReport().Markdown()
 	for _, want := range []string{
-		"Machine: 2 CPUs (nproc 2), Test CPU <2 GHz> & more; linux/amd64; go1.26; redis-server 7.0.15; redis-benchmark 7.0.15; 2025-01-02 03:04 UTC.",
+		"Machine: 2 CPUs (nproc 2), Test CPU <2 GHz> & more; linux/amd64; go1.26; sluice 0.1.0-dev; redis-server 7.0.15; redis-benchmark 7.0.15; 2025-01-02 03:04 UTC.",
 		"50 clients, 1 redis-benchmark thread, uniform keyspace 1,000,000, 3 primaries (+ replicas); each cell ran 2 rounds on each side, sluice then direct, and shows the **median** of the rounds; the whole run took 3m12s.",
 		"| uniform | 1 | 200,000 | 21,000 | 42,000 | 0.50 | 2.100 / 5.200 | 1.100 / 3.100 | 41.0 | 31.0 | 1.32 | 61.0 |",
 		"| hot | 16 | 200,000 | 31,000 | 62,000 | 0.50 | 21.000 / 42.000 | 11.000 / 22.000 | 21.0 | 11.0 | 1.91 | 32.0 |",

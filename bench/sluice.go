@@ -127,9 +127,10 @@ func writePolicy(dir string) (string, error) {
 
 // front is the sluice under test, seen through its RESP port.
 type front struct {
-	c    *redis.Client
-	addr string
-	pid  int // 0 when its CPU cannot be read here
+	c       *redis.Client
+	addr    string
+	pid     int    // 0 when its CPU cannot be read here
+	version string // sluice_version of INFO
 }
 
 func newFront(ctx context.Context, addr string) (*front, error) {
@@ -139,9 +140,11 @@ func newFront(ctx context.Context, addr string) (*front, error) {
 		_ = f.c.Close()
 		return nil, fmt.Errorf("bench: INFO on sluice %s: %w", addr, err)
 	}
-	if pid, err := strconv.Atoi(infoFields(text)["process_id"]); err == nil && isLoopback(addr) && procName(pid) != "" {
+	fields := infoFields(text)
+	if pid, err := strconv.Atoi(fields["process_id"]); err == nil && isLoopback(addr) && procName(pid) != "" {
 		f.pid = pid
 	}
+	f.version = fields["sluice_version"]
 	return f, nil
 }
 
