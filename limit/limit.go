@@ -139,8 +139,10 @@ type Op uint8
 
 // The operations.
 const (
-	OpTake Op = iota // spend Cost tokens if they exist
-	OpPeek           // report as OpTake would, spending nothing
+	OpTake   Op = iota // spend Cost tokens if they exist
+	OpPeek             // report as OpTake would, spending nothing
+	OpClaim            // lease: take up to Cost whole tokens, as many as exist (a partial grant); Result.Granted says how many
+	OpReturn           // lease: give Cost unused tokens back, never above the limit
 )
 
 // Request asks for one decision. Key is the user's key; the store maps it
@@ -160,7 +162,9 @@ type Result struct {
 	RetryAfterMs int64 // -1 when allowed, or when Cost > Limit
 	ResetAfterMs int64
 	DecidedBy    string
-	Err          error
+	// Granted is the tokens an OpClaim took (0..Cost).
+	Granted int64
+	Err     error
 }
 
 // Store decides batches of requests. Implementations must be safe for
