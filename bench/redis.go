@@ -151,7 +151,7 @@ func (s *store) args() []string {
 }
 
 // sanity runs the script once through the cluster client and checks the
-// reply: a 5-element array of integers, admitted.
+// reply: a 6-element array of integers, admitted.
 func (s *store) sanity(ctx context.Context, key string) error {
 	args := make([]any, 0, 5)
 	for _, a := range s.args() {
@@ -161,8 +161,8 @@ func (s *store) sanity(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("bench: EVALSHA %s on %s: %w", s.sha, key, err)
 	}
-	if len(v) != 5 {
-		return fmt.Errorf("bench: EVALSHA on %s replied %d elements, want 5: %v", key, len(v), v)
+	if len(v) != 6 {
+		return fmt.Errorf("bench: EVALSHA on %s replied %d elements, want 6: %v", key, len(v), v)
 	}
 	for i, x := range v {
 		if _, ok := x.(int64); !ok {

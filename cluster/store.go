@@ -170,11 +170,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		}
 		it := &items[i]
 		it.idx, it.key = i, Key(r.Key)
-		peek := "0"
-		if r.Op == limit.OpPeek {
-			peek = "1"
-		}
-		it.args = []any{"evalsha", s.sha, 1, it.key, pa.capacity, pa.refill, pa.scale, r.Cost, peek}
+		it.args = []any{"evalsha", s.sha, 1, it.key, pa.capacity, pa.refill, pa.scale, r.Cost, opArg[r.Op&3]}
 		if it.node, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: s.unavailable("", err)}
 			continue
@@ -191,6 +187,9 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		out[it.idx] = limit.Result{Err: fmt.Errorf("cluster: %s: too many redirections", it.key)}
 	}
 }
+
+// opArg is ARGV[5] of token_bucket.lua for each limit.Op.
+var opArg = [4]any{"0", "1", "2", "3"}
 
 // policyArgs are the script arguments that depend only on the policy,
 // boxed once per policy instead of once per request.
@@ -365,14 +364,14 @@ func (s *Store) BreakerStates() map[string]string {
 	return m
 }
 
-// decodeInts checks the script's reply shape: five integers.
+// decodeInts checks the script's reply shape: six integers.
 func decodeInts(n []int64) limit.Result {
-	if len(n) != 5 {
+	if len(n) != 6 {
 		return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply %v", n)}
 	}
 	return limit.Result{
 		Allowed: n[0] == 1, Limit: n[1], Remaining: n[2],
-		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore,
+		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore, Granted: n[5],
 	}
 }
 

@@ -31,17 +31,13 @@ func clockedScript(t *testing.T) *redis.Script {
 	return redis.NewScript(strings.Replace(lua.TokenBucket, clock, "{ARGV[6], ARGV[7]}", 1))
 }
 
-func evalAt(ctx context.Context, t *testing.T, c redis.Scripter, s *redis.Script, key string, p *limit.Policy, cost int64, peek bool, now int64) limit.Result {
+func evalAt(ctx context.Context, t *testing.T, c redis.Scripter, s *redis.Script, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
 	t.Helper()
 	b, err := p.Bucket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk := "0"
-	if peek {
-		pk = "1"
-	}
-	v, err := s.Run(ctx, c, []string{Key(key)}, b.Capacity, b.Refill, b.Scale, cost, pk, now/1_000_000, now%1_000_000).Result()
+	v, err := s.Run(ctx, c, []string{Key(key)}, b.Capacity, b.Refill, b.Scale, cost, int(op), now/1_000_000, now%1_000_000).Result()
 	if err != nil {
 		return limit.Result{Err: err}
 	}
@@ -54,8 +50,8 @@ func TestLuaVectors(t *testing.T) {
 	node := redistest.NewSingle(t)
 	ctx := context.Background()
 	s := clockedScript(t)
-	algotest.Run(t, algotest.TokenBucket, "vec:", func(t *testing.T, key string, p *limit.Policy, cost int64, peek bool, now int64) limit.Result {
-		return evalAt(ctx, t, node.Client(), s, key, p, cost, peek, now)
+	algotest.Run(t, algotest.TokenBucket, "vec:", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+		return evalAt(ctx, t, node.Client(), s, key, p, cost, op, now)
 	})
 }
 
@@ -91,12 +87,12 @@ func TestLuaAgreesWithGo(t *testing.T) {
 				now -= rng.Int64N(100) // a clock step back
 			}
 			cost := 1 + rng.Int64N(p.Limit+p.Limit/10+1)
-			peek := rng.IntN(5) == 0
-			want, _ := local.TakeBucket(&st, b, cost, now, peek)
-			got := evalAt(ctx, t, node.Client(), s, key, p, cost, peek, now)
+			op := limit.Op(rng.IntN(4))
+			want, _ := local.TakeBucket(&st, b, cost, now, op)
+			got := evalAt(ctx, t, node.Client(), s, key, p, cost, op, now)
 			got.DecidedBy = ""
 			if got != want {
-				t.Fatalf("seq %d step %d policy %+v cost %d peek %v at %d: lua %+v, go %+v", seq, step, *p, cost, peek, now, got, want)
+				t.Fatalf("seq %d step %d policy %+v cost %d op %d at %d: lua %+v, go %+v", seq, step, *p, cost, op, now, got, want)
 			}
 		}
 	}
@@ -351,10 +347,10 @@ func TestPausedNode(t *testing.T) {
 // decode checks a generic script reply: five integers.
 func decode(v any) limit.Result {
 	vals, ok := v.([]any)
-	if !ok || len(vals) != 5 {
+	if !ok || len(vals) != 6 {
 		return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply %v", v)}
 	}
-	var n [5]int64
+	var n [6]int64
 	for i, x := range vals {
 		if n[i], ok = x.(int64); !ok {
 			return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply field %d: %v", i+1, x)}
@@ -362,6 +358,6 @@ func decode(v any) limit.Result {
 	}
 	return limit.Result{
 		Allowed: n[0] == 1, Limit: n[1], Remaining: n[2],
-		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore,
+		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore, Granted: n[5],
 	}
 }

@@ -11,10 +11,14 @@ type BucketState struct {
 	Scale int64
 }
 
-// TakeBucket decides cost tokens from st at now (µs since the epoch), as
-// token_bucket.lua does, and reports whether st changed (an admitted take).
-// With peek it spends nothing. A rejected request spends nothing.
-func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, peek bool) (limit.Result, bool) {
+// TakeBucket decides op for cost tokens on st at now (µs since the epoch),
+// as token_bucket.lua does, and reports whether st changed. OpTake spends
+// cost tokens if they exist; OpPeek reports the same, spending nothing;
+// OpClaim takes up to cost whole tokens (Result.Granted); OpReturn gives
+// cost tokens back, never above the limit. A rejected request spends
+// nothing. A bucket that ends full is reported as changed with Scale 0
+// (absent), as the script deletes it.
+func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit.Op) (limit.Result, bool) {
 	v, at := b.Capacity, now
 	if st.Scale != 0 {
 		v, at = st.Units, st.At
@@ -29,23 +33,47 @@ func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, peek boo
 	}
 	perMs := b.Refill * 1000
 	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
-	changed := false
-	if cost <= b.Limit {
+	write := false
+	switch {
+	case op == limit.OpReturn:
+		res.Allowed = true
+		if cost >= b.Limit {
+			v = b.Capacity
+		} else {
+			v = min(b.Capacity, v+cost*b.Scale)
+		}
+		write = true
+	case op == limit.OpClaim:
+		res.Granted = min(cost, v/b.Scale)
+		if res.Granted > 0 {
+			res.Allowed = true
+			v -= res.Granted * b.Scale
+			write = true
+		} else {
+			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
+		}
+	case cost <= b.Limit:
 		need := cost * b.Scale
 		if v >= need {
 			res.Allowed = true
-			if !peek {
+			if op == limit.OpTake {
 				v -= need
-				*st = BucketState{Units: v, At: at, Scale: b.Scale}
-				changed = true
+				write = true
 			}
 		} else {
 			res.RetryAfterMs = ceilDiv(need-v, perMs)
 		}
 	}
+	if write {
+		if v >= b.Capacity {
+			*st = BucketState{}
+		} else {
+			*st = BucketState{Units: v, At: at, Scale: b.Scale}
+		}
+	}
 	res.Remaining = v / b.Scale
 	res.ResetAfterMs = ceilDiv(b.Capacity-v, perMs)
-	return res, changed
+	return res, write
 }
 
 // FullAt returns the time (µs) at which st is full again under b.

@@ -13,7 +13,7 @@ import (
 func TestTokenBucketVectors(t *testing.T) {
 	t.Parallel()
 	states := map[string]*BucketState{}
-	algotest.Run(t, algotest.TokenBucket, "", func(t *testing.T, key string, p *limit.Policy, cost int64, peek bool, now int64) limit.Result {
+	algotest.Run(t, algotest.TokenBucket, "", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
 		b, err := p.Bucket()
 		if err != nil {
 			t.Fatal(err)
@@ -23,7 +23,7 @@ func TestTokenBucketVectors(t *testing.T) {
 			st = &BucketState{}
 			states[key] = st
 		}
-		res, _ := TakeBucket(st, b, cost, now, peek)
+		res, _ := TakeBucket(st, b, cost, now, op)
 		return res
 	})
 }
@@ -33,12 +33,8 @@ func TestStoreVectors(t *testing.T) {
 	t.Parallel()
 	var now int64
 	s := New(Config{Now: func() time.Time { return time.UnixMicro(now) }})
-	algotest.Run(t, algotest.TokenBucket, "k:", func(t *testing.T, key string, p *limit.Policy, cost int64, peek bool, at int64) limit.Result {
+	algotest.Run(t, algotest.TokenBucket, "k:", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, at int64) limit.Result {
 		now = at
-		op := limit.OpTake
-		if peek {
-			op = limit.OpPeek
-		}
 		out := make([]limit.Result, 1)
 		s.Do(context.Background(), []limit.Request{{Key: key, Cost: cost, Op: op, Policy: p}}, out)
 		if out[0].DecidedBy != limit.ByEmbedded {
@@ -116,7 +112,7 @@ func BenchmarkTakeBucket(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now++
-		if res, _ := TakeBucket(&st, bk, 1, now, false); !res.Allowed {
+		if res, _ := TakeBucket(&st, bk, 1, now, limit.OpTake); !res.Allowed {
 			b.Fatal("rejected")
 		}
 	}

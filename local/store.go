@@ -87,8 +87,13 @@ func (s *Store) decide(r *limit.Request, now int64) limit.Result {
 	if e != nil {
 		st = e.st
 	}
-	res, changed := TakeBucket(&st, b, r.Cost, now, r.Op == limit.OpPeek)
-	if changed {
+	res, changed := TakeBucket(&st, b, r.Cost, now, r.Op)
+	switch {
+	case changed && st.Scale == 0: // full again: the same as no bucket
+		if e != nil {
+			delete(sh.buckets, r.Key)
+		}
+	case changed:
 		if e == nil {
 			e = &entry{}
 			sh.insert(r.Key, e, now, s.perShard)

@@ -13,12 +13,15 @@
 -- ARGV[2]  refill    units per microsecond
 -- ARGV[3]  scale     units per token
 -- ARGV[4]  cost      tokens wanted
--- ARGV[5]  peek      1 = report only, spend nothing
+-- ARGV[5]  op        0 take; 1 peek (report only, spend nothing);
+--                    2 claim (a lease: take up to cost whole tokens, as many
+--                    as exist); 3 return (give cost unused tokens back)
 --
--- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms}:
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
 -- allowed 1|0; remaining whole tokens; retry_after_ms -1 when allowed or when
 -- cost > limit, else ms until cost tokens exist, rounded up (never 0);
--- reset_after_ms until the bucket is full, rounded up.
+-- reset_after_ms until the bucket is full, rounded up; granted the tokens a
+-- claim took. A claim that gets nothing retries after one token exists.
 -- A rejected or peeked request writes nothing. An admitted one writes the
 -- state with a TTL of the time to refill fully plus one second.
 
@@ -52,21 +55,41 @@ else
 end
 
 local per_ms = refill * 1000
+local op = ARGV[5]
 local allowed = 0
 local retry = -1
-if cost <= limit then
+local granted = 0
+local write = false
+if op == '3' then
+  allowed = 1
+  if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end
+  write = true
+elseif op == '2' then
+  granted = math.min(cost, math.floor(v / scale))
+  if granted > 0 then
+    allowed = 1
+    v = v - granted * scale
+    write = true
+  else
+    retry = math.ceil((scale - v) / per_ms)
+  end
+elseif cost <= limit then
   local need = cost * scale
   if v >= need then
     allowed = 1
-    if ARGV[5] ~= '1' then
+    if op == '0' then
       v = v - need
-      local ttl = math.ceil((capacity - v) / per_ms) + 1000
-      redis.call('HSET', KEYS[1], 'v', v, 't', at, 's', scale)
-      redis.call('PEXPIRE', KEYS[1], ttl)
+      write = true
     end
   else
     retry = math.ceil((need - v) / per_ms)
   end
 end
+if write and v >= capacity then
+  redis.call('DEL', KEYS[1]) -- a full bucket is the same as none
+elseif write then
+  redis.call('HSET', KEYS[1], 'v', v, 't', at, 's', scale)
+  redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - v) / per_ms) + 1000)
+end
 
-return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms)}
+return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted}
