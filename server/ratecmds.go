@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -49,6 +50,16 @@ func rateCommands() []*command {
 			},
 		},
 		{
+			name: "rl.hotkeys", minArgs: 1, maxArgs: 1,
+			run: cmdHotKeys,
+			doc: cmdDoc{
+				summary:    "Lists the keys this instance treats as hot: an array of [key, k, policy, p, mode, m, rate, r/s, since_ms, unix ms].",
+				group:      "rate-limiting",
+				complexity: "O(N) where N is the number of hot keys",
+				flags:      []string{"readonly"},
+			},
+		},
+		{
 			name: "rl.reset", minArgs: 2, maxArgs: 2,
 			flags: flagBarrier,
 			run:   cmdReset,
@@ -90,6 +101,24 @@ func cmdReset(c *connState, args [][]byte) (any, error) {
 		return nil, &decisionError{key: string(args[1]), err: err}
 	}
 	return existed, nil
+}
+
+// cmdHotKeys answers RL.HOTKEYS: one flat field/value array per hot key,
+// like CLUSTER SHARDS, so the reply describes itself:
+//
+//  1. 1) "key"  2) "acme"  3) "policy"  4) "api"  5) "mode"  6) "lease"
+//  7. "rate" 8) "5230"  9) "since_ms" 10) (integer) 1764500000000
+func cmdHotKeys(c *connState, _ [][]byte) (any, error) {
+	if c.srv.cfg.HotKeys == nil {
+		return []any{}, nil
+	}
+	keys := c.srv.cfg.HotKeys()
+	out := make([]any, len(keys))
+	for i, h := range keys {
+		out[i] = []any{"key", h.Key, "policy", h.Policy, "mode", h.Mode,
+			"rate", strconv.FormatFloat(h.Rate, 'f', 0, 64), "since_ms", h.Since.UnixMilli()}
+	}
+	return out, nil
 }
 
 // checkKey validates a key argument.

@@ -70,9 +70,19 @@ type Config struct {
 	// Info, when not nil, writes extra INFO sections ("# Name\r\nkey:value\r\n")
 	// after the server's own. It is called concurrently, once per INFO.
 	Info func(w io.Writer)
+	// HotKeys, when not nil, lists the keys this instance treats as hot, for
+	// RL.HOTKEYS. nil answers an empty array.
+	HotKeys func() []HotKey
 	// ShutdownTimeout bounds how long Shutdown waits for in-flight commands,
 	// in addition to its context. Default 10s.
 	ShutdownTimeout time.Duration
+}
+
+// HotKey is one line of RL.HOTKEYS.
+type HotKey struct {
+	Key, Policy, Mode string
+	Rate              float64   // requests/s on this instance
+	Since             time.Time // when the key became hot
 }
 
 // Defaults of Config.
