@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 	if err != nil {
 		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
 	}
-	bucket, err := set.Policies[0].Bucket()
+	bucket, err := set.Lookup("bench").Bucket()
 	if err != nil {
 		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
 	}
@@ -177,6 +177,15 @@ func (h *harness) measure(ctx context.Context, rep *Report) error {
 	}
 	h.logf("sanity: RL.TAKE and EVALSHA answer; script %s on %d primaries; %s is on %s; redis pids %v; sluice pid %d",
 		h.store.sha, len(h.store.primaries), redisKey(HotKey), hotOwner, h.store.pids, h.front.pid)
+	if slices.Contains(h.cfg.Scenarios, HotLease) {
+		leaseOwner, err := h.store.owner(ctx, redisKey(HotLeaseKey))
+		if err != nil {
+			return err
+		}
+		if leaseOwner != hotOwner {
+			return fmt.Errorf("bench: %s is on %s, but %s on %s: the hot-lease sides would use different shards", redisKey(HotLeaseKey), leaseOwner, redisKey(HotKey), hotOwner)
+		}
+	}
 
 	if w := h.cfg.Warmup; w > 0 {
 		for _, side := range []Side{Sluice, Direct} {
@@ -233,8 +242,11 @@ func (h *harness) invocation(side Side, sc Scenario, pipeline int, hotOwner stri
 	case side == Sluice:
 		addr = h.front.addr
 		key := HotKey
-		if sc == Uniform {
+		switch sc {
+		case Uniform:
 			key = "key:__rand_int__"
+		case HotLease:
+			key = HotLeaseKey
 		}
 		in.Command = []string{"RL.TAKE", key, "1"}
 	case sc == Uniform:
@@ -301,21 +313,33 @@ func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scena
 		failed += after[addr].failed - before[addr].failed
 		redisErrors += after[addr].errors - before[addr].errors
 	}
-	fallback := (fAfter.decisions - fBefore.decisions) - (fAfter.byStore - fBefore.byStore)
+	byStore := fAfter.byStore - fBefore.byStore
+	if side == Sluice {
+		run.ByLease = fAfter.byLease - fBefore.byLease
+	}
+	fallback := (fAfter.decisions - fBefore.decisions) - byStore - run.ByLease
 	run.Errors = redisErrors + (fAfter.errorReplies - fBefore.errorReplies) + max(0, fallback)
-	return run, h.check(run, calls, failed, redisErrors, fAfter.byStore-fBefore.byStore, fallback, hotOwner)
+	return run, h.check(run, calls, failed, redisErrors, byStore, fallback, hotOwner)
 }
 
 // check fails a run whose counters say it measured something else than it
-// claims: error replies, fallback answers, or work missing on a shard.
+// claims: error replies, fallback answers, or work missing on a shard. A
+// sluice hot-lease run is decided by the store until the key is hot and by
+// leased tokens after, so its store and lease decisions must add up to the
+// requests, and the shard runs a script per claim, not per request.
 func (h *harness) check(run Trial, calls, failed, redisErrors, byStore, fallback int64, hotOwner string) error {
 	n := int64(run.Requests)
 	where := fmt.Sprintf("bench: round %d %s P%d %s", run.Round, run.Scenario, run.Pipeline, run.Side)
+	leased := run.Side == Sluice && run.Scenario == HotLease
 	switch {
 	case failed > 0 || redisErrors > 0:
 		return fmt.Errorf("%s: Redis answered %d error replies (%d failed script calls)", where, redisErrors, failed)
 	case run.Errors > 0 && run.Side == Sluice:
-		return fmt.Errorf("%s: sluice answered %d requests with an error or a fallback (%d decided by the store, %d fallback); see its INFO", where, run.Errors, byStore, fallback)
+		return fmt.Errorf("%s: sluice answered %d requests with an error or a fallback (%d decided by the store, %d by lease, %d fallback); see its INFO", where, run.Errors, byStore, run.ByLease, fallback)
+	case leased && byStore+run.ByLease != n:
+		return fmt.Errorf("%s: sluice decided %d of %d requests by the store and %d by lease, want them to add up to the requests", where, byStore, n, run.ByLease)
+	case leased:
+		return nil
 	case run.Side == Sluice && byStore < n:
 		return fmt.Errorf("%s: sluice decided %d of %d requests by the store", where, byStore, n)
 	case calls < n:
@@ -328,7 +352,7 @@ func (h *harness) check(run Trial, calls, failed, redisErrors, byStore, fallback
 			}
 		}
 	}
-	if run.Scenario == Hot {
+	if run.Scenario == Hot || run.Scenario == HotLease {
 		i := slices.Index(h.store.primaries, hotOwner)
 		if i < 0 || run.ScriptCalls[i] < n {
 			return fmt.Errorf("%s: the owner %s of the hot key ran the script %d times for %d requests", where, hotOwner, run.ScriptCalls[max(i, 0)], n)

@@ -17,6 +17,12 @@ const (
 	Uniform Scenario = "uniform"
 	// Hot sends every request to one key, so one primary does all the work.
 	Hot Scenario = "hot"
+	// HotLease is Hot with a lease policy on the sluice side: sluice
+	// sends RL.TAKE HotLeaseKey, whose policy (the first of Policy) has
+	// hot mode lease, so once the key is hot each decision spends a token
+	// leased in process; the direct side is the Hot direct run. Not in
+	// DefaultScenarios.
+	HotLease Scenario = "hot-lease"
 )
 
 // Defaults of Config, and of Config with Quick set.
@@ -40,14 +46,25 @@ var DefaultPipelines = []int{1, 16}
 // DefaultScenarios are the scenarios of Config.Scenarios' zero value.
 var DefaultScenarios = []Scenario{Uniform, Hot}
 
-// Policy is the one catch-all policy of the sluice that Run starts, and the
-// policy whose bucket parameters the direct EVALSHA runs pass. It admits
-// essentially everything, so that both sides run the same script and it
-// writes every time. The timeout is long so that a loaded store answers
+// Policy is the policy file of the sluice that Run starts. Its catch-all
+// policy "bench" is the one whose bucket parameters the direct EVALSHA runs
+// pass; it admits essentially everything, so that both sides run the same
+// script and it writes every time. Ahead of it, "bench-lease" matches only
+// HotLeaseKey, with the same limit and rate and hot mode lease, for the
+// hot-lease scenario. The timeout is long so that a loaded store answers
 // instead of the failure policy; Run checks that it did.
-const Policy = `# written by sluice bench: one catch-all policy that admits essentially everything
+const Policy = `# written by sluice bench: policies that admit essentially everything
 timeout: 1s
 policies:
+  - name: bench-lease
+    match: "{hot}:lease"
+    limit: 1000000000
+    rate: 1000000000
+    period: 1s
+    on_store_error: closed
+    hot:
+      mode: lease
+      threshold: 1000
   - name: bench
     match: "*"
     limit: 1000000000
@@ -66,7 +83,8 @@ type Config struct {
 
 	// SluiceAddr is host:port of a running sluice in front of Cluster. ""
 	// starts Binary as `sluice serve` with Policy and stops it at the end.
-	// A running sluice must admit every request of the benchmark.
+	// A running sluice must admit every request of the benchmark, and for
+	// the hot-lease scenario have Policy's bench-lease policy.
 	SluiceAddr string
 
 	// Binary is the sluice binary to start; "" means this executable
@@ -104,7 +122,8 @@ type Config struct {
 	// adds up to 250ms to the run's time and makes short runs look slow.
 	Threads int
 
-	// Scenarios to run; nil means uniform and hot.
+	// Scenarios to run; nil means uniform and hot (hot-lease only when
+	// named).
 	Scenarios []Scenario
 
 	// Warmup is the requests sent to each side once, unrecorded, before
@@ -197,8 +216,8 @@ func (cfg Config) resolve() (Config, error) {
 		errs = append(errs, fmt.Errorf("warmup must be -1, 0 or positive, got %d", cfg.Warmup))
 	}
 	for _, s := range c.Scenarios {
-		if s != Uniform && s != Hot {
-			errs = append(errs, fmt.Errorf("scenario %q: want %s or %s", s, Uniform, Hot))
+		if s != Uniform && s != Hot && s != HotLease {
+			errs = append(errs, fmt.Errorf("scenario %q: want %s, %s or %s", s, Uniform, Hot, HotLease))
 		}
 	}
 	if c.RunTimeout < 0 {

@@ -12,9 +12,17 @@
 //
 // Every run is checked, not only timed: redis-benchmark 7 stops at the first
 // error reply (and Run fails with its output), a sluice run must be decided
-// by the store for every request (INFO decided_by_store), and a direct
-// uniform run must reach every primary (INFO commandstats), so a benchmark
-// cannot quietly measure fallback answers or one shard.
+// by the store for every request (INFO decided_by_store; in the hot-lease
+// scenario by the store or a leased token, decided_by_store +
+// decided_by_lease), and a direct uniform run must reach every primary
+// (INFO commandstats), so a benchmark cannot quietly measure fallback
+// answers or one shard.
+//
+// HotLab is `sluice lab hot`, the hot-tenant experiment: one key driven by
+// go-redis pipelines through several sluice children in front of one
+// cluster, once per hot-key mode (strict, split, lease), reporting
+// requests/s, p99, admitted against the budget limit + rate × elapsed, and
+// the decided_by counts of the replies.
 //
 // What it must not do: put wall-clock thresholds in tests, signal a process
 // it did not start (the sluice child and the cluster are stopped by their

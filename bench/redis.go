@@ -22,6 +22,11 @@ import (
 // cluster.Key(HotKey).
 const HotKey = "hot"
 
+// HotLeaseKey is the user key of the hot-lease scenario on the sluice side.
+// Its hash tag is HotKey's, so its Redis key lives on the same slot, and
+// the same primary, as the direct side's.
+const HotLeaseKey = "{hot}:lease"
+
 // store is the Redis Cluster both sides use, seen from the harness.
 type store struct {
 	cc        *redis.ClusterClient

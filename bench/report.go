@@ -44,6 +44,9 @@ type Trial struct {
 	// Errors counts error replies and fallback answers; a run with any
 	// fails Run.
 	Errors int64
+	// ByLease is the requests of a sluice run decided by a leased token
+	// (INFO decided_by_lease); 0 on the direct side.
+	ByLease int64
 }
 
 // Summary is the median over rounds of one side of one Row.
@@ -194,6 +197,12 @@ func (r *Report) Markdown() string {
 		"(limit and rate 1,000,000,000 per 1s), so every decision runs the token-bucket script and writes. " +
 		"**direct**: `EVALSHA` of the same script with the same bucket arguments, sent by redis-benchmark straight to the owning primary.\n")
 	w("- **uniform**: random keys out of the keyspace on every shard; **hot**: one key, so one shard does all the work.\n")
+	if r.hasScenario(HotLease) {
+		w("- **hot-lease**: the hot direct run against `RL.TAKE %s 1` through sluice, whose policy for that key (same shard as the hot key) "+
+			"has the same limit and rate and `hot: {mode: lease, threshold: 1000}`: once the key is hot, sluice spends tokens leased in batches "+
+			"instead of running the script per request. Checked instead of the store count: decided by the store + by lease = requests (INFO `decided_by_*`). "+
+			"Decided by lease: %s.\n", HotLeaseKey, r.leaseShares())
+	}
 	w("- **Redis CPU µs/decision**: user + system CPU of every redis-server of the cluster (primaries and replicas, from /proc/<pid>/stat) during the run, divided by the requests.\n")
 	w("- **sluice CPU µs/decision**: the same for the sluice process. redis-benchmark shares the machine with both, so on a small machine every number is also a measure of contention.\n")
 	w("- Checked for every run: no error reply (redis-benchmark stops at the first), every sluice request decided by the store (INFO `decided_by_store`), " +
@@ -229,6 +238,24 @@ func (r *Report) Markdown() string {
 			strings.Join(calls, " / "), run.Elapsed.Round(10*time.Millisecond))
 	}
 	return b.String()
+}
+
+// hasScenario says whether any run is of scenario sc.
+func (r *Report) hasScenario(sc Scenario) bool {
+	return slices.ContainsFunc(r.Runs, func(t Trial) bool { return t.Scenario == sc })
+}
+
+// leaseShares lists, per hot-lease sluice run, the share of requests
+// decided by lease: "P16 round 1: 97.1 %, …".
+func (r *Report) leaseShares() string {
+	var parts []string
+	for _, run := range r.Runs {
+		if run.Scenario == HotLease && run.Side == Sluice {
+			parts = append(parts, fmt.Sprintf("P%d round %d: %s of %s (%s %%)", run.Pipeline, run.Round,
+				thousands(float64(run.ByLease)), thousands(float64(run.Requests)), fixed(100*ratio(float64(run.ByLease), float64(run.Requests)), 1)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // write prints the markdown to stdout and writes the files that are set.

@@ -173,7 +173,7 @@ func (f *front) sanity(ctx context.Context, key string) error {
 
 // frontStats are sluice's counters that a run checks.
 type frontStats struct {
-	decisions, byStore, errorReplies int64
+	decisions, byStore, byLease, errorReplies int64
 }
 
 var errNoStats = errors.New("bench: sluice INFO lacks decisions or decided_by_store")
@@ -192,5 +192,6 @@ func (f *front) stats(ctx context.Context) (frontStats, error) {
 		return frontStats{}, errNoStats
 	}
 	st.errorReplies, _ = strconv.ParseInt(m["total_error_replies"], 10, 64)
+	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64) // 0 when absent
 	return st, nil
 }

@@ -23,6 +23,16 @@ type MatcherFunc func(key string) *limit.Policy
 // Match calls f.
 func (f MatcherFunc) Match(key string) *limit.Policy { return f(key) }
 
+// HotPath detects hot keys and decides their requests (leases, split
+// buckets); hotkey.Layer implements it.
+type HotPath interface {
+	// Observe counts a request and reports whether its key is hot now.
+	Observe(key string, p *limit.Policy, now time.Time) bool
+	// Decide decides requests whose key is hot; a connectivity failure
+	// comes back as limit.ErrUnavailable, for on_store_error.
+	Decide(ctx context.Context, reqs []limit.Request, out []limit.Result)
+}
+
 // Config configures a Limiter.
 type Config struct {
 	// Policies maps keys to policies (required).
@@ -31,6 +41,9 @@ type Config struct {
 	Store limit.Store
 	// Timeout is the deadline of every store call; 0 means 50ms.
 	Timeout func() time.Duration
+	// Hot is the hot-key path (package hotkey); nil means none: every
+	// request goes to the store.
+	Hot HotPath
 	// ClosedRetryAfter is the retry_after of a fallback-closed reject; 0
 	// means 1s, the circuit breaker's default cool-down.
 	ClosedRetryAfter time.Duration
@@ -45,6 +58,7 @@ type Limiter struct {
 	store    limit.Store
 	timeout  func() time.Duration
 	fallback limit.Store
+	hot      HotPath
 	stats    Stats
 
 	closedRetry time.Duration
@@ -68,7 +82,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Policies == nil || cfg.Store == nil {
 		return nil, errors.New("limiter: Policies and Store are required")
 	}
-	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, closedRetry: cfg.ClosedRetryAfter}
+	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, hot: cfg.Hot, closedRetry: cfg.ClosedRetryAfter}
 	if l.closedRetry < time.Millisecond {
 		l.closedRetry = time.Second
 	}
@@ -126,7 +140,11 @@ func (l *Limiter) decideSome(ctx context.Context, reqs []limit.Request, out []li
 
 func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
 	dctx, cancel := context.WithTimeout(ctx, l.timeout())
-	l.store.Do(dctx, reqs, out)
+	if hot := l.hotIndexes(reqs); hot == nil {
+		l.store.Do(dctx, reqs, out)
+	} else {
+		l.decideHot(dctx, reqs, out, hot)
+	}
 	cancel()
 	for i := range out {
 		if out[i].Err != nil && errors.Is(out[i].Err, limit.ErrUnavailable) {
@@ -138,6 +156,68 @@ func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.
 			out[i].RetryAfterMs = -1
 			out[i].DecidedBy = limit.ByShadow
 		}
+	}
+}
+
+// hotIndexes counts every request of a policy with a hot block and returns
+// the indexes of those whose key is hot now, or nil: the common case costs
+// one field test per request.
+func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
+	if l.hot == nil {
+		return nil
+	}
+	var hot []int
+	var now time.Time
+	for i := range reqs {
+		p := reqs[i].Policy
+		if p.Hot.Mode != limit.HotLease && p.Hot.Mode != limit.HotSplit {
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if l.hot.Observe(reqs[i].Key, p, now) {
+			hot = append(hot, i)
+		}
+	}
+	return hot
+}
+
+// decideHot sends the hot requests to the hot-key path and the rest to the
+// store, the two at once.
+func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []limit.Result, hot []int) {
+	hreqs := make([]limit.Request, len(hot))
+	hout := make([]limit.Result, len(hot))
+	for j, i := range hot {
+		hreqs[j] = reqs[i]
+	}
+	if len(hot) == len(reqs) {
+		l.hot.Decide(ctx, hreqs, hout)
+	} else {
+		rest := make([]limit.Request, 0, len(reqs)-len(hot))
+		idx := make([]int, 0, len(reqs)-len(hot))
+		for i, j := 0, 0; i < len(reqs); i++ {
+			if j < len(hot) && hot[j] == i {
+				j++
+				continue
+			}
+			rest = append(rest, reqs[i])
+			idx = append(idx, i)
+		}
+		rout := make([]limit.Result, len(rest))
+		done := make(chan struct{})
+		go func() {
+			l.hot.Decide(ctx, hreqs, hout)
+			close(done)
+		}()
+		l.store.Do(ctx, rest, rout)
+		<-done
+		for j, i := range idx {
+			out[i] = rout[j]
+		}
+	}
+	for j, i := range hot {
+		out[i] = hout[j]
 	}
 }
 

@@ -42,7 +42,7 @@ starts a local 3+3 Redis Cluster; without --sluice it starts this binary as
 	fs.IntVar(&cfg.Keyspace, "keyspace", bench.DefaultKeyspace, "keys of the uniform scenario, redis-benchmark -r")
 	fs.IntVar(&cfg.Rounds, "rounds", 0, "rounds, sides alternating; the table shows the median (default 2; 1 with --quick)")
 	fs.IntVar(&cfg.Threads, "threads", 1, "redis-benchmark --threads for every run, both sides; more than 1 adds up to 250ms to each run's time in redis-benchmark 7.0")
-	fs.StringVar(&scenarios, "scenarios", "uniform,hot", "scenarios: uniform (random keys), hot (one key)")
+	fs.StringVar(&scenarios, "scenarios", "uniform,hot", "scenarios: uniform (random keys), hot (one key), hot-lease (one key, a lease policy on the sluice side; not in the default)")
 	fs.IntVar(&cfg.Warmup, "warmup", 0, "unrecorded requests per side before the rounds (default 20000; 500 with --quick; -1 none)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a smoke run: 2000 requests per run, 1 round")
 	fs.StringVar(&cfg.MarkdownPath, "out", "bench/results.md", "write the markdown report here (\"\" = stdout only)")

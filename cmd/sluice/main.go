@@ -37,6 +37,7 @@ commands:
   serve     run the rate-limiter server (embedded store unless --cluster or --redis)
   cluster   up | down: a local Redis Cluster from redis-server, for trying sluice
   bench     redis-benchmark through sluice vs straight at the cluster: a table and a chart
+  lab       experiments with real processes: 'lab hot' (one hot key, two instances, each hot-key mode)
   version   print the version
 
 Run 'sluice <command> -h' for the flags of a command.
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return clusterCmd(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, args[1:], stdout, stderr)
+	case "lab":
+		return labCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "sluice", version)
 		return nil

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/local"
@@ -31,6 +32,7 @@ type serveFlags struct {
 	requirePass, requirePassFile                  string
 	maxClients, maxRequestBytes, maxKeyBytes      int
 	storePipelines                                int
+	leaseTTL                                      time.Duration
 	logFormat, logLevel                           string
 	timeoutSet                                    bool
 }
@@ -51,6 +53,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", 64<<10, "a request larger than this closes its connection")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", 1024, "longest key accepted")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 2, "pipelines in flight per Redis node; requests arriving meanwhile are batched into the next")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", 100*time.Millisecond, "how long leased tokens of a hot key may stay unused before they go back")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "close connections idle this long (0 = never)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -140,7 +143,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		cancel()
 	}
 
-	lim, err := limiter.New(limiter.Config{Policies: policies{holder}, Store: store, Timeout: timeout})
+	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: f.leaseTTL, Timeout: timeout()})
+	if err != nil {
+		return err
+	}
+	lim, err := limiter.New(limiter.Config{Policies: policies{holder}, Store: store, Timeout: timeout, Hot: hot})
 	if err != nil {
 		return err
 	}
@@ -154,7 +161,8 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		IdleTimeout:     f.idleTimeout,
 		Logger:          log,
 		Version:         version,
-		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store) },
+		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store, hot) },
+		HotKeys:         func() []server.HotKey { return hotKeys(hot) },
 	})
 	if err != nil {
 		return err
@@ -214,8 +222,21 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
+	if err := hot.Close(sctx); err != nil {
+		log.Warn("returning leased tokens", "err", err)
+	}
 	log.Info("stopped")
 	return nil
+}
+
+func hotKeys(hot *hotkey.Layer) []server.HotKey {
+	hk := hot.HotKeys()
+	out := make([]server.HotKey, len(hk))
+	for i, k := range hk {
+		out[i] = server.HotKey{Key: k.Key, Policy: k.Policy, Mode: string(k.Mode), Rate: k.Rate, Since: k.Since}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rate > out[j].Rate })
+	return out
 }
 
 func sourceOf(path string) string {
@@ -265,7 +286,7 @@ func adminHandler(store limit.Store, mode string, timeout func() time.Duration) 
 }
 
 // writeInfo appends sluice's own INFO section.
-func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter, store limit.Store) {
+func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter, store limit.Store, hot *hotkey.Layer) {
 	s := lim.Snapshot()
 	fmt.Fprintf(w, "# Sluice\r\nstore:%s\r\npolicies:%d\r\ndecisions:%d\r\nallowed:%d\r\nrejected:%d\r\nerror_replies:%d\r\nstore_errors:%d\r\n",
 		mode, len(h.Current().Policies), s.Decisions, s.Allowed, s.Rejected, s.Errors, s.StoreErrors)
@@ -277,6 +298,9 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 	for _, p := range paths {
 		fmt.Fprintf(w, "decided_by_%s:%d\r\n", strings.ReplaceAll(p, "-", "_"), s.ByPath[p])
 	}
+	hs := hot.Stats()
+	fmt.Fprintf(w, "hot_keys:%d\r\nlease_hits:%d\r\nlease_rejects:%d\r\nlease_claims:%d\r\nlease_tokens_claimed:%d\r\nlease_returns:%d\r\nlease_tokens_returned:%d\r\nlease_return_errors:%d\r\nsplit_decisions:%d\r\nsplit_retries:%d\r\n",
+		hs.HotKeys, hs.LeaseHits, hs.LeaseRejects, hs.Claims, hs.TokensClaimed, hs.Returns, hs.TokensReturned, hs.ReturnErrors, hs.SplitDecisions, hs.SplitRetries)
 	if cs, ok := store.(*cluster.Store); ok {
 		for _, n := range cs.Stats() {
 			avg := 0.0

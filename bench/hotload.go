@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// loadSpec is the load of one arm.
+type loadSpec struct {
+	key         string
+	workers     int // goroutines per client
+	pipeline    int // RL.TAKE per pipeline
+	duration    time.Duration
+	maxRequests int64 // over all clients
+	limit       int64 // the policy's: a reply with another is counted in wrongLimit
+}
+
+// loadResult is what the replies of one arm said.
+type loadResult struct {
+	admitted, rejected, errors int64
+	wrongLimit                 int64 // replies whose limit is not loadSpec.limit
+	perClient                  []int64
+	by                         map[string]int64
+	firstErr                   error
+	lat                        []time.Duration // round trip of each pipeline
+	first, last                time.Time       // first request sent, last reply received
+}
+
+// worker is the tally of one goroutine, merged when all are done.
+type worker struct {
+	admitted, rejected, errors int64
+	wrongLimit                 int64
+	by                         map[string]int64
+	firstErr                   error
+	lat                        []time.Duration
+	first, last                time.Time
+}
+
+// driveHot sends pipelines of RL.TAKE spec.key 1 from spec.workers
+// goroutines on each client until spec.duration has passed, spec.maxRequests
+// have been sent or ctx is done, and counts every reply. A request in
+// flight at the end is waited for, so every request sent is counted.
+func driveHot(ctx context.Context, clients []*redis.Client, spec loadSpec) loadResult {
+	var sent atomic.Int64
+	end := time.Now().Add(spec.duration)
+	workers := make([][]*worker, len(clients))
+	var wg sync.WaitGroup
+	for ci, c := range clients {
+		workers[ci] = make([]*worker, spec.workers)
+		for wi := range spec.workers {
+			w := &worker{by: map[string]int64{}}
+			workers[ci][wi] = w
+			wg.Go(func() { w.run(ctx, c, spec, end, &sent) })
+		}
+	}
+	wg.Wait()
+
+	out := loadResult{by: map[string]int64{}, perClient: make([]int64, len(clients))}
+	for ci, ws := range workers {
+		for _, w := range ws {
+			out.admitted += w.admitted
+			out.rejected += w.rejected
+			out.errors += w.errors
+			out.perClient[ci] += w.admitted + w.rejected + w.errors
+			for k, v := range w.by {
+				out.by[k] += v
+			}
+			out.wrongLimit += w.wrongLimit
+			if out.firstErr == nil {
+				out.firstErr = w.firstErr
+			}
+			out.lat = append(out.lat, w.lat...)
+			if !w.first.IsZero() && (out.first.IsZero() || w.first.Before(out.first)) {
+				out.first = w.first
+			}
+			if w.last.After(out.last) {
+				out.last = w.last
+			}
+		}
+	}
+	return out
+}
+
+// run is one goroutine of driveHot.
+func (w *worker) run(ctx context.Context, c *redis.Client, spec loadSpec, end time.Time, sent *atomic.Int64) {
+	pipe := c.Pipeline()
+	cmds := make([]*redis.Cmd, spec.pipeline)
+	for ctx.Err() == nil && time.Now().Before(end) {
+		if sent.Add(int64(spec.pipeline)) > spec.maxRequests {
+			return
+		}
+		for i := range cmds {
+			cmds[i] = pipe.Do(ctx, "RL.TAKE", spec.key, 1)
+		}
+		start := time.Now()
+		if w.first.IsZero() {
+			w.first = start
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		w.last = time.Now()
+		w.lat = append(w.lat, w.last.Sub(start))
+		for _, cmd := range cmds {
+			w.count(cmd, spec.limit)
+		}
+	}
+}
+
+// count tallies one reply: an error (error reply, broken connection or a
+// malformed reply) or a decision with its limit and decided_by.
+func (w *worker) count(cmd *redis.Cmd, limit int64) {
+	v, err := cmd.Slice()
+	if err == nil {
+		err = checkTake(v)
+	}
+	if err != nil {
+		w.errors++
+		if w.firstErr == nil {
+			w.firstErr = err
+		}
+		return
+	}
+	if v[0] == int64(1) {
+		w.admitted++
+	} else {
+		w.rejected++
+	}
+	if v[1] != limit {
+		w.wrongLimit++
+	}
+	w.by[v[5].(string)]++
+}
+
+var errTakeShape = errors.New("bench: RL.TAKE reply is not [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by]")
+
+// checkTake checks the shape of an RL.TAKE reply: five integers, allowed
+// 0 or 1, and a decided_by string.
+func checkTake(v []any) error {
+	if len(v) != 6 {
+		return fmt.Errorf("%w: %d elements: %v", errTakeShape, len(v), v)
+	}
+	for i := range 5 {
+		if _, ok := v[i].(int64); !ok {
+			return fmt.Errorf("%w: element %d is %T: %v", errTakeShape, i+1, v[i], v)
+		}
+	}
+	if a := v[0].(int64); a != 0 && a != 1 {
+		return fmt.Errorf("%w: allowed is %d: %v", errTakeShape, a, v)
+	}
+	if _, ok := v[5].(string); !ok {
+		return fmt.Errorf("%w: element 6 is %T: %v", errTakeShape, v[5], v)
+	}
+	return nil
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of d in
+// milliseconds; NaN when d is empty. d is sorted in place.
+func Percentile(d []time.Duration, p float64) float64 {
+	if len(d) == 0 || p <= 0 || p > 100 {
+		return math.NaN()
+	}
+	slices.Sort(d)
+	i := int(math.Ceil(p/100*float64(len(d)))) - 1
+	return float64(d[max(i, 0)]) / float64(time.Millisecond)
+}

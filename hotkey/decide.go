@@ -1,0 +1,221 @@
+package hotkey
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// Decide decides a batch of requests whose keys Observe reported hot; every
+// reqs[i].Policy is set. out[i] gets the decision, or the store's error in
+// Err (errors.Is(err, limit.ErrUnavailable) for connectivity, so that the
+// limiter applies on_store_error). It makes at most one store call per
+// round: the claims, split first tries and pass-through requests of the
+// batch go together, split second tries in a second call; a request that
+// waited for another goroutine's claim starts a later round.
+//
+// Takes under mode lease are answered from leased tokens (decided_by
+// lease); takes and peeks under mode split from a sub-bucket (decided_by
+// split). Everything else — other ops, other modes, a cost above the limit
+// of a lease, a policy the store would refuse, any request after Close —
+// goes to the store unchanged.
+func (h *Layer) Decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	b := batch{h: h, ctx: ctx, reqs: reqs, out: out}
+	ns := h.now().UnixNano()
+	for i := range reqs {
+		r := &reqs[i]
+		switch {
+		case r.Policy == nil:
+			out[i] = limit.Result{Err: fmt.Errorf("%w '%s'", limit.ErrNoPolicy, r.Key)}
+		case h.closed.Load():
+			b.pass(i)
+		case r.Op == limit.OpTake && r.Policy.Hot.Mode == limit.HotLease && r.Cost >= 1 && r.Cost <= r.Policy.Limit:
+			b.lease(i, ns, noGen)
+		case (r.Op == limit.OpTake || r.Op == limit.OpPeek) && r.Policy.Hot.Mode == limit.HotSplit && r.Cost >= 1:
+			b.split(i)
+		default:
+			b.pass(i)
+		}
+	}
+	for {
+		for len(b.call.reqs) > 0 {
+			b.do()
+		}
+		if len(b.waits) == 0 {
+			break
+		}
+		ws := b.waits
+		b.waits = nil
+		for _, w := range ws {
+			select {
+			case <-w.ch:
+				b.lease(w.i, h.now().UnixNano(), w.gen)
+			case <-ctx.Done():
+				out[w.i] = limit.Result{Err: &limit.UnavailableError{Err: fmt.Errorf("waiting for a lease claim: %w", ctx.Err())}}
+			}
+		}
+	}
+	if b.entered && h.inflight.Add(-1) == 0 && h.closed.Load() {
+		h.idleOnce.Do(func() { close(h.idle) })
+	}
+}
+
+// noGen marks a request that has not waited for a claim.
+const noGen = ^uint64(0)
+
+// batch is the state of one Decide call. The lease-hit path touches none
+// of its slices, so it allocates nothing.
+type batch struct {
+	h       *Layer
+	ctx     context.Context
+	reqs    []limit.Request
+	out     []limit.Result
+	call    call
+	claims  []*claim
+	waits   []waiter
+	entered bool // counted in Layer.inflight: Close waits for us
+}
+
+// call is one store call being built: reqs[j] is answered into pend[j].
+type call struct {
+	reqs []limit.Request
+	pend []pending
+}
+
+// kinds of pending store requests.
+const (
+	kindPass   = iota // the caller's request, unchanged
+	kindClaim         // a lease claim: claims[c]
+	kindSplit         // a split sub-bucket take or peek
+	kindTooBig        // a split peek for a cost above every sub-bucket's limit
+)
+
+type pending struct {
+	kind   uint8
+	i      int // index in reqs/out; for kindClaim the index in batch.claims
+	second bool
+	sub, n int          // split: the sub-bucket asked, of n eligible
+	first  limit.Result // split second try: the first answer
+}
+
+type waiter struct {
+	i   int
+	ch  chan struct{}
+	gen uint64
+}
+
+func (c *call) add(r limit.Request, p pending) {
+	c.reqs = append(c.reqs, r)
+	c.pend = append(c.pend, p)
+}
+
+func (b *batch) pass(i int) {
+	b.call.add(b.reqs[i], pending{kind: kindPass, i: i})
+}
+
+// enter registers the batch with Close before it creates leases or starts
+// claims; false means the Layer is closed.
+func (b *batch) enter() bool {
+	if b.entered {
+		return true
+	}
+	b.h.inflight.Add(1)
+	if b.h.closed.Load() {
+		if b.h.inflight.Add(-1) == 0 {
+			b.h.idleOnce.Do(func() { close(b.h.idle) })
+		}
+		return false
+	}
+	b.entered = true
+	return true
+}
+
+// do makes the store call built so far and files its answers; answers may
+// build the next call.
+func (b *batch) do() {
+	c := b.call
+	b.call = call{}
+	res := make([]limit.Result, len(c.reqs))
+	b.h.store.Do(b.ctx, c.reqs, res)
+	ns := b.h.now().UnixNano()
+	for j, p := range c.pend {
+		switch p.kind {
+		case kindPass:
+			b.out[p.i] = res[j]
+		case kindClaim:
+			b.claimed(b.claims[p.i], res[j], ns)
+		case kindSplit:
+			b.splitAnswer(p, res[j])
+		case kindTooBig:
+			r := b.splitReply(b.reqs[p.i].Policy, res[j], p.n)
+			if r.Err == nil {
+				r.Allowed, r.RetryAfterMs = false, -1
+			}
+			b.out[p.i] = r
+		}
+	}
+}
+
+// split sends reqs[i] to one sub-bucket that can hold its cost.
+func (b *batch) split(i int) {
+	r := &b.reqs[i]
+	subs := b.h.subPolicies(r.Policy)
+	if subs == nil {
+		b.pass(i)
+		return
+	}
+	k := len(subs)
+	b.h.st.split.Add(1)
+	// Sub-buckets below r.Policy.Limit%k hold one token more than the
+	// others; a cost that only they can hold goes to them.
+	n := k
+	switch {
+	case r.Cost > subs[0].Limit:
+		s := rand.IntN(k)
+		b.call.add(limit.Request{Key: subKey(r.Key, s), Cost: r.Cost, Op: limit.OpPeek, Policy: subs[s]}, pending{kind: kindTooBig, i: i, n: k})
+		return
+	case r.Cost > subs[k-1].Limit:
+		n = int(r.Policy.Limit % int64(k))
+	}
+	s := rand.IntN(n)
+	b.call.add(limit.Request{Key: subKey(r.Key, s), Cost: r.Cost, Op: r.Op, Policy: subs[s]}, pending{kind: kindSplit, i: i, sub: s, n: n})
+}
+
+// splitAnswer files a sub-bucket's answer, or tries one other sub-bucket
+// when the first rejected the request or could not be reached.
+func (b *batch) splitAnswer(p pending, res limit.Result) {
+	r := &b.reqs[p.i]
+	k := len(b.h.subPolicies(r.Policy))
+	if p.second {
+		if res.Err != nil && p.first.Err == nil {
+			res = p.first // a rejection beats no answer
+		}
+		b.out[p.i] = b.splitReply(r.Policy, res, k)
+		return
+	}
+	if (res.Err == nil && res.Allowed) || p.n < 2 {
+		b.out[p.i] = b.splitReply(r.Policy, res, k)
+		return
+	}
+	b.h.st.splitRetries.Add(1)
+	s := (p.sub + 1 + rand.IntN(p.n-1)) % p.n
+	subs := b.h.subPolicies(r.Policy)
+	b.call.add(limit.Request{Key: subKey(r.Key, s), Cost: r.Cost, Op: r.Op, Policy: subs[s]},
+		pending{kind: kindSplit, i: p.i, second: true, sub: s, n: p.n, first: res})
+}
+
+// splitReply turns a sub-bucket's answer into the key's: the policy's limit,
+// remaining scaled by k (an estimate: the other sub-buckets are not read),
+// retry and reset as the sub-bucket said.
+func (b *batch) splitReply(p *limit.Policy, res limit.Result, k int) limit.Result {
+	if res.Err != nil {
+		return limit.Result{Err: res.Err}
+	}
+	res.Limit = p.Limit
+	res.Remaining = min(p.Limit, res.Remaining*int64(k))
+	res.DecidedBy = limit.BySplit
+	res.Granted = 0
+	return res
+}

@@ -1,0 +1,349 @@
+package hotkey
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// lease is the tokens this instance holds for one key: taken from the
+// shared bucket by OpClaim, spent here without a round trip, and given back
+// by OpReturn when unused for the lease TTL, when evicted, and on Close.
+type lease struct {
+	mu  sync.Mutex
+	key string
+	p   *limit.Policy
+	b   limit.Bucket
+
+	held        int64         // tokens claimed and not yet spent
+	expires     int64         // ns: held tokens go back after this unless a claim renews it
+	remaining   int64         // the shared bucket's remaining after the last claim
+	rejectUntil int64         // ns: the last claim found no whole token; none exists before this
+	claiming    chan struct{} // open while a claim is in flight
+	gen         uint64        // claims completed
+	err         error         // of the last claim, nil when it answered
+	dead        bool          // evicted or expired: find or make another
+}
+
+// claim is a claim of this batch: the lease, tokens asked, and the requests
+// (indices) waiting on it in order.
+type claim struct {
+	l     *lease
+	asked int64
+	idx   []int
+	done  bool
+}
+
+// MaxBlockDivisor bounds a claim: an instance claims at most
+// max(cost, Limit/MaxBlockDivisor, 1) tokens at once and never holds more.
+// With 1/16 of the burst, up to 16 instances can hold full leases before
+// the bucket is drained by leases alone, a partial grant shares out the
+// last tokens, and what one instance holds idle goes back within 1.5 lease
+// TTLs, so no instance starves for longer than that while another hoards.
+const MaxBlockDivisor = 16
+
+// lease answers reqs[i] from its key's lease, or attaches it to a claim, or
+// makes it wait for another goroutine's claim. gen is the lease's claim
+// count when the request started waiting, noGen if it did not.
+func (b *batch) lease(i int, ns int64, gen uint64) {
+	h, r := b.h, &b.reqs[i]
+	hash := maphash.String(h.seed, r.Key)
+	cache := h.leases[hash%leaseShards]
+	for {
+		l, ok := cache.Peek(r.Key)
+		if !ok {
+			if !b.enter() {
+				b.pass(i)
+				return
+			}
+			bk, err := r.Policy.Bucket()
+			if err != nil {
+				b.pass(i)
+				return
+			}
+			l = &lease{key: r.Key, p: r.Policy, b: bk}
+			if prev, found, _ := cache.PeekOrAdd(l.key, l); found {
+				l = prev
+			}
+		}
+		l.mu.Lock()
+		if l.dead {
+			l.mu.Unlock()
+			gen = noGen
+			continue
+		}
+		if l.p != r.Policy {
+			if bk, err := r.Policy.Bucket(); err == nil {
+				l.p, l.b = r.Policy, bk
+			}
+		}
+		switch {
+		case l.held >= r.Cost:
+			l.held -= r.Cost
+			b.out[i] = l.reply(true, r.Cost, ns)
+			h.st.leaseHits.Add(1)
+		case gen != noGen && l.gen > gen && l.err != nil:
+			b.out[i] = limit.Result{Err: l.err} // the claim we waited for failed
+		case l.claiming != nil:
+			if c := b.own(l); c != nil {
+				c.idx = append(c.idx, i)
+			} else {
+				b.waits = append(b.waits, waiter{i: i, ch: l.claiming, gen: l.gen})
+			}
+		case ns < l.rejectUntil:
+			b.out[i] = l.reply(false, r.Cost, ns)
+			h.st.leaseRejects.Add(1)
+		default:
+			if !b.enter() {
+				l.mu.Unlock()
+				b.pass(i)
+				return
+			}
+			c := &claim{l: l, asked: h.block(l, hash, r.Cost, ns), idx: []int{i}}
+			l.claiming = make(chan struct{})
+			b.claims = append(b.claims, c)
+			b.call.add(limit.Request{Key: l.key, Cost: c.asked, Op: limit.OpClaim, Policy: l.p},
+				pending{kind: kindClaim, i: len(b.claims) - 1})
+		}
+		l.mu.Unlock()
+		return
+	}
+}
+
+// own returns this batch's claim on l, if any.
+func (b *batch) own(l *lease) *claim {
+	for _, c := range b.claims {
+		if c.l == l && !c.done {
+			return c
+		}
+	}
+	return nil
+}
+
+// block returns the tokens to claim so that l holds one block: this
+// instance's arrival rate for the key times the lease TTL, at least cost,
+// at most the bound of MaxBlockDivisor.
+func (h *Layer) block(l *lease, hash uint64, cost, ns int64) int64 {
+	want := math.Ceil(h.sk.add(hash, ns, 0) * float64(cost) * h.ttl.Seconds())
+	bound := max(1, l.p.Limit/MaxBlockDivisor)
+	blk := cost
+	if want > float64(cost) {
+		blk = int64(min(want, float64(bound)))
+	}
+	return max(cost, blk) - l.held
+}
+
+// claimed files the answer to claim c and answers the requests attached to
+// it, in order; those it cannot serve although the claim was granted in
+// full (others spent the tokens first) try again in the next round.
+func (b *batch) claimed(c *claim, res limit.Result, ns int64) {
+	h, l := b.h, c.l
+	h.st.claims.Add(1)
+	c.done = true
+	l.mu.Lock()
+	l.gen++
+	l.err = res.Err
+	close(l.claiming)
+	l.claiming = nil
+	if res.Err == nil {
+		h.st.claimed.Add(res.Granted)
+		l.held += res.Granted
+		l.remaining = res.Remaining
+		l.expires = ns + int64(h.ttl)
+		switch {
+		case res.Granted == 0:
+			l.rejectUntil = ns + max(1, res.RetryAfterMs)*int64(time.Millisecond)
+		case res.Granted < c.asked:
+			// The bucket is below one token. Wait for one, plus up to as
+			// long again at random: the instance that just won would
+			// otherwise claim first at every refill, its rivals' waits
+			// being rounded up to whole milliseconds, and starve them.
+			one := max(1, l.tokensMs(1)) * int64(time.Millisecond)
+			l.rejectUntil = ns + one + rand.Int64N(one)
+		}
+	}
+	for _, i := range c.idx {
+		r := &b.reqs[i]
+		switch {
+		case l.held >= r.Cost:
+			l.held -= r.Cost
+			b.out[i] = l.reply(true, r.Cost, ns)
+			h.st.leaseHits.Add(1)
+		case res.Err != nil:
+			b.out[i] = limit.Result{Err: res.Err}
+		case res.Granted < c.asked:
+			b.out[i] = l.reply(false, r.Cost, ns)
+		default:
+			b.waits = append(b.waits, waiter{i: i, ch: retryNow, gen: noGen})
+		}
+	}
+	dead := l.dead
+	var back int64
+	if dead {
+		back, l.held = l.held, 0
+	}
+	l.mu.Unlock()
+	if dead {
+		h.giveBack(l, back)
+		return
+	}
+	// A claim makes the lease the most recently used one. Get, not Add:
+	// a lease removed meanwhile is dead and must not come back.
+	h.leases[maphash.String(h.seed, l.key)%leaseShards].Get(l.key)
+}
+
+// retryNow is a closed channel: a waiter on it retries at once.
+var retryNow = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// reply answers a request of cost from l; l.mu is held and l.held already
+// reduced when allowed. remaining is an estimate: the shared bucket's
+// remaining at the last claim plus the tokens still held here (other
+// instances' takes since, and refill since, are not known). reset_after is
+// the time to refill that estimate; a rejection's retry_after is the time
+// until the last claim said a token exists, plus the time for the rest of
+// cost, never 0.
+func (l *lease) reply(allowed bool, cost, ns int64) limit.Result {
+	rem := min(l.b.Limit, l.remaining+l.held)
+	res := limit.Result{
+		Allowed: allowed, Limit: l.b.Limit, Remaining: rem, RetryAfterMs: -1,
+		ResetAfterMs: l.tokensMs(l.b.Limit - rem), DecidedBy: limit.ByLease,
+	}
+	if !allowed {
+		need := cost - l.held
+		wait := int64(0)
+		if ns < l.rejectUntil {
+			wait = ceilDiv(l.rejectUntil-ns, int64(time.Millisecond))
+			need--
+		}
+		res.RetryAfterMs = max(1, wait+l.tokensMs(need))
+	}
+	return res
+}
+
+// tokensMs returns the ms the bucket takes to refill n tokens, rounded up.
+func (l *lease) tokensMs(n int64) int64 {
+	return ceilDiv(n*l.b.Scale, l.b.Refill*1000)
+}
+
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
+
+// evicted is the lease caches' eviction callback (capacity, expiry, Close):
+// the lease is dead from now on and its tokens go back, unless a claim is in
+// flight, whose answer gives them back instead.
+func (h *Layer) evicted(_ string, l *lease) {
+	l.mu.Lock()
+	l.dead = true
+	back := l.held
+	l.held = 0
+	l.mu.Unlock()
+	h.giveBack(l, back)
+}
+
+// giveBack queues n tokens of l for OpReturn by the expiry goroutine or
+// Close.
+func (h *Layer) giveBack(l *lease, n int64) {
+	if n <= 0 {
+		return
+	}
+	h.retMu.Lock()
+	h.returns = append(h.returns, limit.Request{Key: l.key, Cost: n, Op: limit.OpReturn, Policy: l.p})
+	h.retMu.Unlock()
+}
+
+// expire drops the leases whose tokens have gone unused for the lease TTL.
+func (h *Layer) expire(ns int64) {
+	for _, c := range h.leases {
+		for _, k := range c.Keys() {
+			l, ok := c.Peek(k)
+			if !ok {
+				continue
+			}
+			l.mu.Lock()
+			old := l.claiming == nil && ns >= l.expires
+			l.mu.Unlock()
+			if old {
+				c.Remove(k) // calls evicted
+			}
+		}
+	}
+}
+
+// flush sends the queued returns in one store call.
+func (h *Layer) flush(ctx context.Context) error {
+	h.retMu.Lock()
+	reqs := h.returns
+	h.returns = nil
+	h.retMu.Unlock()
+	if len(reqs) == 0 {
+		return nil
+	}
+	out := make([]limit.Result, len(reqs))
+	h.store.Do(ctx, reqs, out)
+	var errs []error
+	for i, r := range out {
+		h.st.returns.Add(1)
+		if r.Err != nil {
+			h.st.returnErrs.Add(1)
+			errs = append(errs, r.Err)
+			continue
+		}
+		h.st.returned.Add(reqs[i].Cost)
+	}
+	return errors.Join(errs...)
+}
+
+// subPolicies returns the k sub-bucket policies of split policy p, nil when
+// p cannot be split (fewer than 2 sub-buckets, or a sub-bucket the store
+// could not represent exactly). Sub-bucket i gets Limit/k and Rate/k, plus
+// one when i < Limit%k (resp. Rate%k), so they sum exactly to p; k is
+// p.Hot.Split, but at most Limit and Rate so that each gets at least one.
+// The pointers are stable while cached, as the cluster store keys its
+// argument cache by policy pointer.
+func (h *Layer) subPolicies(p *limit.Policy) []*limit.Policy {
+	if s, ok := h.subs.Get(p); ok {
+		return s
+	}
+	k := int64(min(int64(p.Hot.Split), p.Limit, p.Rate))
+	if k < 2 {
+		return nil
+	}
+	subs := make([]*limit.Policy, k)
+	for i := range k {
+		q := *p
+		q.Limit = p.Limit/k + b2i(i < p.Limit%k)
+		q.Rate = p.Rate/k + b2i(i < p.Rate%k)
+		q.Hot = limit.Hot{Mode: limit.HotOff}
+		if _, err := q.Bucket(); err != nil {
+			return nil
+		}
+		subs[i] = &q
+	}
+	h.subs.Add(p, subs)
+	return subs
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// subKey is the user key of sub-bucket i of key: "{s<i>:key}". Its hash tag
+// starts with "s<i>:" even when key has a tag of its own, so the
+// sub-buckets of one key hash to different slots.
+func subKey(key string, i int) string {
+	return "{s" + strconv.Itoa(i) + ":" + key + "}"
+}
