@@ -14,7 +14,11 @@ import (
 // limiter applies on_store_error). It makes at most one store call per
 // round: the claims, split first tries and pass-through requests of the
 // batch go together, split second tries in a second call; a request that
-// waited for another goroutine's claim starts a later round.
+// waited for another goroutine's claim or split hand-over starts a later
+// round. The first split decision of a key after it turned hot on this
+// instance first hands the main bucket's budget over to the sub-buckets
+// (see handoff), in two more rounds, under ctx; the key's other requests
+// on this instance wait for it, bounded by their context.
 //
 // Takes under mode lease are answered from leased tokens (decided_by
 // lease); takes and peeks under mode split from a sub-bucket (decided_by
@@ -51,9 +55,17 @@ func (h *Layer) Decide(ctx context.Context, reqs []limit.Request, out []limit.Re
 		for _, w := range ws {
 			select {
 			case <-w.ch:
-				b.lease(w.i, h.now().UnixNano(), w.gen)
+				if w.split {
+					b.split(w.i)
+				} else {
+					b.lease(w.i, h.now().UnixNano(), w.gen)
+				}
 			case <-ctx.Done():
-				out[w.i] = limit.Result{Err: &limit.UnavailableError{Err: fmt.Errorf("waiting for a lease claim: %w", ctx.Err())}}
+				what := "a lease claim"
+				if w.split {
+					what = "a split hand-over"
+				}
+				out[w.i] = limit.Result{Err: &limit.UnavailableError{Err: fmt.Errorf("waiting for %s: %w", what, ctx.Err())}}
 			}
 		}
 	}
@@ -68,14 +80,15 @@ const noGen = ^uint64(0)
 // batch is the state of one Decide call. The lease-hit path touches none
 // of its slices, so it allocates nothing.
 type batch struct {
-	h       *Layer
-	ctx     context.Context
-	reqs    []limit.Request
-	out     []limit.Result
-	call    call
-	claims  []*claim
-	waits   []waiter
-	entered bool // counted in Layer.inflight: Close waits for us
+	h        *Layer
+	ctx      context.Context
+	reqs     []limit.Request
+	out      []limit.Result
+	call     call
+	claims   []*claim
+	handoffs []*handoff
+	waits    []waiter
+	entered  bool // counted in Layer.inflight: Close waits for us
 }
 
 // call is one store call being built: reqs[j] is answered into pend[j].
@@ -86,10 +99,11 @@ type call struct {
 
 // kinds of pending store requests.
 const (
-	kindPass   = iota // the caller's request, unchanged
-	kindClaim         // a lease claim: claims[c]
-	kindSplit         // a split sub-bucket take or peek
-	kindTooBig        // a split peek for a cost above every sub-bucket's limit
+	kindPass    = iota // the caller's request, unchanged
+	kindClaim          // a lease claim: claims[c]
+	kindSplit          // a split sub-bucket take or peek
+	kindTooBig         // a split peek for a cost above every sub-bucket's limit
+	kindHandoff        // a split hand-over's claim or peek: handoffs[i], sub-bucket sub (-1: the main bucket)
 )
 
 type pending struct {
@@ -101,9 +115,10 @@ type pending struct {
 }
 
 type waiter struct {
-	i   int
-	ch  chan struct{}
-	gen uint64
+	i     int
+	ch    chan struct{}
+	gen   uint64
+	split bool // waits for a split hand-over, not a lease claim
 }
 
 func (c *call) add(r limit.Request, p pending) {
@@ -154,16 +169,31 @@ func (b *batch) do() {
 				r.Allowed, r.RetryAfterMs = false, -1
 			}
 			b.out[p.i] = r
+		case kindHandoff:
+			b.handoffAnswer(p, res[j])
 		}
+	}
+	if len(b.handoffs) > 0 {
+		b.handoffsNext()
 	}
 }
 
-// split sends reqs[i] to one sub-bucket that can hold its cost.
+// split sends reqs[i] to one sub-bucket that can hold its cost, once the
+// key's budget has been handed over to the sub-buckets.
 func (b *batch) split(i int) {
 	r := &b.reqs[i]
 	subs := b.h.subPolicies(r.Policy)
 	if subs == nil {
 		b.pass(i)
+		return
+	}
+	// A key not in the hot map (Decide without Observe, or cooled since)
+	// has no hot spell to hand over: it is split as it is.
+	if e := b.h.hotEntry(r.Key); e != nil && e.hand.Load() != handDone {
+		if e.hand.CompareAndSwap(handNone, handRunning) {
+			b.startHandoff(e, r.Policy, subs)
+		}
+		b.waits = append(b.waits, waiter{i: i, ch: e.handed, split: true})
 		return
 	}
 	k := len(subs)

@@ -63,18 +63,43 @@
 // # Split (hot.mode: split)
 //
 // The key's budget is divided among K = hot.split sub-buckets whose user
-// keys "{s<i>:" + key + "}" carry different hash tags (always starting with
-// "s<i>:", also when key has a tag of its own), so they hash to different
-// slots: with K = 8, two share a slot with probability about 0.2%.
+// keys "{<tag_i>:" + key + "}" carry different hash tags (always starting
+// with "<tag_i>:", also when key has a tag of its own), so they hash to
+// different slots. tag_i is fixed, the same on every instance: 8 base-32
+// characters of splitmix64(i). Tags that differ in one character, such as
+// "s0:" … "s7:", would not do: the slot is a CRC16, which is linear, so
+// their slots differ only in a few low bits and all land on one primary.
+// Tags that differ in many bits move the sub-buckets' slots independently
+// over the slot space. With K = 8, all eight fall in one third of the
+// slots (one primary of three) for about 0.05% of keys; whether two share
+// a slot depends only on the length of the key (up to its first '}'):
+// about 0.2% of lengths, none below 300 bytes.
+//
 // Sub-bucket i gets limit/K and rate/K, plus one when i < limit%K (resp.
 // rate%K): the sub-buckets sum exactly to the policy. K is at most limit and
 // rate so that each sub-bucket gets at least one; a policy that cannot be
-// split in two is decided by the store. A request goes to a random
-// sub-bucket and, if rejected there (or if that node does not answer),
-// tries one other before it is rejected. A cost that fits only the larger
-// sub-buckets goes to them; a cost above every sub-bucket's limit can never
-// be served while the key is hot and is rejected with retry_after -1, as
-// cost > limit is.
+// split in two is decided by the store.
+//
+// When a key turns hot on an instance, its first split decision there
+// hands the budget over: the instance claims what is left in the main
+// bucket (limit.OpClaim of the limit; the G tokens granted are discarded)
+// and peeks every sub-bucket in one store call, then, in a second, claims
+// from each sub-bucket still full its limit minus its share of G (G shared
+// out as the limits are), so that the sub-buckets together hold what the
+// main bucket held, not a fresh burst. Sub-buckets not full are already in
+// use by an instance that saw the key hot first, and keep their tokens.
+// Both calls run under the deciding request's context; the key's other
+// requests on this instance wait for the hand-over, bounded by their own
+// context (past it: an unavailable error), as for a lease claim. If the
+// store fails, the hand-over gives up on what it could not read (all the
+// sub-buckets when the main claim failed) and the key is split anyway; it
+// is not retried until the key cools and turns hot again.
+//
+// A request goes to a random sub-bucket and, if rejected there (or if that
+// node does not answer), tries one other before it is rejected. A cost that
+// fits only the larger sub-buckets goes to them; a cost above every
+// sub-bucket's limit can never be served while the key is hot and is
+// rejected with retry_after -1, as cost > limit is.
 //
 // Reply of a split decision, decided_by split: limit is the policy's;
 // remaining is the answering sub-bucket's remaining × K (an estimate: the
@@ -85,11 +110,24 @@
 // never over-admits: the sub-budgets sum to the budget. It under-admits when
 // load is uneven across sub-buckets: a request is rejected while another
 // sub-bucket it did not try still has tokens; the second try bounds this.
-// It is not exact at the edges: hot-ness is decided per instance, so the
-// main bucket (used by instances that see the key as cold) and the
-// sub-buckets (used by those that see it hot) both admit while instances
-// disagree, and the sub-buckets start full when a key turns hot (and the
-// main bucket has refilled when it cools): up to one extra burst at each
-// switch. Lease mode, which draws on the one shared bucket, has neither
-// error; prefer it when exactness matters more than shard load.
+// It is not exact at the edges of a hot spell, because hot-ness is decided
+// per instance:
+//
+//   - While one instance sees the key hot and another does not yet, the
+//     main bucket and the sub-buckets both admit. The main bucket was
+//     drained by the hand-over, so the excess is what it refills meanwhile:
+//     at most the detection lag × rate.
+//   - Two instances that hand over at the same moment may both find the
+//     sub-buckets full and both claim: the sub-buckets then hold less than
+//     the main bucket held (an under-admission of at most G, once).
+//   - A sub-bucket that another instance uses and that has refilled to full
+//     when this instance turns hot is drained to its share of G: an
+//     under-admission of at most its limit, once.
+//   - At cool-down, an instance that no longer sees the key hot goes back
+//     to the main bucket, unused since the hand-over and refilled, while
+//     the sub-buckets keep their tokens: up to one extra burst per hot→cold
+//     transition per key. This one is not corrected.
+//
+// Lease mode, which draws on the one shared bucket, has none of these
+// errors; prefer it when exactness matters more than shard load.
 package hotkey

@@ -94,6 +94,11 @@ type entry struct {
 	sample uint32       // the sketch counts 1 in sample requests, by sample
 	below  atomic.Int64 // ns since the rate has been below threshold/2; 0 when above
 	seen   atomic.Int64 // ns of the last Observe
+
+	// The split hand-over of this hot spell (see handoff): hand is
+	// handNone, handRunning or handDone; handed is closed when it is done.
+	hand   atomic.Uint32
+	handed chan struct{}
 }
 
 // HotKey is one line of RL.HOTKEYS.
@@ -117,10 +122,11 @@ type Stats struct {
 	ReturnErrors   int64 // OpReturn requests that failed: those tokens are lost until refill
 	SplitDecisions int64
 	SplitRetries   int64 // split takes that tried a second sub-bucket
+	SplitHandoffs  int64 // hand-overs of a key's budget to its sub-buckets as it turned hot
 }
 
 type counters struct {
-	leaseHits, leaseRejects, claims, claimed, returns, returned, returnErrs, split, splitRetries atomic.Int64
+	leaseHits, leaseRejects, claims, claimed, returns, returned, returnErrs, split, splitRetries, handoffs atomic.Int64
 }
 
 // New validates cfg and returns a Layer with its expiry goroutine running.
@@ -230,7 +236,7 @@ func (h *Layer) heat(sh *hotShard, key string, p *limit.Policy, now time.Time) b
 		h.nhot.Add(-1)
 		return false
 	}
-	e := &entry{key: strings.Clone(key), since: now, sample: sampling(p.Hot.Threshold)}
+	e := &entry{key: strings.Clone(key), since: now, sample: sampling(p.Hot.Threshold), handed: make(chan struct{})}
 	e.policy.Store(p)
 	e.seen.Store(ns)
 	m := make(map[string]*entry, len(old)+1)
@@ -319,6 +325,11 @@ func (h *Layer) prune(ns int64) {
 	}
 }
 
+// hotEntry returns key's entry in the hot map, nil when it is not hot.
+func (h *Layer) hotEntry(key string) *entry {
+	return (*h.hot[maphash.String(h.seed, key)%hotShards].m.Load())[key]
+}
+
 // rate returns key's request rate on this instance at ns, counting nothing.
 func (h *Layer) rate(key string, ns int64) float64 {
 	return h.sk.add(maphash.String(h.seed, key), ns, 0)
@@ -347,7 +358,7 @@ func (h *Layer) Stats() Stats {
 		LeaseHits: h.st.leaseHits.Load(), LeaseRejects: h.st.leaseRejects.Load(),
 		Claims: h.st.claims.Load(), TokensClaimed: h.st.claimed.Load(),
 		Returns: h.st.returns.Load(), TokensReturned: h.st.returned.Load(), ReturnErrors: h.st.returnErrs.Load(),
-		SplitDecisions: h.st.split.Load(), SplitRetries: h.st.splitRetries.Load(),
+		SplitDecisions: h.st.split.Load(), SplitRetries: h.st.splitRetries.Load(), SplitHandoffs: h.st.handoffs.Load(),
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
@@ -341,9 +340,51 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// subKey is the user key of sub-bucket i of key: "{s<i>:key}". Its hash tag
-// starts with "s<i>:" even when key has a tag of its own, so the
-// sub-buckets of one key hash to different slots.
+// subKey is the user key of sub-bucket i of key: "{" + subTag(i) + ":" +
+// key + "}". Its hash tag starts with the sub-bucket's own prefix even when
+// key has a tag of its own, so the sub-buckets of one key hash to
+// different slots.
 func subKey(key string, i int) string {
-	return "{s" + strconv.Itoa(i) + ":" + key + "}"
+	tag := ""
+	if i >= 0 && i < len(subTags) {
+		tag = subTags[i]
+	} else {
+		tag = subTag(i)
+	}
+	return "{" + tag + ":" + key + "}"
+}
+
+// subTags caches subTag for every sub-bucket a policy may have (policy's
+// MaxSplit is 64).
+var subTags = func() (t [64]string) {
+	for i := range t {
+		t[i] = subTag(i)
+	}
+	return t
+}()
+
+// subTag is the hash-tag prefix of sub-bucket i: 8 base-32 characters (40
+// bits) of splitmix64(i), the same in every instance and every version.
+// Slots are CRC16, which is linear: tags that differ in one character near
+// the start ("s0:", "s1:", …) differ in a few low bits of the slot only,
+// and land together on one primary. Prefixes that differ in many bits move
+// the slots of one key's sub-buckets independently over the slot space.
+func subTag(i int) string {
+	const digits = "0123456789abcdefghijklmnopqrstuv"
+	x := splitmix64(uint64(i))
+	var b [8]byte
+	for j := range b {
+		b[j] = digits[x&31]
+		x >>= 5
+	}
+	return string(b[:])
+}
+
+// splitmix64 is the output function of the SplitMix64 generator, a
+// bijection that mixes every input bit into every output bit.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }

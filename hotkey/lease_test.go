@@ -344,6 +344,11 @@ func TestDecideMixedBatchOneCall(t *testing.T) {
 	lp, sp := leasePolicy(160, 10, time.Second), splitPolicy(80, 80, 8)
 	heat(t, h, "l", lp, c.Now())
 	heat(t, h, "s", sp, c.Now())
+	// The first split decision hands the budget over (its own calls).
+	if res := decideOne(h, "s", 1, sp); !res.Allowed || res.DecidedBy != limit.BySplit {
+		t.Fatalf("first split take = %+v", res)
+	}
+	fs.calls.Store(0)
 	reqs := []limit.Request{
 		{Key: "l", Cost: 1, Policy: lp},
 		{Key: "s", Cost: 1, Policy: sp},

@@ -2,6 +2,10 @@ package hotkey
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,11 +19,15 @@ func splitPolicy(lim, rate int64, k int) *limit.Policy {
 }
 
 // The sub-buckets of one key land on 8 different Redis Cluster slots, also
-// when the key has a hash tag of its own.
+// when the key has a hash tag of its own, spread over the slot space: not
+// all in one third of it (one primary of three), as tags that differ in
+// one character put them (CRC16 is linear).
 func TestSubKeySlots(t *testing.T) {
 	t.Parallel()
-	for _, key := range []string{"acme", "{acme}:login", "login:{acme}", "a{}b", "{", "}{x}", "tenant:42:api", ""} {
+	third := func(slot int) int { return slot * 3 / 16384 }
+	for _, key := range []string{"hot:tenant", "acme", "{acme}:login", "login:{acme}", "a{}b", "{", "}{x}", "tenant:42:api", ""} {
 		slots := map[int]string{}
+		thirds := map[int]bool{}
 		for i := range 8 {
 			sub := subKey(key, i)
 			slot := cluster.Slot(cluster.Key(sub))
@@ -27,10 +35,58 @@ func TestSubKeySlots(t *testing.T) {
 				t.Errorf("key %q: sub-keys %q and %q share slot %d", key, prev, sub, slot)
 			}
 			slots[slot] = sub
+			thirds[third(slot)] = true
+		}
+		if len(thirds) < 2 {
+			t.Errorf("key %q: all 8 sub-buckets in one third of the slots: %v", key, slots)
 		}
 	}
-	if got := subKey("{acme}:login", 3); got != "{s3:{acme}:login}" {
+	// Whether two sub-buckets share a slot depends only on the length of
+	// the tag after the prefix (CRC16 is linear): none do below 300 bytes.
+	for n := range 300 {
+		key := strings.Repeat("k", n)
+		slots := map[int]int{}
+		for i := range 8 {
+			slot := cluster.Slot(cluster.Key(subKey(key, i)))
+			if prev, dup := slots[slot]; dup {
+				t.Errorf("a key of %d bytes: sub-buckets %d and %d share slot %d", n, prev, i, slot)
+			}
+			slots[slot] = i
+		}
+	}
+	// Over many keys, every third gets its share.
+	var per [3]int
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100 {
+		key := "tenant:" + strconv.FormatUint(r.Uint64(), 36)
+		for i := range 8 {
+			per[third(cluster.Slot(cluster.Key(subKey(key, i))))]++
+		}
+	}
+	for i, n := range per {
+		if n < 800/3*3/4 {
+			t.Errorf("third %d of the slots holds %d of 800 sub-buckets: %v", i, n, per)
+		}
+	}
+	// Every sub-bucket a policy may have gets its own tag, non-empty
+	// whatever the key.
+	tags := map[string]int{}
+	for i := range 64 {
+		tag := subTag(i)
+		if prev, dup := tags[tag]; dup {
+			t.Errorf("sub-buckets %d and %d share tag %q", prev, i, tag)
+		}
+		tags[tag] = i
+		if got := subKey("}{x}", i); got != "{"+tag+":}{x}}" {
+			t.Errorf("subKey(%q, %d) = %q", "}{x}", i, got)
+		}
+	}
+	// The layout is shared by every instance and version: pin it.
+	if got := subKey("{acme}:login", 3); got != "{dv33gdjs:{acme}:login}" {
 		t.Fatalf("subKey = %q", got)
+	}
+	if got := subKey("a", 100); got != "{"+subTag(100)+":a}" || len(subTag(100)) != 8 {
+		t.Fatalf("subKey past the table = %q", got)
 	}
 }
 
@@ -91,10 +147,10 @@ func TestSplitNeverOverAdmits(t *testing.T) {
 		}
 	}
 	// The first 49 requests went to the main bucket before the key was
-	// hot (threshold 50); the split sub-buckets then start full: a switch
-	// of mode is a fresh burst, documented.
-	if admitted > 49+80 || admitted < 49+72 {
-		t.Fatalf("admitted %d at one instant, want 49 (main bucket, before hot) + 80 (sub-buckets)", admitted)
+	// hot (threshold 50); the hand-over then left the sub-buckets the 31
+	// tokens the main bucket still held: no fresh burst.
+	if admitted > 80 || admitted < 72 {
+		t.Fatalf("admitted %d at one instant, want 49 (main bucket, before hot) + 31 (handed over to the sub-buckets)", admitted)
 	}
 	admitted = 0
 	const run = 10 * time.Second
@@ -187,5 +243,144 @@ func TestSplitStoreFailure(t *testing.T) {
 	fs.down.Store(true)
 	if res := decideOne(h, "acme", 1, p); res.Err == nil {
 		t.Fatalf("split with the store down = %+v, want an error", res)
+	}
+}
+
+// Two instances share one budget through a key's turn to hot: the main
+// bucket they drained while the key was cold is not followed by a full
+// burst from the sub-buckets, as the hand-over moves what the main bucket
+// held (nothing, here) into them.
+func TestSplitHandoffTwoInstances(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	store := newStore(c)
+	h1 := newLayer(t, store, c, Config{})
+	h2 := newLayer(t, store, c, Config{})
+	p := splitPolicy(80, 40, 8) // hot at 50 req/s on one instance
+	const run = 3 * time.Second
+	var admitted int64
+	for tm := time.Duration(0); tm < run; tm += time.Millisecond {
+		for range 3 {
+			for _, h := range []*Layer{h1, h2} {
+				if res := take(h, store, "acme", 1, p, c.Now()); res.Err != nil {
+					t.Fatal(res.Err)
+				} else if res.Allowed {
+					admitted++
+				}
+			}
+		}
+		c.Add(time.Millisecond)
+	}
+	budget := p.Limit + p.Rate*int64(run/time.Second)
+	t.Logf("admitted %d of budget %d", admitted, budget)
+	if admitted > budget+2 || admitted < budget*9/10 {
+		t.Fatalf("two instances admitted %d over %v, want at most the budget %d (limit + rate × elapsed) and 90%% of it", admitted, run, budget)
+	}
+	s1, s2 := h1.Stats(), h2.Stats()
+	if s1.SplitHandoffs != 1 || s2.SplitHandoffs != 1 || s1.SplitDecisions == 0 || s2.SplitDecisions == 0 {
+		t.Fatalf("stats %+v and %+v: want one hand-over each, and split decisions", s1, s2)
+	}
+}
+
+// The hand-over leaves the sub-buckets another instance already uses, and
+// only drains those still full.
+func TestSplitHandoffLeavesUsedSubBuckets(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	store := newStore(c)
+	h := newLayer(t, store, c, Config{})
+	p := splitPolicy(80, 8, 8) // sub-buckets of 10, refilling 1/s
+	subs := h.subPolicies(p)
+	out := make([]limit.Result, 2)
+	// Another instance took 3 from sub-bucket 2; the main bucket holds 12.
+	store.Do(context.Background(), []limit.Request{
+		{Key: subKey("acme", 2), Cost: 3, Policy: subs[2]},
+		{Key: "acme", Cost: 68, Policy: p},
+	}, out)
+	heat(t, h, "acme", p, c.Now())
+	if res := decideOne(h, "acme", 1, p); !res.Allowed {
+		t.Fatalf("first split take = %+v", res)
+	}
+	if got := peek(t, store, "acme", p); got != 0 {
+		t.Fatalf("main bucket holds %d after the hand-over, want 0", got)
+	}
+	// G = 12 shared as 2, 2, 2, 2, 1, 1, 1, 1; sub-bucket 2 keeps its 7.
+	var total int64
+	for i, sp := range subs {
+		got := peek(t, store, subKey("acme", i), sp)
+		want := int64(1)
+		switch {
+		case i == 2:
+			want = 7
+		case i < 4:
+			want = 2
+		}
+		total += got
+		if got != want && got != want-1 { // the first take spent one somewhere
+			t.Errorf("sub-bucket %d holds %d, want %d", i, got, want)
+		}
+	}
+	if total != 2+2+7+2+1+1+1+1-1 {
+		t.Errorf("sub-buckets hold %d in all", total)
+	}
+	// Once per hot spell.
+	decideOne(h, "acme", 1, p)
+	if s := h.Stats(); s.SplitHandoffs != 1 {
+		t.Fatalf("%d hand-overs, want 1", s.SplitHandoffs)
+	}
+}
+
+// A hand-over that cannot reach the store gives up: the key is split
+// anyway, and the hand-over is not tried again in this hot spell.
+func TestSplitHandoffStoreDown(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	fs := &faultStore{Store: newStore(c)}
+	h := newLayer(t, fs, c, Config{})
+	p := splitPolicy(80, 80, 8)
+	heat(t, h, "acme", p, c.Now())
+	fs.down.Store(true)
+	if res := decideOne(h, "acme", 1, p); !errors.Is(res.Err, limit.ErrUnavailable) {
+		t.Fatalf("split with the store down = %+v, want unavailable", res)
+	}
+	fs.down.Store(false)
+	fs.calls.Store(0)
+	if res := decideOne(h, "acme", 1, p); !res.Allowed || res.DecidedBy != limit.BySplit {
+		t.Fatalf("split with the store back = %+v", res)
+	}
+	if n, s := fs.calls.Load(), h.Stats(); n != 1 || s.SplitHandoffs != 1 {
+		t.Fatalf("%d store calls, %d hand-overs: want 1 and 1", n, s.SplitHandoffs)
+	}
+}
+
+// Requests for the key wait for a hand-over in flight on this instance,
+// bounded by their context, then are split.
+func TestSplitHandoffWait(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	fs := &faultStore{Store: newStore(c), gate: make(chan struct{})}
+	h := newLayer(t, fs, c, Config{})
+	p := splitPolicy(80, 80, 8)
+	heat(t, h, "acme", p, c.Now())
+	first := make(chan limit.Result)
+	go func() { first <- decideOne(h, "acme", 1, p) }()
+	waitFor(t, "the hand-over to be in flight", func() bool { return fs.inflight.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	out := make([]limit.Result, 1)
+	h.Decide(ctx, []limit.Request{{Key: "acme", Cost: 1, Policy: p}}, out)
+	if !errors.Is(out[0].Err, limit.ErrUnavailable) {
+		t.Fatalf("waiter past its deadline: %+v, want ErrUnavailable", out[0])
+	}
+	second := make(chan limit.Result)
+	go func() { second <- decideOne(h, "acme", 1, p) }()
+	close(fs.gate)
+	for _, ch := range []chan limit.Result{first, second} {
+		if res := <-ch; !res.Allowed || res.DecidedBy != limit.BySplit {
+			t.Fatalf("take after the hand-over = %+v", res)
+		}
+	}
+	if s := h.Stats(); s.SplitHandoffs != 1 {
+		t.Fatalf("%d hand-overs, want 1", s.SplitHandoffs)
 	}
 }

@@ -299,8 +299,8 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 		fmt.Fprintf(w, "decided_by_%s:%d\r\n", strings.ReplaceAll(p, "-", "_"), s.ByPath[p])
 	}
 	hs := hot.Stats()
-	fmt.Fprintf(w, "hot_keys:%d\r\nlease_hits:%d\r\nlease_rejects:%d\r\nlease_claims:%d\r\nlease_tokens_claimed:%d\r\nlease_returns:%d\r\nlease_tokens_returned:%d\r\nlease_return_errors:%d\r\nsplit_decisions:%d\r\nsplit_retries:%d\r\n",
-		hs.HotKeys, hs.LeaseHits, hs.LeaseRejects, hs.Claims, hs.TokensClaimed, hs.Returns, hs.TokensReturned, hs.ReturnErrors, hs.SplitDecisions, hs.SplitRetries)
+	fmt.Fprintf(w, "hot_keys:%d\r\nlease_hits:%d\r\nlease_rejects:%d\r\nlease_claims:%d\r\nlease_tokens_claimed:%d\r\nlease_returns:%d\r\nlease_tokens_returned:%d\r\nlease_return_errors:%d\r\nsplit_decisions:%d\r\nsplit_retries:%d\r\nsplit_handoffs:%d\r\n",
+		hs.HotKeys, hs.LeaseHits, hs.LeaseRejects, hs.Claims, hs.TokensClaimed, hs.Returns, hs.TokensReturned, hs.ReturnErrors, hs.SplitDecisions, hs.SplitRetries, hs.SplitHandoffs)
 	if cs, ok := store.(*cluster.Store); ok {
 		for _, n := range cs.Stats() {
 			avg := 0.0
