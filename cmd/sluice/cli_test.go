@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -297,5 +299,55 @@ func TestSingleRedisNode(t *testing.T) {
 	}
 	if r, err := take(ctx, c, "single", 1); err != nil || r.Remaining != 96 {
 		t.Fatalf("after SCRIPT FLUSH: %+v %v", r, err)
+	}
+}
+
+// RL.HOTKEYS through the binary: a key far above its threshold is listed,
+// and its takes are decided by leases.
+func TestHotKeysListed(t *testing.T) {
+	t.Parallel()
+	s := startSluice(t, "--config", writeConfig(t, `
+policies:
+  - name: api
+    match: "*"
+    limit: 100000
+    rate: 100000
+    period: 1s
+    on_store_error: closed
+    hot:
+      mode: lease
+      threshold: 100
+`))
+	c := s.client(t)
+	ctx := context.Background()
+	by := map[string]int{}
+	for range 40 {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.Cmd, 50)
+		for i := range cmds {
+			cmds[i] = pipe.Do(ctx, "RL.TAKE", "viral", 1)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range cmds {
+			v, _ := cmd.Slice()
+			by[v[5].(string)]++
+		}
+	}
+	if by["lease"] == 0 {
+		t.Fatalf("no lease decisions for a key at 2,000 requests in a burst: %v", by)
+	}
+	hot, err := c.Do(ctx, "RL.HOTKEYS").Slice()
+	if err != nil || len(hot) != 1 {
+		t.Fatalf("RL.HOTKEYS = %v, %v; want one key", hot, err)
+	}
+	row := hot[0].([]any)
+	if row[1] != "viral" || row[3] != "api" || row[5] != "lease" {
+		t.Fatalf("RL.HOTKEYS row %v", row)
+	}
+	info, _ := c.Do(ctx, "RL.INFO", "sluice").Text()
+	if !strings.Contains(info, "hot_keys:1") || strings.Contains(info, "lease_claims:0\r") {
+		t.Fatalf("RL.INFO lacks the hot key and its claims:\n%s", info)
 	}
 }
