@@ -1,0 +1,62 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/algotest"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+)
+
+// FuzzLuaAgreesWithGo drives the Lua script on a real Redis and the Go code
+// through the same random sequence of operations and clock steps; every
+// reply must be the same. The input picks the policy (limit, rate, period)
+// and then, 8 bytes a step, the op, the cost and the clock step.
+func FuzzLuaAgreesWithGo(f *testing.F) {
+	node := redistest.NewSingle(f)
+	f.Add([]byte("\x05\x00\x00\x00\x32\x00\x00\x00\x02" + "\x00\x01\x00\x00\x10\x00\x00\x00"))
+	f.Add([]byte("\xff\xff\x00\x00\xff\xff\xff\x00\x05" + "\x02\x40\x00\x00\x00\x00\x00\x01" + "\x03\x10\x00\x00\x00\x00\x00\x00"))
+	f.Add([]byte("\x01\x00\x00\x00\x01\x00\x00\x00\x04" + "\x00\x01\x00\x00\x00\x00\x00\x00" + "\x00\x01\x00\x00\xff\xff\xff\x7f"))
+	periods := []time.Duration{time.Microsecond, 7 * time.Microsecond, time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour}
+	var seq int
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 9 {
+			return
+		}
+		p := &limit.Policy{
+			Limit:  1 + int64(binary.LittleEndian.Uint32(data[0:4])%1_000_000),
+			Rate:   1 + int64(binary.LittleEndian.Uint32(data[4:8])%20_000_000),
+			Period: periods[int(data[8])%len(periods)],
+		}
+		b, err := p.Bucket()
+		if err != nil {
+			return // refused by the config too
+		}
+		seq++
+		key := "fuzz:" + strconv.Itoa(seq)
+		s := clockedScript(t)
+		ctx := context.Background()
+		var st local.BucketState
+		now := algotest.T0
+		for steps := data[9:]; len(steps) >= 8; steps = steps[8:] {
+			op := limit.Op(steps[0] & 3)
+			cost := 1 + int64(binary.LittleEndian.Uint16(steps[1:3]))%(p.Limit*2)
+			step := int64(int32(binary.LittleEndian.Uint32(steps[4:8])))
+			now += step // may go back: the clock is allowed to
+			want, _ := local.TakeBucket(&st, b, cost, now, op)
+			got := evalAt(ctx, t, node.Client(), s, key, p, cost, op, now)
+			if got.Err != nil {
+				t.Fatal(got.Err)
+			}
+			got.DecidedBy = ""
+			if got != want {
+				t.Fatalf("policy %+v op %d cost %d at %d: lua %+v, go %+v", *p, op, cost, now, got, want)
+			}
+		}
+	})
+}
