@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/sluice-rl/sluice/bench"
 )
@@ -20,6 +22,8 @@ experiments:
   hot   one key at the machine's top rate through two sluice instances in
         front of one cluster, once per hot-key mode (strict, split, lease):
         requests/s, p99, admitted against the budget, decided_by
+  soak  mixed keys under load for minutes while faults are injected in turn;
+        samples sluice's goroutines, RSS and open file descriptors
 
 Run 'sluice lab <experiment> -h' for its flags.
 `
@@ -30,6 +34,8 @@ Run 'sluice lab <experiment> -h' for its flags.
 	switch args[0] {
 	case "hot":
 		return labHot(ctx, args[1:], stdout, stderr)
+	case "soak":
+		return labSoak(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -93,4 +99,34 @@ instance and stops it after each mode.
 		return err
 	}
 	return rep.Write(stdout, out)
+}
+
+// labSoak is `sluice lab soak`.
+func labSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("lab soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.SoakConfig
+	fs.DurationVar(&cfg.Duration, "duration", 3*time.Minute, "how long the load runs")
+	fs.DurationVar(&cfg.Sample, "sample", 10*time.Second, "between samples")
+	fs.DurationVar(&cfg.Fault, "fault", 20*time.Second, "between faults")
+	fs.IntVar(&cfg.Workers, "workers", 16, "client goroutines")
+	out := fs.String("out", "", "also write the table here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.Binary = bin
+	rep, err := bench.Soak(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	md := rep.Markdown()
+	fmt.Fprint(stdout, md)
+	if *out != "" {
+		return os.WriteFile(*out, []byte(md), 0o644)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -29,6 +30,8 @@ import (
 type serveFlags struct {
 	listen, admin, clusterAddrs, redisURL, config string
 	timeout, idleTimeout, shutdownTimeout         time.Duration
+	requestTimeout, writeTimeout                  time.Duration
+	maxOutputBytes                                int
 	requirePass, requirePassFile                  string
 	maxClients, maxRequestBytes, maxKeyBytes      int
 	storePipelines                                int
@@ -55,6 +58,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.storePipelines, "store-pipelines", 2, "pipelines in flight per Redis node; requests arriving meanwhile are batched into the next")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 100*time.Millisecond, "how long leased tokens of a hot key may stay unused before they go back")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "close connections idle this long (0 = never)")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Second, "close a connection whose request is not complete this long after its first byte")
+	fs.DurationVar(&f.writeTimeout, "write-timeout", 10*time.Second, "close a connection that does not take its replies within this long")
+	fs.IntVar(&f.maxOutputBytes, "max-output-bytes", 1<<20, "replies a connection buffers before writing them out, mid-pipeline if need be")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -159,6 +165,9 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		MaxKeyBytes:     f.maxKeyBytes,
 		RequirePass:     f.requirePass,
 		IdleTimeout:     f.idleTimeout,
+		RequestTimeout:  f.requestTimeout,
+		WriteTimeout:    f.writeTimeout,
+		MaxOutputBytes:  f.maxOutputBytes,
 		Logger:          log,
 		Version:         version,
 		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store, hot) },
@@ -298,6 +307,7 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 	for _, p := range paths {
 		fmt.Fprintf(w, "decided_by_%s:%d\r\n", strings.ReplaceAll(p, "-", "_"), s.ByPath[p])
 	}
+	fmt.Fprintf(w, "goroutines:%d\r\n", runtime.NumGoroutine())
 	hs := hot.Stats()
 	fmt.Fprintf(w, "hot_keys:%d\r\nlease_hits:%d\r\nlease_rejects:%d\r\nlease_claims:%d\r\nlease_tokens_claimed:%d\r\nlease_returns:%d\r\nlease_tokens_returned:%d\r\nlease_return_errors:%d\r\nsplit_decisions:%d\r\nsplit_retries:%d\r\nsplit_handoffs:%d\r\n",
 		hs.HotKeys, hs.LeaseHits, hs.LeaseRejects, hs.Claims, hs.TokensClaimed, hs.Returns, hs.TokensReturned, hs.ReturnErrors, hs.SplitDecisions, hs.SplitRetries, hs.SplitHandoffs)
