@@ -266,12 +266,15 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 // for another round. It reports false for a connectivity failure.
 func (s *Store) file(it *item, cmd *redis.IntSliceCmd, addr string) bool {
 	err := cmd.Err()
+	ask := it.ask
 	it.ask = false
 	switch {
 	case err == nil:
 		it.res = decodeInts(cmd.Val())
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		it.eval = true
+		// The EVAL that follows goes to the same node: after an ASK it
+		// needs ASKING again, or an importing node answers MOVED.
+		it.eval, it.ask = true, ask
 	case s.redirect(it, err):
 		it.retry = true
 	case isConnectivity(err):

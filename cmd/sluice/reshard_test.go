@@ -1,0 +1,160 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/redistest"
+)
+
+// reshardPolicy: a cap small enough to matter under load, and a timeout
+// long enough that CPU noise never sends a decision to the failure policy.
+const reshardPolicy = `
+policies:
+  - name: busy
+    match: "*"
+    limit: 200
+    rate: 100
+    period: 1s
+    on_store_error: closed
+`
+
+// A live resharding by hand, as `redis-cli --cluster reshard` does it, of
+// the slot of a busy key: sluice follows ASK while the slot migrates and
+// MOVED after, with no error reply, and the cap holds across the move.
+func TestReshardLiveSlotMove(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, redistest.Config{Replicas: -1})
+	s := startSluice(t, "--config", writeConfig(t, reshardPolicy), "--cluster", strings.Join(c.Addrs(), ","),
+		"--timeout", "1s")
+	cl := s.client(t)
+	ctx := t.Context()
+	const key = "reshard"
+	rkey := cluster.Key(key)
+	slot := redistest.Slot(rkey)
+	src, err := c.PrimaryForKey(ctx, rkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dst *redistest.Node
+	for _, p := range c.Primaries() {
+		if p != src {
+			dst = p
+			break
+		}
+	}
+	setslot := func(n *redistest.Node, args ...any) {
+		t.Helper()
+		full := append([]any{"CLUSTER", "SETSLOT", slot}, args...)
+		if err := n.Client().Do(ctx, full...).Err(); err != nil {
+			t.Fatalf("%s: %v: %v", n.Addr, full, err)
+		}
+	}
+
+	began := time.Now()
+	l := startLoad(t, cl, 8, key)
+	waitFor(t, 10*time.Second, "the key never appeared on its owner", func() bool {
+		n, err := src.Client().Exists(ctx, rkey).Result()
+		return err == nil && n == 1 && l.decisions() > 100
+	})
+
+	moveBegan := time.Now()
+	before := l.decisions()
+	setslot(dst, "IMPORTING", src.ID)
+	setslot(src, "MIGRATING", dst.ID)
+	// Traffic on the migrating slot while the key is still on the source.
+	n := l.decisions()
+	waitFor(t, 10*time.Second, "no decisions while MIGRATING", func() bool { return l.decisions() > n+100 })
+	migrated := 0
+	for {
+		keys, err := src.Client().ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", "127.0.0.1", dst.Port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := src.Client().Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		migrated += len(keys)
+	}
+	// The key is on the target, the slot still the source's: ASK.
+	waitFor(t, 10*time.Second, "no ASKING reached the target", func() bool {
+		return mustInfoCount(t, dst, "commandstats", "cmdstat_asking") > 100
+	})
+	asking := mustInfoCount(t, dst, "commandstats", "cmdstat_asking")
+	askErrs := mustInfoCount(t, src, "errorstats", "errorstat_ASK")
+
+	final := time.Now()
+	setslot(dst, "NODE", dst.ID)
+	setslot(src, "NODE", dst.ID)
+	for _, p := range c.Primaries() {
+		if p != src && p != dst {
+			setslot(p, "NODE", dst.ID)
+		}
+	}
+	waitFor(t, 10*time.Second, "no MOVED from the old owner", func() bool {
+		return mustInfoCount(t, src, "errorstats", "errorstat_MOVED") > 0
+	})
+	strictAt := waitStrict(t, cl, key, final, 10*time.Second)
+	// Sluice routes straight to the new owner once MOVED stops growing.
+	var direct time.Duration
+	last, stable := int64(-1), time.Now()
+	waitFor(t, 10*time.Second, "MOVED replies from the old owner never stopped", func() bool {
+		m := mustInfoCount(t, src, "errorstats", "errorstat_MOVED")
+		if m != last {
+			last, stable = m, time.Now()
+			direct = time.Since(final)
+			return false
+		}
+		return time.Since(stable) > 300*time.Millisecond
+	})
+	moveDecisions := l.decisions() - before
+	moveFor := time.Since(moveBegan).Round(time.Millisecond)
+	slowestMove := time.Duration(l.tl.slowest.Load())
+
+	// Decisions after the move come from the new owner, which holds the key.
+	n = l.decisions()
+	waitFor(t, 10*time.Second, "no decisions after the move", func() bool { return l.decisions() > n+500 })
+	l.finish()
+	elapsed := time.Since(began)
+	commandsAfter := mustInfoCount(t, dst, "commandstats", "cmdstat_evalsha") + mustInfoCount(t, dst, "commandstats", "cmdstat_eval")
+	if e, err := dst.Client().Exists(ctx, rkey).Result(); err != nil || e != 1 {
+		t.Errorf("EXISTS %s on the new owner = %d, %v; want 1", rkey, e, err)
+	}
+	if n, err := src.Client().DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("DBSIZE of the old owner = %d, %v; want 0", n, err)
+	}
+	if owner, err := c.PrimaryForKey(ctx, rkey); err != nil || owner != dst {
+		t.Errorf("owner after the move = %v, %v; want %s", owner, err, dst.Addr)
+	}
+	moved := mustInfoCount(t, src, "errorstats", "errorstat_MOVED")
+
+	limitCap := 200 + 100*elapsed.Seconds() + 1
+	t.Logf("slot %d of %q moved %s → %s (%d key(s) migrated): %d decisions during the move (%v), slowest reply %v",
+		slot, rkey, src.Addr, dst.Addr, migrated, moveDecisions, moveFor, slowestMove)
+	t.Logf("ASKING on the target: %d (ASK replies from the source: %d); MOVED replies from the source: %d; "+
+		"strict %v after the final SETSLOT, routed straight to the new owner after %v; script calls on the target: %d",
+		asking, askErrs, moved, strictAt, direct.Round(time.Millisecond), commandsAfter)
+	t.Logf("whole run %v: %s; admitted %d, cap 200 + 100/s × elapsed + 1 = %.1f",
+		elapsed.Round(time.Millisecond), &l.tl, l.tl.allowed.Load(), limitCap)
+	if l.tl.errors.Load() != 0 {
+		t.Errorf("error replies: %s", &l.tl)
+	}
+	if got := l.by("store"); got != l.decisions() {
+		t.Errorf("%d of %d decisions not by the store: %s", l.decisions()-got, l.decisions(), &l.tl)
+	}
+	if a := float64(l.tl.allowed.Load()); a > limitCap {
+		t.Errorf("admitted %.0f, more than the cap %.1f", a, limitCap)
+	}
+	if moved == 0 || asking == 0 {
+		t.Errorf("ASKING %d, MOVED %d: both paths must be exercised", asking, moved)
+	}
+}
