@@ -69,7 +69,7 @@ func FuzzRESP(f *testing.F) {
 		}
 		passed := &countingReader{r: guard}
 		rd := redcon.NewReader(passed)
-		c := srv.newConnState(redcon.NewWriter(&out), "fuzz", "fuzz")
+		c := srv.newConnState(&out, "fuzz", "fuzz")
 		var got []redcon.Command
 		replies := 0
 		var readErr error
@@ -81,8 +81,9 @@ func FuzzRESP(f *testing.F) {
 			}
 			got = append(got, cmds...)
 			replies += c.exec(cmds)
-			if err := c.w.Flush(); err != nil {
-				t.Fatal(err)
+			c.flush()
+			if c.werr != nil {
+				t.Fatal(c.werr)
 			}
 		}
 

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,11 @@ import (
 // streaming pipelined commands at unaligned offsets grows the buffer without
 // bound; with it, redcon consumes its buffer completely between requests and
 // resets it, so it stays below about 2 × (4 KiB + MaxRequestBytes).
+//
+// Read deadlines are the guard's too, not redcon's (whose idle close is one
+// deadline per pipeline): between requests a read may wait IdleTimeout, and
+// a request must be complete within RequestTimeout of its first byte. Every
+// write must be taken by the client within WriteTimeout.
 
 // listener wraps the net.Listener given to Serve: it enforces MaxClients,
 // wraps every connection in the guard, and on Shutdown keeps Accept from
@@ -93,6 +99,9 @@ type conn struct {
 	fail string // protocol error to report on the next Read
 	sent bool   // fail was written to the client
 
+	reqStart time.Time // when the first byte of the partial request arrived
+	deadline time.Time // the read deadline set on Conn
+
 	closed atomic.Bool
 }
 
@@ -115,11 +124,19 @@ func (c *conn) Read(p []byte) (int, error) {
 	if room := c.sc.room(); room < len(p) {
 		p = p[:room]
 	}
+	partial := c.sc.state != stIdle
+	c.setReadDeadline(partial)
 	n, err := c.Conn.Read(p)
 	if n == 0 {
+		if partial && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = errRequestTimeout
+		}
 		return 0, err
 	}
 	boundary, bad := c.sc.feed(p[:n])
+	if c.sc.state != stIdle && (!partial || boundary > 0) {
+		c.reqStart = time.Now()
+	}
 	if bad != "" {
 		c.fail = bad
 		if boundary == 0 {
@@ -138,12 +155,34 @@ func (c *conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Write skips empty writes: redcon flushes after every pipeline, also when
-// the handler has flushed already.
+// errRequestTimeout ends a connection whose request took longer than
+// RequestTimeout to arrive.
+var errRequestTimeout = errors.New("request not complete within RequestTimeout")
+
+// setReadDeadline sets the deadline of the next network read: RequestTimeout
+// after the partial request's first byte, or IdleTimeout from now between
+// requests (none if IdleTimeout is 0).
+func (c *conn) setReadDeadline(partial bool) {
+	var dl time.Time
+	switch {
+	case partial:
+		dl = c.reqStart.Add(c.srv.cfg.RequestTimeout)
+	case c.srv.cfg.IdleTimeout > 0:
+		dl = time.Now().Add(c.srv.cfg.IdleTimeout)
+	}
+	if !dl.Equal(c.deadline) {
+		c.deadline = dl
+		_ = c.Conn.SetReadDeadline(dl)
+	}
+}
+
+// Write writes replies within WriteTimeout. It skips empty writes: redcon
+// flushes its own (empty) writer after every pipeline.
 func (c *conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
 	return c.Conn.Write(p)
 }
 

@@ -96,6 +96,7 @@ func (c readerConn) Write(p []byte) (int, error) {
 }
 func (c readerConn) Close() error                     { return nil }
 func (c readerConn) SetWriteDeadline(time.Time) error { return nil }
+func (c readerConn) SetReadDeadline(time.Time) error  { return nil }
 
 // guarded wraps r in the guard as Serve's listener would.
 func guarded(r io.Reader, out io.Writer, max int) *conn {

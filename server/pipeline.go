@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -15,7 +16,7 @@ import (
 // are atomic; the rest belong to the connection's goroutine.
 type connState struct {
 	srv     *Server
-	w       *redcon.Writer
+	w       io.Writer // the connection; replies bypass redcon's writer
 	id      int64
 	addr    string
 	laddr   string
@@ -28,7 +29,12 @@ type connState struct {
 	lastAt  atomic.Int64 // unix nanoseconds of the last pipeline
 
 	authed bool
-	quit   bool // QUIT ran: close after the replies
+	quit   bool  // QUIT ran: close after the replies
+	werr   error // the write that failed; the connection is to be closed
+
+	// out holds the replies not yet written: at most about MaxOutputBytes
+	// plus one reply, since exec writes it out whenever it grows past that.
+	out []byte
 
 	// Scratch reused by every pipeline of this connection.
 	cmds    []redcon.Command
@@ -52,7 +58,7 @@ type slot struct {
 // dropped after a pipeline instead of being kept for the next one.
 const maxScratch = 4096
 
-func (s *Server) newConnState(w *redcon.Writer, addr, laddr string) *connState {
+func (s *Server) newConnState(w io.Writer, addr, laddr string) *connState {
 	now := time.Now()
 	c := &connState{
 		srv:     s,
@@ -69,7 +75,9 @@ func (s *Server) newConnState(w *redcon.Writer, addr, laddr string) *connState {
 
 // exec runs one pipeline: every command in order, the RL.TAKE and RL.PEEK
 // requests of all of them in one Decide call, then every reply in order.
-// It returns the number of replies written.
+// It returns the number of replies made. Replies are left in c.out for
+// flush, except that whenever c.out exceeds MaxOutputBytes it is written out
+// at once, so a pipeline of large replies never buffers more than that.
 func (c *connState) exec(cmds []redcon.Command) (replies int) {
 	c.slots = c.slots[:0]
 	c.reqs = c.reqs[:0]
@@ -108,19 +116,21 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 	errs := 0
 	for i := range c.slots {
 		sl := &c.slots[i]
-		if sl.req < 0 {
-			if reply(c.w, sl.val, sl.err) {
-				errs++
-			}
-			continue
+		var bad bool
+		switch {
+		case sl.req < 0:
+			c.out, bad = reply(c.out, sl.val, sl.err)
+		case c.results[sl.req].Err != nil:
+			c.out, bad = reply(c.out, nil, &decisionError{key: c.reqs[sl.req].Key, err: c.results[sl.req].Err})
+		default:
+			c.out, bad = reply(c.out, &c.results[sl.req], nil)
 		}
-		res := &c.results[sl.req]
-		if res.Err != nil {
-			reply(c.w, nil, &decisionError{key: c.reqs[sl.req].Key, err: res.Err})
+		if bad {
 			errs++
-			continue
 		}
-		reply(c.w, res, nil)
+		if len(c.out) > c.srv.cfg.MaxOutputBytes {
+			c.flush()
+		}
 	}
 	replies = len(c.slots)
 	c.lastAt.Store(time.Now().UnixNano())
@@ -131,6 +141,24 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 	c.release()
 	return replies
 }
+
+// flush writes out the replies in c.out. A failed write (the client is gone,
+// or did not take the bytes within WriteTimeout) is kept in c.werr and makes
+// later flushes drop their replies; the caller closes the connection.
+func (c *connState) flush() {
+	if len(c.out) > 0 && c.werr == nil {
+		_, c.werr = c.w.Write(c.out)
+	}
+	c.out = c.out[:0]
+	if cap(c.out) > maxOutScratch {
+		c.out = nil
+	}
+}
+
+// maxOutScratch is the capacity above which a connection's reply buffer is
+// dropped after a write instead of being kept, so that an idle connection
+// holds no more than this of it.
+const maxOutScratch = 16 << 10
 
 // release drops what the finished pipeline referenced, so that command
 // buffers and keys can be collected, and sheds oversized scratch.

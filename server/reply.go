@@ -15,9 +15,9 @@ const (
 	replyReset simple = "RESET"
 )
 
-// reply writes one RESP reply: err when it is not nil, else v. It is the
-// only function that turns handler results into RESP, and it reports whether
-// it wrote an error. The mapping:
+// reply appends one RESP reply to b: err when it is not nil, else v. It is
+// the only function that turns handler results into RESP, and it reports
+// whether it wrote an error. The mapping:
 //
 //	error          -> -ERR ... (through errorLine), also inside arrays
 //	nil            -> $-1 (null bulk)
@@ -31,55 +31,53 @@ const (
 //
 // Any other type is a bug; it is answered with ERR internal error rather
 // than a malformed reply.
-func reply(w *redcon.Writer, v any, err error) (isErr bool) {
+func reply(b []byte, v any, err error) (_ []byte, isErr bool) {
 	if err != nil {
-		w.WriteError(errorLine(err))
-		return true
+		return redcon.AppendError(b, errorLine(err)), true
 	}
 	switch v := v.(type) {
 	case nil:
-		w.WriteNull()
+		b = redcon.AppendNull(b)
 	case error:
-		w.WriteError(errorLine(v))
-		return true
+		return redcon.AppendError(b, errorLine(v)), true
 	case simple:
-		w.WriteString(string(v))
+		b = redcon.AppendString(b, string(v))
 	case string:
-		w.WriteBulkString(v)
+		b = redcon.AppendBulkString(b, v)
 	case []byte:
-		w.WriteBulk(v)
+		b = redcon.AppendBulk(b, v)
 	case int:
-		w.WriteInt64(int64(v))
+		b = redcon.AppendInt(b, int64(v))
 	case int64:
-		w.WriteInt64(v)
+		b = redcon.AppendInt(b, v)
 	case bool:
 		if v {
-			w.WriteInt64(1)
+			b = redcon.AppendInt(b, 1)
 		} else {
-			w.WriteInt64(0)
+			b = redcon.AppendInt(b, 0)
 		}
 	case *limit.Result:
-		writeResult(w, v)
+		b = appendResult(b, v)
 	case []string:
-		w.WriteArray(len(v))
+		b = redcon.AppendArray(b, len(v))
 		for _, s := range v {
-			w.WriteBulkString(s)
+			b = redcon.AppendBulkString(b, s)
 		}
 	case []any:
-		w.WriteArray(len(v))
+		b = redcon.AppendArray(b, len(v))
 		for _, e := range v {
-			if reply(w, e, nil) {
+			var bad bool
+			if b, bad = reply(b, e, nil); bad {
 				isErr = true
 			}
 		}
 	default:
-		w.WriteError(string(errInternal))
-		return true
+		return redcon.AppendError(b, string(errInternal)), true
 	}
-	return isErr
+	return b, isErr
 }
 
-// writeResult writes the RL.TAKE / RL.PEEK reply:
+// appendResult appends the RL.TAKE / RL.PEEK reply:
 //
 //  1. allowed         integer 1 or 0
 //  2. limit           integer
@@ -87,16 +85,16 @@ func reply(w *redcon.Writer, v any, err error) (isErr bool) {
 //  4. retry_after_ms  integer, -1 when allowed
 //  5. reset_after_ms  integer
 //  6. decided_by      bulk string
-func writeResult(w *redcon.Writer, r *limit.Result) {
-	w.WriteArray(6)
+func appendResult(b []byte, r *limit.Result) []byte {
+	b = redcon.AppendArray(b, 6)
+	allowed := int64(0)
 	if r.Allowed {
-		w.WriteInt64(1)
-	} else {
-		w.WriteInt64(0)
+		allowed = 1
 	}
-	w.WriteInt64(r.Limit)
-	w.WriteInt64(r.Remaining)
-	w.WriteInt64(r.RetryAfterMs)
-	w.WriteInt64(r.ResetAfterMs)
-	w.WriteBulkString(r.DecidedBy)
+	b = redcon.AppendInt(b, allowed)
+	b = redcon.AppendInt(b, r.Limit)
+	b = redcon.AppendInt(b, r.Remaining)
+	b = redcon.AppendInt(b, r.RetryAfterMs)
+	b = redcon.AppendInt(b, r.ResetAfterMs)
+	return redcon.AppendBulkString(b, r.DecidedBy)
 }

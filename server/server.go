@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -58,9 +59,26 @@ type Config struct {
 	// clients must AUTH (or HELLO ... AUTH) before anything but AUTH, HELLO,
 	// QUIT and RESET. Default: no password.
 	RequirePass string
-	// IdleTimeout closes a connection that sends nothing for this long.
-	// Default 0: never.
+	// IdleTimeout closes a connection that starts no request for this long
+	// after its last reply (or after connecting). Default 0: never.
 	IdleTimeout time.Duration
+	// RequestTimeout closes a connection whose request, once its first byte
+	// has arrived, is not complete within this long: a client trickling a
+	// byte at a time would otherwise hold its MaxClients slot and up to
+	// MaxRequestBytes of buffer forever. No reply is sent. It applies even
+	// when IdleTimeout is 0. Default 10s.
+	RequestTimeout time.Duration
+	// WriteTimeout closes a connection when one write of replies (at most
+	// about MaxOutputBytes) is not taken by the client within this long, so a
+	// client that pipelines requests and never reads its replies is dropped
+	// instead of blocking its goroutine and MaxClients slot forever.
+	// Default 10s.
+	WriteTimeout time.Duration
+	// MaxOutputBytes is how many bytes of replies a connection buffers before
+	// writing them out, even in the middle of a pipeline; with WriteTimeout it
+	// bounds the memory a non-reading client can pin to about MaxOutputBytes
+	// plus one reply (and the kernel's socket buffers). Default 1 MiB.
+	MaxOutputBytes int
 	// Logger receives per-connection events and recovered panics, never
 	// per-request lines. Default: discard.
 	Logger *slog.Logger
@@ -92,6 +110,9 @@ const (
 	DefaultMaxRequestBytes = 64 << 10
 	DefaultMaxKeyBytes     = 1024
 	DefaultShutdownTimeout = 10 * time.Second
+	DefaultRequestTimeout  = 10 * time.Second
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultMaxOutputBytes  = 1 << 20
 )
 
 // The bounds of MaxRequestBytes: a request must have room for a key and a
@@ -167,6 +188,7 @@ func New(cfg Config) (*Server, error) {
 		{"MaxClients", &cfg.MaxClients, DefaultMaxClients},
 		{"MaxRequestBytes", &cfg.MaxRequestBytes, DefaultMaxRequestBytes},
 		{"MaxKeyBytes", &cfg.MaxKeyBytes, DefaultMaxKeyBytes},
+		{"MaxOutputBytes", &cfg.MaxOutputBytes, DefaultMaxOutputBytes},
 	} {
 		if *f.v < 0 {
 			return nil, fmt.Errorf("server: Config.%s must not be negative, got %d", f.name, *f.v)
@@ -181,14 +203,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxKeyBytes > cfg.MaxRequestBytes-64 {
 		return nil, fmt.Errorf("server: Config.MaxKeyBytes %d does not fit in a request of MaxRequestBytes %d", cfg.MaxKeyBytes, cfg.MaxRequestBytes)
 	}
-	if cfg.IdleTimeout < 0 {
-		return nil, fmt.Errorf("server: Config.IdleTimeout must not be negative, got %s", cfg.IdleTimeout)
-	}
-	if cfg.ShutdownTimeout < 0 {
-		return nil, fmt.Errorf("server: Config.ShutdownTimeout must not be negative, got %s", cfg.ShutdownTimeout)
-	}
-	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"IdleTimeout", &cfg.IdleTimeout, 0},
+		{"RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout},
+		{"WriteTimeout", &cfg.WriteTimeout, DefaultWriteTimeout},
+		{"ShutdownTimeout", &cfg.ShutdownTimeout, DefaultShutdownTimeout},
+	} {
+		if *f.v < 0 {
+			return nil, fmt.Errorf("server: Config.%s must not be negative, got %s", f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
@@ -243,7 +273,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	addr := ln.Addr()
 	rs := redcon.NewServerNetwork(addr.Network(), addr.String(), s.handle, s.accept, s.closed)
 	rs.AcceptError = func(err error) { s.log.Warn("accept failed", "err", err) }
-	rs.SetIdleClose(s.cfg.IdleTimeout)
+	// No rs.SetIdleClose: the guard sets read deadlines itself, for
+	// IdleTimeout and RequestTimeout both.
 	s.log.Info("serving RESP", "addr", addr.String())
 	err := rs.Serve(gl)
 	if s.closing.Load() {
@@ -345,7 +376,7 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	if nc := conn.NetConn(); nc != nil {
 		laddr = nc.LocalAddr().String()
 	}
-	c := s.newConnState(redcon.BaseWriter(conn), conn.RemoteAddr(), laddr)
+	c := s.newConnState(conn.NetConn(), conn.RemoteAddr(), laddr)
 	conn.SetContext(c)
 	s.mu.Lock()
 	s.clients[c] = struct{}{}
@@ -414,11 +445,14 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 		}
 	}()
 	c.exec(c.cmds)
-	// Flush before the pipeline stops counting as in flight: Shutdown
-	// closes connections as soon as nothing is, and redcon would only
-	// flush after this returns. redcon's own flush then writes nothing.
-	_ = c.w.Flush()
-	if c.quit {
+	// Write before the pipeline stops counting as in flight: Shutdown
+	// closes connections as soon as nothing is. redcon's own writer stays
+	// empty, so its flush after this returns writes nothing.
+	c.flush()
+	if errors.Is(c.werr, os.ErrDeadlineExceeded) {
+		s.log.Info("client closed: replies not read within WriteTimeout", "id", c.id, "addr", c.addr)
+	}
+	if c.quit || c.werr != nil {
 		conn.Close()
 	}
 }

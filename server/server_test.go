@@ -32,6 +32,9 @@ func TestNewValidates(t *testing.T) {
 		{"key over request", Config{Decider: fake, MaxRequestBytes: 1000, MaxKeyBytes: 1000}, "MaxKeyBytes"},
 		{"negative idle", Config{Decider: fake, IdleTimeout: -time.Second}, "IdleTimeout"},
 		{"negative shutdown", Config{Decider: fake, ShutdownTimeout: -time.Second}, "ShutdownTimeout"},
+		{"negative request timeout", Config{Decider: fake, RequestTimeout: -time.Second}, "RequestTimeout"},
+		{"negative write timeout", Config{Decider: fake, WriteTimeout: -time.Second}, "WriteTimeout"},
+		{"negative output", Config{Decider: fake, MaxOutputBytes: -1}, "MaxOutputBytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,7 +46,9 @@ func TestNewValidates(t *testing.T) {
 				got := srv.cfg
 				if got.Addr != DefaultAddr || got.MaxClients != DefaultMaxClients ||
 					got.MaxRequestBytes != DefaultMaxRequestBytes || got.MaxKeyBytes != DefaultMaxKeyBytes ||
-					got.ShutdownTimeout != DefaultShutdownTimeout || got.Version != "dev" {
+					got.ShutdownTimeout != DefaultShutdownTimeout || got.Version != "dev" ||
+					got.RequestTimeout != DefaultRequestTimeout || got.WriteTimeout != DefaultWriteTimeout ||
+					got.MaxOutputBytes != DefaultMaxOutputBytes || got.IdleTimeout != 0 {
 					t.Errorf("defaults not applied: %+v", got)
 				}
 				return
