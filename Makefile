@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help build test bench lint fuzz ci cluster-up cluster-down
+.PHONY: help build test bench lint fuzz soak ci cluster-up cluster-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -21,9 +21,15 @@ lint: ## gofmt, go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 
-fuzz: ## run every fuzz target for FUZZTIME (default 60s)
-	$(GO) test -run '^$$' -fuzz FuzzRESP -fuzztime $${FUZZTIME:-60s} ./server
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-60s} ./policy
+fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
+	$(GO) test -run '^$$' -fuzz '^FuzzRESP$$' -fuzztime $${FUZZTIME:-60s} ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-60s} ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePolicyJSON$$' -fuzztime $${FUZZTIME:-60s} ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $${FUZZTIME:-60s} ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzLuaAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./cluster
+
+soak: ## sluice lab soak, 3 minutes of load with faults
+	$(GO) run ./cmd/sluice lab soak
 
 ci: ## what CI runs
 	.ci/run
