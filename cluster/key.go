@@ -1,6 +1,10 @@
 package cluster
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sluice-rl/sluice/internal/keyslot"
+)
 
 // Prefix starts every key sluice writes.
 const Prefix = "sluice:"
@@ -29,27 +33,4 @@ func hasTag(key string) bool {
 }
 
 // Slot returns the Redis Cluster hash slot of a Redis key.
-func Slot(key string) int {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			key = key[open+1 : open+1+end]
-		}
-	}
-	return int(crc16(key) % 16384)
-}
-
-// crc16 is CRC-16/XMODEM, the checksum Redis Cluster slots use.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+func Slot(key string) int { return keyslot.Slot(key) }

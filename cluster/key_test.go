@@ -18,20 +18,3 @@ func TestKey(t *testing.T) {
 		}
 	}
 }
-
-func TestSlotKnownValues(t *testing.T) {
-	t.Parallel()
-	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
-	tests := []struct {
-		key  string
-		want int
-	}{
-		{"123456789", 12739}, // CRC16/XMODEM check value 0x31C3
-		{"foo", 12182},
-	}
-	for _, tt := range tests {
-		if got := Slot(tt.key); got != tt.want {
-			t.Errorf("Slot(%q) = %d, want %d", tt.key, got, tt.want)
-		}
-	}
-}

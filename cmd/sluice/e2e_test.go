@@ -315,21 +315,8 @@ func TestPartitionPausedPrimary(t *testing.T) {
 	resumed = true
 	pause := time.Since(paused)
 	back := time.Now()
-	for name, key := range keys {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			r, err := take(ctx, cl, key, 1)
-			if err != nil {
-				t.Fatalf("%s after SIGCONT: %v", name, err)
-			}
-			if r.DecidedBy == "store" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no strict decision 15s after SIGCONT: %+v", name, r)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	for _, key := range keys {
+		waitStrict(t, cl, key, back, 15*time.Second)
 	}
 	t.Logf("pause lasted %v; strict decisions %v after SIGCONT", pause.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 }

@@ -407,21 +407,8 @@ func TestNetworkPartition(t *testing.T) {
 	restored = true
 	cutFor := time.Since(cut)
 	back := time.Now()
-	for name, key := range keys {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			r, err := take(ctx, cl, key, 1)
-			if err != nil {
-				t.Fatalf("%s after the link came back: %v", name, err)
-			}
-			if r.DecidedBy == "store" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no strict decision 15s after the link came back: %+v", name, r)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	for _, key := range keys {
+		waitStrict(t, cl, key, back, 15*time.Second)
 	}
 	strictAfter := time.Since(back)
 	close(stop)

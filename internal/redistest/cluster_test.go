@@ -12,30 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestSlot(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		key  string
-		want int
-	}{
-		{"", 0},
-		{"123456789", 0x31C3}, // the CRC-16/XMODEM check value
-		{"foo", 12182},
-		{"bar", 5061},
-		{"{user1000}.following", Slot("user1000")},
-		{"{user1000}.followers", Slot("user1000")},
-		{"foo{}{bar}", int(crc16("foo{}{bar}") % SlotCount)}, // empty tag: whole key
-		{"foo{{bar}}zap", Slot("{bar")},                      // tag runs to the first '}'
-		{"foo{bar}{zap}", Slot("bar")},                       // first tag only
-		{"{unclosed", int(crc16("{unclosed") % SlotCount)},
-	}
-	for _, tt := range tests {
-		if got := Slot(tt.key); got != tt.want {
-			t.Errorf("Slot(%q) = %d, want %d", tt.key, got, tt.want)
-		}
-	}
-}
-
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []Config{

@@ -1,35 +1,9 @@
 package redistest
 
-import "strings"
+import "github.com/sluice-rl/sluice/internal/keyslot"
 
 // SlotCount is the number of hash slots of a Redis Cluster.
-const SlotCount = 16384
+const SlotCount = keyslot.Count
 
-// Slot returns the cluster hash slot of key, as CLUSTER KEYSLOT does: CRC16
-// (XMODEM) modulo 16384 of the whole key, or, when the key has a non-empty
-// hash tag, of the text between its first '{' and the first '}' after it.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16(key) % SlotCount)
-}
-
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the checksum
-// of the Redis Cluster key space.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// Slot returns the cluster hash slot of key, as CLUSTER KEYSLOT does.
+func Slot(key string) int { return keyslot.Slot(key) }
