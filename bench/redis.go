@@ -39,7 +39,7 @@ type store struct {
 }
 
 func openStore(ctx context.Context, seeds []string, bucket limit.Bucket) (*store, error) {
-	sum := sha1.Sum([]byte(lua.TokenBucket))
+	sum := sha1.Sum([]byte(lua.TokenBucket.Src))
 	s := &store{
 		cc:     redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, MaxRetries: -1, DisableIdentity: true}),
 		seeds:  seeds,
@@ -60,7 +60,7 @@ func (s *store) close() { _ = s.cc.Close() }
 func (s *store) init(ctx context.Context) error {
 	var mu sync.Mutex
 	err := s.cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		sha, err := c.ScriptLoad(ctx, lua.TokenBucket).Result()
+		sha, err := c.ScriptLoad(ctx, lua.TokenBucket.Src).Result()
 		if err != nil {
 			return fmt.Errorf("bench: SCRIPT LOAD on %s: %w", c.Options().Addr, err)
 		}

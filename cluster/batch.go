@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/lua"
 )
 
 // unit is the items of one Do call that go to one node.
@@ -148,7 +147,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 				_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
 			}
 			if it.eval {
-				args := append([]any{"eval", lua.TokenBucket}, it.args[2:]...)
+				args := append([]any{"eval", it.script.Src}, it.args[2:]...)
 				cmds[i] = redis.NewIntSliceCmd(ctx, args...)
 			} else {
 				cmds[i] = redis.NewIntSliceCmd(ctx, it.args...)

@@ -118,7 +118,7 @@ func BenchmarkAutoPipeline(b *testing.B) {
 	defer cc.Close()
 	ctx := context.Background()
 	if err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-		return n.ScriptLoad(ctx, lua.TokenBucket).Err()
+		return n.ScriptLoad(ctx, lua.TokenBucket.Src).Err()
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func BenchmarkAutoPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sum := sha1.Sum([]byte(lua.TokenBucket))
+	sum := sha1.Sum([]byte(lua.TokenBucket.Src))
 	sha := hex.EncodeToString(sum[:])
 	p := &limit.Policy{Limit: 1 << 40, Rate: 1_000_000_000, Period: time.Second}
 	bk, _ := p.Bucket()

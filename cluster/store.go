@@ -2,11 +2,10 @@ package cluster
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,7 +45,6 @@ type Store struct {
 	cc     *redis.ClusterClient // nil for a single node
 	single *redis.Client
 	cfg    Config
-	sha    string
 
 	mu       sync.Mutex
 	breakers map[string]*breaker
@@ -54,6 +52,7 @@ type Store struct {
 	opts     *redis.Options           // for direct clients
 	queues   sync.Map                 // *redis.Client → *nodeQueue
 	argCache sync.Map                 // *limit.Policy → *policyArgs
+	argCount atomic.Int64             // entries in argCache
 	closing  chan struct{}
 }
 
@@ -76,8 +75,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
 	}
-	sum := sha1.Sum([]byte(lua.TokenBucket))
-	s := &Store{cfg: cfg, sha: hex.EncodeToString(sum[:]), breakers: map[string]*breaker{}, direct: map[string]*redis.Client{}, closing: make(chan struct{})}
+	s := &Store{cfg: cfg, breakers: map[string]*breaker{}, direct: map[string]*redis.Client{}, closing: make(chan struct{})}
 	switch {
 	case len(cfg.Addrs) > 0 && cfg.URL != "":
 		return nil, errors.New("cluster: set Addrs or URL, not both")
@@ -142,9 +140,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // item is one request in flight: where it goes and how. A worker writes
 // res, retry, eval and ask; Do reads them only after the item's unit is done.
 type item struct {
-	idx   int    // index in the batch
-	key   string // Redis key
-	args  []any  // the whole EVALSHA command
+	idx    int    // index in the batch
+	key    string // Redis key
+	args   []any  // the whole EVALSHA command
+	script *lua.Script
+	multi  []limit.Result // the per-key results of a Multi script call; nil for one key
 	node  *redis.Client
 	ask   bool // send ASKING first
 	eval  bool // NOSCRIPT seen: send the whole script
@@ -169,8 +169,8 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			continue
 		}
 		it := &items[i]
-		it.idx, it.key = i, Key(r.Key)
-		it.args = []any{"evalsha", s.sha, 1, it.key, pa.capacity, pa.refill, pa.scale, r.Cost, opArg[r.Op&3]}
+		it.idx, it.key, it.script = i, Key(r.Key), pa.script
+		it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], r.Cost, opArg[r.Op&3]}
 		if it.node, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: s.unavailable("", err)}
 			continue
@@ -188,24 +188,35 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 	}
 }
 
-// opArg is ARGV[5] of token_bucket.lua for each limit.Op.
+// opArg is the op argument of the scripts for each limit.Op.
 var opArg = [4]any{"0", "1", "2", "3"}
 
 // policyArgs are the script arguments that depend only on the policy,
 // boxed once per policy instead of once per request.
 type policyArgs struct {
-	capacity, refill, scale any
+	script *lua.Script
+	id     any
+	a      [3]any
 }
+
+// maxArgCache bounds the policies whose arguments are kept. Policies from
+// the config are few; CL.THROTTLE makes one per distinct set of arguments,
+// so past the bound the cache starts again.
+const maxArgCache = 4096
 
 func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
 	if v, ok := s.argCache.Load(p); ok {
 		return v.(*policyArgs), nil
 	}
-	b, err := p.Bucket()
+	a, err := lua.ArgsFor(p)
 	if err != nil {
 		return nil, err
 	}
-	pa := &policyArgs{capacity: b.Capacity, refill: b.Refill, scale: b.Scale}
+	pa := &policyArgs{script: a.Script, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
+	if s.argCount.Add(1) > maxArgCache {
+		s.argCache.Clear()
+		s.argCount.Store(1)
+	}
 	s.argCache.Store(p, pa)
 	return pa, nil
 }
@@ -269,6 +280,8 @@ func (s *Store) file(it *item, cmd *redis.IntSliceCmd, addr string) bool {
 	ask := it.ask
 	it.ask = false
 	switch {
+	case err == nil && it.multi != nil:
+		it.res = decodeMulti(cmd.Val(), it.multi)
 	case err == nil:
 		it.res = decodeInts(cmd.Val())
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
@@ -376,6 +389,19 @@ func decodeInts(n []int64) limit.Result {
 		Allowed: n[0] == 1, Limit: n[1], Remaining: n[2],
 		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore, Granted: n[5],
 	}
+}
+
+// decodeMulti checks the Multi script's reply shape, one integer and six
+// per key, and files the per-key results in out. The returned Result holds
+// the overall verdict in Allowed, or Err.
+func decodeMulti(n []int64, out []limit.Result) limit.Result {
+	if len(n) != 1+6*len(out) {
+		return limit.Result{Err: fmt.Errorf("cluster: unexpected multi-key script reply of %d integers for %d keys", len(n), len(out))}
+	}
+	for i := range out {
+		out[i] = decodeInts(n[1+6*i : 7+6*i])
+	}
+	return limit.Result{Allowed: n[0] == 1}
 }
 
 // isConnectivity tells "the network broke or the cluster is between

@@ -3,100 +3,16 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/algotest"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/local"
-	"github.com/sluice-rl/sluice/lua"
 )
-
-// clockedScript is token_bucket.lua with its clock read from ARGV[6] and
-// ARGV[7] (seconds, microseconds) instead of redis.call('TIME'): the only
-// change, so that the vectors can step time exactly on a real Redis.
-func clockedScript(t *testing.T) *redis.Script {
-	t.Helper()
-	const clock = "redis.call('TIME')"
-	if strings.Count(lua.TokenBucket, clock) != 1 {
-		t.Fatalf("token_bucket.lua must read the clock exactly once with %s", clock)
-	}
-	return redis.NewScript(strings.Replace(lua.TokenBucket, clock, "{ARGV[6], ARGV[7]}", 1))
-}
-
-func evalAt(ctx context.Context, t *testing.T, c redis.Scripter, s *redis.Script, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
-	t.Helper()
-	b, err := p.Bucket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := s.Run(ctx, c, []string{Key(key)}, b.Capacity, b.Refill, b.Scale, cost, int(op), now/1_000_000, now%1_000_000).Result()
-	if err != nil {
-		return limit.Result{Err: err}
-	}
-	return decode(v)
-}
-
-// The one table of vectors, on the Lua script in a real Redis.
-func TestLuaVectors(t *testing.T) {
-	t.Parallel()
-	node := redistest.NewSingle(t)
-	ctx := context.Background()
-	s := clockedScript(t)
-	algotest.Run(t, algotest.TokenBucket, "vec:", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
-		return evalAt(ctx, t, node.Client(), s, key, p, cost, op, now)
-	})
-}
-
-// Random sequences of takes and clock steps: Lua and Go must agree on every
-// reply, and on the state they leave.
-func TestLuaAgreesWithGo(t *testing.T) {
-	t.Parallel()
-	node := redistest.NewSingle(t)
-	ctx := context.Background()
-	s := clockedScript(t)
-	rng := rand.New(rand.NewPCG(1, 2))
-	periods := []time.Duration{time.Microsecond * 7, time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour}
-	for seq := range 200 {
-		p := &limit.Policy{
-			Limit:  1 + rng.Int64N(1000),
-			Rate:   1 + rng.Int64N(2_000_000),
-			Period: periods[rng.IntN(len(periods))],
-		}
-		b, err := p.Bucket()
-		if err != nil {
-			continue
-		}
-		key := "agree:" + strconv.Itoa(seq)
-		var st local.BucketState
-		now := algotest.T0
-		for step := range 30 {
-			switch rng.IntN(4) {
-			case 0:
-				now += rng.Int64N(1000)
-			case 1:
-				now += rng.Int64N(int64(p.Period / time.Microsecond))
-			case 2:
-				now -= rng.Int64N(100) // a clock step back
-			}
-			cost := 1 + rng.Int64N(p.Limit+p.Limit/10+1)
-			op := limit.Op(rng.IntN(4))
-			want, _ := local.TakeBucket(&st, b, cost, now, op)
-			got := evalAt(ctx, t, node.Client(), s, key, p, cost, op, now)
-			got.DecidedBy = ""
-			if got != want {
-				t.Fatalf("seq %d step %d policy %+v cost %d op %d at %d: lua %+v, go %+v", seq, step, *p, cost, op, now, got, want)
-			}
-		}
-	}
-}
 
 func newStore(t *testing.T, addrs []string) *Store {
 	t.Helper()

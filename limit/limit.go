@@ -13,8 +13,19 @@ type Algorithm string
 
 // The algorithms a policy may name.
 const (
-	TokenBucket Algorithm = "token_bucket"
+	TokenBucket   Algorithm = "token_bucket"
+	GCRA          Algorithm = "gcra"
+	SlidingWindow Algorithm = "sliding_window"
+	FixedWindow   Algorithm = "fixed_window"
 )
+
+// Algorithms lists every algorithm, the default first.
+var Algorithms = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow}
+
+// IsBucket reports whether a is refilled continuously (token_bucket, gcra):
+// Rate applies, and Bucket gives its parameters. The window algorithms
+// count per Period instead, and Window gives theirs.
+func (a Algorithm) IsBucket() bool { return a == "" || a == TokenBucket || a == GCRA }
 
 // FailMode is what a policy does when the store cannot answer in time.
 type FailMode string

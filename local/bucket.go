@@ -76,14 +76,6 @@ func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 	return res, write
 }
 
-// FullAt returns the time (µs) at which st is full again under b.
-func (st *BucketState) FullAt(b limit.Bucket) int64 {
-	if st.Scale == 0 {
-		return 0
-	}
-	return st.At + ceilDiv(max(0, b.Capacity-st.Units), b.Refill)
-}
-
 // refill adds elapsed µs of refill to v, saturating at the capacity: the
 // product is only formed when it cannot overflow.
 func refill(v, elapsed int64, b limit.Bucket) int64 {

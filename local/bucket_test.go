@@ -10,38 +10,49 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-func TestTokenBucketVectors(t *testing.T) {
+// The one table of vectors, on the Go code of every algorithm.
+func TestVectors(t *testing.T) {
 	t.Parallel()
-	states := map[string]*BucketState{}
-	algotest.Run(t, algotest.TokenBucket, "", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
-		b, err := p.Bucket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := states[key]
-		if st == nil {
-			st = &BucketState{}
-			states[key] = st
-		}
-		res, _ := TakeBucket(st, b, cost, now, op)
-		return res
-	})
+	for _, tab := range algotest.Tables() {
+		t.Run(string(tab.Algorithm), func(t *testing.T) {
+			if len(tab.Vectors) == 0 {
+				t.Fatalf("no vectors for %s", tab.Algorithm)
+			}
+			states := map[string]*State{}
+			algotest.Run(t, tab.Vectors, "", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+				st := states[key]
+				if st == nil {
+					st = &State{}
+					states[key] = st
+				}
+				res, _, err := Decide(st, p, cost, now, op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			})
+		})
+	}
 }
 
-// The Store must give the same answers as the bare algorithm.
+// The Store must give the same answers as the bare algorithms.
 func TestStoreVectors(t *testing.T) {
 	t.Parallel()
-	var now int64
-	s := New(Config{Now: func() time.Time { return time.UnixMicro(now) }})
-	algotest.Run(t, algotest.TokenBucket, "k:", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, at int64) limit.Result {
-		now = at
-		out := make([]limit.Result, 1)
-		s.Do(context.Background(), []limit.Request{{Key: key, Cost: cost, Op: op, Policy: p}}, out)
-		if out[0].DecidedBy != limit.ByEmbedded {
-			t.Fatalf("decided_by = %q, want %q", out[0].DecidedBy, limit.ByEmbedded)
-		}
-		return out[0]
-	})
+	for _, tab := range algotest.Tables() {
+		t.Run(string(tab.Algorithm), func(t *testing.T) {
+			var now int64
+			s := New(Config{Now: func() time.Time { return time.UnixMicro(now) }})
+			algotest.Run(t, tab.Vectors, "k:", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, at int64) limit.Result {
+				now = at
+				out := make([]limit.Result, 1)
+				s.Do(context.Background(), []limit.Request{{Key: key, Cost: cost, Op: op, Policy: p}}, out)
+				if out[0].DecidedBy != limit.ByEmbedded {
+					t.Fatalf("decided_by = %q, want %q", out[0].DecidedBy, limit.ByEmbedded)
+				}
+				return out[0]
+			})
+		})
+	}
 }
 
 func TestStoreBoundedKeys(t *testing.T) {

@@ -41,8 +41,8 @@ type shard struct {
 }
 
 type entry struct {
-	st BucketState
-	b  limit.Bucket // of the last write, to know when it is full
+	st      State
+	expires int64 // µs: from then on the state is the same as none
 }
 
 var _ limit.Store = (*Store)(nil)
@@ -76,32 +76,37 @@ func (s *Store) Do(_ context.Context, reqs []limit.Request, out []limit.Result) 
 }
 
 func (s *Store) decide(r *limit.Request, now int64) limit.Result {
-	b, err := r.Policy.Bucket()
-	if err != nil {
-		return limit.Result{Err: err}
-	}
 	sh := &s.shards[maphash.String(s.seed, r.Key)%shards]
 	sh.mu.Lock()
+	res := sh.decide(r, now, s.perShard)
+	sh.mu.Unlock()
+	res.DecidedBy = s.decidedBy
+	return res
+}
+
+// decide decides r with sh locked.
+func (sh *shard) decide(r *limit.Request, now int64, perShard int) limit.Result {
 	e := sh.buckets[r.Key]
-	var st BucketState
+	var st State
 	if e != nil {
 		st = e.st
 	}
-	res, changed := TakeBucket(&st, b, r.Cost, now, r.Op)
+	res, changed, err := Decide(&st, r.Policy, r.Cost, now, r.Op)
+	if err != nil {
+		return limit.Result{Err: err}
+	}
 	switch {
-	case changed && st.Scale == 0: // full again: the same as no bucket
+	case changed && st == State{}: // full again: the same as no state
 		if e != nil {
 			delete(sh.buckets, r.Key)
 		}
 	case changed:
 		if e == nil {
 			e = &entry{}
-			sh.insert(r.Key, e, now, s.perShard)
+			sh.insert(r.Key, e, now, perShard)
 		}
-		e.st, e.b = st, b
+		e.st, e.expires = st, now+res.ResetAfterMs*1000
 	}
-	sh.mu.Unlock()
-	res.DecidedBy = s.decidedBy
 	return res
 }
 
@@ -111,7 +116,7 @@ func (sh *shard) insert(key string, e *entry, now int64, maxLen int) {
 	sh.ops++
 	if len(sh.buckets) >= maxLen || sh.ops%1024 == 0 {
 		for k, old := range sh.buckets {
-			if old.st.FullAt(old.b) <= now {
+			if old.expires <= now {
 				delete(sh.buckets, k)
 			}
 		}
@@ -134,7 +139,7 @@ func (s *Store) Reset(_ context.Context, key string, _ *limit.Policy) (bool, err
 	defer sh.mu.Unlock()
 	e := sh.buckets[key]
 	delete(sh.buckets, key)
-	return e != nil && e.st.FullAt(e.b) > s.now().UnixMicro(), nil
+	return e != nil && e.expires > s.now().UnixMicro(), nil
 }
 
 // Len returns the number of buckets held.

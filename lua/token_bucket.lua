@@ -1,6 +1,6 @@
 -- token_bucket.lua: one atomic token-bucket decision. Read, lazy refill,
--- compare and write happen here, in one script, on the shard that owns the
--- key, on that shard's clock.
+-- compare and write happen in one script (see lua.go for how the function
+-- becomes one), on the shard that owns the key, on that shard's clock.
 --
 -- Exact integer units, so that 1 per hour and 10,000,000 per second are both
 -- exact: a token is `scale` units, the bucket refills `refill` units per
@@ -8,14 +8,15 @@
 -- keeps every quantity below 2^53, where a Lua number is still an exact
 -- integer. Time is microseconds from the shard's TIME command.
 --
--- KEYS[1]  bucket key (a hash: v = units, t = time of v in us, s = scale)
--- ARGV[1]  capacity  units
--- ARGV[2]  refill    units per microsecond
--- ARGV[3]  scale     units per token
--- ARGV[4]  cost      tokens wanted
--- ARGV[5]  op        0 take; 1 peek (report only, spend nothing);
---                    2 claim (a lease: take up to cost whole tokens, as many
---                    as exist); 3 return (give cost unused tokens back)
+-- key       bucket key (a hash: v = units, t = time of v in us, s = scale)
+-- capacity  units
+-- refill    units per microsecond
+-- scale     units per token
+-- cost      tokens wanted
+-- op        0 take; 1 peek (report only, spend nothing);
+--           2 claim (a lease: take up to cost whole tokens, as many as
+--           exist); 3 return (give cost unused tokens back)
+-- now       the shard's clock, microseconds
 --
 -- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
 -- allowed 1|0; remaining whole tokens; retry_after_ms -1 when allowed or when
@@ -25,71 +26,64 @@
 -- A rejected or peeked request writes nothing. An admitted one writes the
 -- state with a TTL of the time to refill fully plus one second.
 
-local capacity = tonumber(ARGV[1])
-local refill = tonumber(ARGV[2])
-local scale = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
-local limit = capacity / scale
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-
-local st = redis.call('HMGET', KEYS[1], 'v', 't', 's')
-local v = tonumber(st[1])
-local at = tonumber(st[2])
-if v == nil or at == nil then
-  v = capacity
-  at = now
-else
-  local s = tonumber(st[3])
-  if s ~= nil and s ~= scale then
-    -- the policy changed its units: convert, rounding down
-    v = math.floor(v / s * scale)
-  end
-  if now > at then
-    -- elapsed * refill is exact below 2^53; above it the bucket is full anyway
-    v = v + (now - at) * refill
+local function token_bucket(key, capacity, refill, scale, cost, op, now)
+  local limit = capacity / scale
+  local st = redis.call('HMGET', key, 'v', 't', 's')
+  local v = tonumber(st[1])
+  local at = tonumber(st[2])
+  if v == nil or at == nil then
+    v = capacity
     at = now
-  end
-  if v > capacity then v = capacity end
-end
-
-local per_ms = refill * 1000
-local op = ARGV[5]
-local allowed = 0
-local retry = -1
-local granted = 0
-local write = false
-if op == '3' then
-  allowed = 1
-  if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end
-  write = true
-elseif op == '2' then
-  granted = math.min(cost, math.floor(v / scale))
-  if granted > 0 then
-    allowed = 1
-    v = v - granted * scale
-    write = true
   else
-    retry = math.ceil((scale - v) / per_ms)
-  end
-elseif cost <= limit then
-  local need = cost * scale
-  if v >= need then
-    allowed = 1
-    if op == '0' then
-      v = v - need
-      write = true
+    local s = tonumber(st[3])
+    if s ~= nil and s ~= scale then
+      -- the policy changed its units: convert, rounding down
+      v = math.floor(v / s * scale)
     end
-  else
-    retry = math.ceil((need - v) / per_ms)
+    if now > at then
+      -- elapsed * refill is exact below 2^53; above it the bucket is full anyway
+      v = v + (now - at) * refill
+      at = now
+    end
+    if v > capacity then v = capacity end
   end
-end
-if write and v >= capacity then
-  redis.call('DEL', KEYS[1]) -- a full bucket is the same as none
-elseif write then
-  redis.call('HSET', KEYS[1], 'v', v, 't', at, 's', scale)
-  redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - v) / per_ms) + 1000)
-end
 
-return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted}
+  local per_ms = refill * 1000
+  local allowed = 0
+  local retry = -1
+  local granted = 0
+  local write = false
+  if op == 3 then
+    allowed = 1
+    if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end
+    write = true
+  elseif op == 2 then
+    granted = math.min(cost, math.floor(v / scale))
+    if granted > 0 then
+      allowed = 1
+      v = v - granted * scale
+      write = true
+    else
+      retry = math.ceil((scale - v) / per_ms)
+    end
+  elseif cost <= limit then
+    local need = cost * scale
+    if v >= need then
+      allowed = 1
+      if op == 0 then
+        v = v - need
+        write = true
+      end
+    else
+      retry = math.ceil((need - v) / per_ms)
+    end
+  end
+  if write and v >= capacity then
+    redis.call('DEL', key) -- a full bucket is the same as none
+  elseif write then
+    redis.call('HSET', key, 'v', v, 't', at, 's', scale)
+    redis.call('PEXPIRE', key, math.ceil((capacity - v) / per_ms) + 1000)
+  end
+
+  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted}
+end

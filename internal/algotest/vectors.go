@@ -185,3 +185,31 @@ var TokenBucket = []Vector{
 		},
 	},
 }
+
+// Table is one algorithm's vectors.
+type Table struct {
+	Algorithm limit.Algorithm
+	Vectors   []Vector
+}
+
+// Tables is every algorithm's table: each runs against the Go code in
+// local/ and against the Lua script in a real Redis.
+func Tables() []Table {
+	return []Table{
+		{limit.TokenBucket, TokenBucket},
+		{limit.GCRA, GCRA},
+		{limit.SlidingWindow, SlidingWindow},
+		{limit.FixedWindow, FixedWindow},
+	}
+}
+
+// Count returns the number of vectors and of steps in tables.
+func Count(tables []Table) (vectors, steps int) {
+	for _, t := range tables {
+		vectors += len(t.Vectors)
+		for _, v := range t.Vectors {
+			steps += len(v.Steps)
+		}
+	}
+	return vectors, steps
+}

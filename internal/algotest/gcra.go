@@ -1,0 +1,4 @@
+package algotest
+
+// GCRA is the table for gcra.
+var GCRA = []Vector{}

@@ -1,0 +1,211 @@
+package lua_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/algotest"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+	"github.com/sluice-rl/sluice/lua"
+)
+
+// clocked are the scripts with their clock read from the last two
+// arguments instead of TIME (the one change), so that tests step time
+// exactly on a real Redis.
+var clocked = map[int]*redis.Script{}
+
+func init() {
+	for id := lua.IDTokenBucket; id <= lua.IDFixedWindow; id++ {
+		clocked[id] = redis.NewScript(lua.For(id).WithTestClock().Src)
+	}
+	clocked[0] = redis.NewScript(lua.Multi.WithTestClock().Src)
+}
+
+// evalAt decides op for cost on key under p at now with p's script.
+func evalAt(ctx context.Context, c redis.Scripter, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+	a, err := lua.ArgsFor(p)
+	if err != nil {
+		return limit.Result{Err: err}
+	}
+	v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, int(op), now/1_000_000, now%1_000_000).Int64Slice()
+	if err != nil {
+		return limit.Result{Err: err}
+	}
+	if len(v) != 6 {
+		return limit.Result{Err: fmt.Errorf("reply %v, want 6 integers", v)}
+	}
+	return result(v)
+}
+
+func result(v []int64) limit.Result {
+	return limit.Result{Allowed: v[0] == 1, Limit: v[1], Remaining: v[2], RetryAfterMs: v[3], ResetAfterMs: v[4], Granted: v[5]}
+}
+
+// The one table of vectors, on every Lua script in a real Redis.
+func TestVectors(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	for _, tab := range algotest.Tables() {
+		t.Run(string(tab.Algorithm), func(t *testing.T) {
+			if len(tab.Vectors) == 0 {
+				t.Fatalf("no vectors for %s", tab.Algorithm)
+			}
+			algotest.Run(t, tab.Vectors, "vec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+				return evalAt(ctx, node.Client(), key, p, cost, op, now)
+			})
+		})
+	}
+}
+
+var periods = []time.Duration{time.Microsecond, 7 * time.Microsecond, time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour}
+
+// randomPolicy draws a policy of algorithm alg that the config accepts.
+func randomPolicy(rng *rand.Rand, alg limit.Algorithm) *limit.Policy {
+	for {
+		p := &limit.Policy{
+			Algorithm: alg,
+			Limit:     1 + rng.Int64N(1000),
+			Rate:      1 + rng.Int64N(2_000_000),
+			Period:    periods[rng.IntN(len(periods))],
+		}
+		if _, err := lua.ArgsFor(p); err == nil {
+			return p
+		}
+	}
+}
+
+// step draws a clock step: small, within a period, a long gap, or back.
+func step(rng *rand.Rand, p *limit.Policy) int64 {
+	switch rng.IntN(5) {
+	case 0:
+		return rng.Int64N(1000)
+	case 1:
+		return rng.Int64N(int64(p.Period/time.Microsecond) + 1)
+	case 2:
+		return -rng.Int64N(100) // a clock step back
+	case 3:
+		return 2*int64(p.Period/time.Microsecond) + rng.Int64N(1000)
+	}
+	return 0
+}
+
+// Random sequences of every op and clock steps, for every algorithm: Lua
+// and Go must agree on every reply, and so on the state they leave.
+func TestLuaAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	for _, alg := range limit.Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(len(alg))))
+			for seq := range 150 {
+				p := randomPolicy(rng, alg)
+				key := "agree:" + string(alg) + ":" + strconv.Itoa(seq)
+				var st local.State
+				now := algotest.T0
+				for i := range 30 {
+					now += step(rng, p)
+					cost := 1 + rng.Int64N(p.Limit+p.Limit/10+1)
+					op := limit.Op(rng.IntN(4))
+					want, _, err := local.Decide(&st, p, cost, now, op)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := evalAt(ctx, node.Client(), key, p, cost, op, now)
+					if got != want {
+						t.Fatalf("seq %d step %d policy %+v cost %d op %d at +%dµs: lua %+v, go %+v", seq, i, *p, cost, op, now-algotest.T0, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The multi-key script against the Go model of it: peek every key, and
+// take every key only when every peek allows.
+func TestMultiAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for seq := range 100 {
+		n := 1 + rng.IntN(4)
+		keys := make([]string, n)
+		pols := make([]*limit.Policy, n)
+		states := make([]local.State, n)
+		for i := range keys {
+			keys[i] = "{multi" + strconv.Itoa(seq) + "}:" + strconv.Itoa(i)
+			pols[i] = randomPolicy(rng, limit.Algorithms[rng.IntN(len(limit.Algorithms))])
+		}
+		now := algotest.T0
+		for i := range 20 {
+			now += step(rng, pols[0])
+			args := []any{}
+			costs := make([]int64, n)
+			for j, p := range pols {
+				a, _ := lua.ArgsFor(p)
+				costs[j] = 1 + rng.Int64N(p.Limit/2+1)
+				args = append(args, a.ID, a.A[0], a.A[1], a.A[2], costs[j])
+			}
+			args = append(args, now/1_000_000, now%1_000_000)
+			v, err := clocked[0].Run(ctx, node.Client(), keys, args...).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(v) != 1+6*n {
+				t.Fatalf("reply of %d integers, want %d", len(v), 1+6*n)
+			}
+			ok := true
+			want := make([]limit.Result, n)
+			for j := range pols {
+				want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpPeek)
+				ok = ok && want[j].Allowed
+			}
+			if ok {
+				for j := range pols {
+					want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpTake)
+				}
+			}
+			if (v[0] == 1) != ok {
+				t.Fatalf("seq %d step %d: lua allowed=%d, go %v", seq, i, v[0], ok)
+			}
+			for j := range pols {
+				if got := result(v[1+6*j : 7+6*j]); got != want[j] {
+					t.Fatalf("seq %d step %d key %d (%s): lua %+v, go %+v", seq, i, j, pols[j].Algorithm, got, want[j])
+				}
+			}
+		}
+	}
+}
+
+// A key named twice in one multi call: the second take fails, and the
+// first is given back.
+func TestMultiSameKeyTwice(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	p := &limit.Policy{Algorithm: limit.TokenBucket, Limit: 5, Rate: 1, Period: time.Hour}
+	a, _ := lua.ArgsFor(p)
+	now := algotest.T0
+	args := []any{a.ID, a.A[0], a.A[1], a.A[2], 3, a.ID, a.A[0], a.A[1], a.A[2], 3, now / 1_000_000, now % 1_000_000}
+	v, err := clocked[0].Run(ctx, node.Client(), []string{"twice", "twice"}, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != 0 {
+		t.Fatalf("3 + 3 of 5 tokens admitted: %v", v)
+	}
+	got := evalAt(ctx, node.Client(), "twice", p, 1, limit.OpPeek, now)
+	if got.Remaining != 5 {
+		t.Fatalf("after the refused pair the bucket holds %d, want 5", got.Remaining)
+	}
+}
