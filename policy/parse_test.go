@@ -242,14 +242,14 @@ func TestParseErrors(t *testing.T) {
 		{"timeout no unit", "timeout: 50" + ok, []string{`sluice.yaml:1: timeout: needs a unit, such as 50s, got 50`}},
 
 		// Algorithms.
-		{"gcra", policyYAML("    algorithm: gcra\n"),
-			[]string{`sluice.yaml:8: policy #1 "api": algorithm: "gcra" is not supported yet (supported: token_bucket)`}},
-		{"sliding_window", policyYAML("    algorithm: sliding_window\n"),
-			[]string{`sluice.yaml:8: policy #1 "api": algorithm: "sliding_window" is not supported yet (supported: token_bucket)`}},
-		{"fixed_window in defaults", "defaults: {algorithm: fixed_window}" + ok,
-			[]string{`sluice.yaml:1: defaults: algorithm: "fixed_window" is not supported yet (supported: token_bucket)`}},
 		{"unknown algorithm", policyYAML("    algorithm: leaky\n"), []string{
-			`sluice.yaml:8: policy #1 "api": algorithm: unknown algorithm "leaky", want token_bucket (gcra, sliding_window and fixed_window are not supported yet)`}},
+			`sluice.yaml:8: policy #1 "api": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window`}},
+		{"gcra without rate", "defaults: {on_store_error: open}\npolicies:\n  - name: g\n    match: x\n    algorithm: gcra\n    limit: 5\n",
+			[]string{`sluice.yaml:3: policy #1 "g": rate: required: tokens refilled per period, a positive integer`}},
+		{"hot lease on a window", policyYAML("    algorithm: fixed_window\n    hot: {mode: lease, threshold: 10}\n"),
+			[]string{`sluice.yaml:9: policy #1 "api": hot.mode: lease needs a bucket algorithm (token_bucket or gcra), not fixed_window`}},
+		{"sliding window too precise", "defaults: {on_store_error: open}\npolicies:\n  - name: s\n    match: x\n    algorithm: sliding_window\n    limit: 100000000000\n    period: 1d\n",
+			[]string{`sluice.yaml:7: policy #1 "s": period: sliding_window limit 100000000000 per 24h0m0s needs more than 53 bits of precision; use a shorter period, or a period of whole seconds`}},
 
 		// Exact representability.
 		{"unrepresentable", "defaults: {on_store_error: open}\npolicies:\n  - name: big\n    match: x\n    limit: 1000000000\n    rate: 7\n    period: 1h\n",
@@ -427,7 +427,7 @@ func TestParsePolicyJSON(t *testing.T) {
 		{"float limit", `{"match": "x", "limit": 1.0, "rate": 1, "on_store_error": "open"}`, `policy "p": limit: must be a positive integer, got 1.0`},
 		{"duplicate", `{` + base + `, "limit": 2}`, `policy "p": limit: set twice`},
 		{"name disagrees", `{` + base + `, "name": "q"}`, `policy "p": name: "q" does not agree with the policy name "p"`},
-		{"gcra", `{` + base + `, "algorithm": "gcra"}`, `policy "p": algorithm: "gcra" is not supported yet (supported: token_bucket)`},
+		{"leaky", `{` + base + `, "algorithm": "leaky"}`, `policy "p": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window`},
 		{"numeric period", `{` + base + `, "period": 60}`, `policy "p": period: needs a unit, such as 60s, got 60`},
 		{"hot lease", `{` + base + `, "hot": {"mode": "lease"}}`, `policy "p": hot.threshold: required when hot.mode is lease`},
 		{"not an object", `[1]`, `policy "p": must be a JSON object of policy fields, got a list`},
@@ -480,8 +480,8 @@ func TestNewSet(t *testing.T) {
 			`policy #1 "p": match: unterminated [ at byte 0 of "["`},
 		{"duplicate", 0, []*limit.Policy{good, {Name: "a", Match: "b", Limit: 1, Rate: 1, OnStoreError: limit.FailOpen}},
 			`policy #2 "a": name: "a" is already the name of policy #1 "a"`},
-		{"bad algorithm", 0, []*limit.Policy{{Name: "p", Match: "x", Algorithm: "gcra", Limit: 1, Rate: 1, OnStoreError: limit.FailOpen}},
-			`policy #1 "p": algorithm: "gcra" is not supported yet (supported: token_bucket)`},
+		{"bad algorithm", 0, []*limit.Policy{{Name: "p", Match: "x", Algorithm: "leaky", Limit: 1, Rate: 1, OnStoreError: limit.FailOpen}},
+			`policy #1 "p": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window`},
 		{"negative share", 0, []*limit.Policy{{Name: "p", Match: "x", Limit: 1, Rate: 1, OnStoreError: limit.FailLocal, LocalShare: -1}},
 			`policy #1 "p": local_share: must be greater than 0 and at most 1, got -1`},
 	}

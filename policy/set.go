@@ -345,9 +345,12 @@ func Describe(p *limit.Policy) string {
 	if share == 0 {
 		share = 1
 	}
-	fmt.Fprintf(&b, "%s match=%q %s limit=%d rate=%d/%s on_store_error=%s local_share=%s",
-		p.Name, p.Match, alg, p.Limit, p.Rate, formatDuration(period), p.OnStoreError,
-		strconv.FormatFloat(share, 'g', -1, 64))
+	if alg.IsBucket() {
+		fmt.Fprintf(&b, "%s match=%q %s limit=%d rate=%d/%s", p.Name, p.Match, alg, p.Limit, p.Rate, formatDuration(period))
+	} else {
+		fmt.Fprintf(&b, "%s match=%q %s limit=%d/%s", p.Name, p.Match, alg, p.Limit, formatDuration(period))
+	}
+	fmt.Fprintf(&b, " on_store_error=%s local_share=%s", p.OnStoreError, strconv.FormatFloat(share, 'g', -1, 64))
 	if p.Shadow {
 		b.WriteString(" shadow")
 	}

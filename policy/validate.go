@@ -127,16 +127,15 @@ func checkName(s string) string {
 	return ""
 }
 
-const supportedAlgorithms = "token_bucket"
+const supportedAlgorithms = "token_bucket | gcra | sliding_window | fixed_window"
 
 func checkAlgorithm(a limit.Algorithm) string {
-	switch a {
-	case limit.TokenBucket:
-		return ""
-	case "gcra", "sliding_window", "fixed_window":
-		return fmt.Sprintf("%q is not supported yet (supported: %s)", a, supportedAlgorithms)
+	for _, known := range limit.Algorithms {
+		if a == known {
+			return ""
+		}
 	}
-	return fmt.Sprintf("unknown algorithm %q, want %s (gcra, sliding_window and fixed_window are not supported yet)", a, supportedAlgorithms)
+	return fmt.Sprintf("unknown algorithm %q, want %s", a, supportedAlgorithms)
 }
 
 func checkPositive(v int64) string {
@@ -223,7 +222,11 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 	test("match", p.Match == "", `: a glob on the key, such as "api:*"`, globMsg)
 	test("algorithm", p.Algorithm == "", "", checkAlgorithm(p.Algorithm))
 	test("limit", p.Limit == 0, ": the burst capacity, a positive integer", checkPositive(p.Limit))
-	test("rate", p.Rate == 0, ": tokens refilled per period, a positive integer", checkPositive(p.Rate))
+	rateRequired := ""
+	if p.Algorithm.IsBucket() || bad["algorithm"] {
+		rateRequired = ": tokens refilled per period, a positive integer"
+	}
+	test("rate", p.Rate == 0, rateRequired, checkPositive(p.Rate))
 	test("period", p.Period == 0, "", checkPeriod(p.Period))
 	test("on_store_error", p.OnStoreError == "", " ("+failModes+"), set it here or in defaults", checkFailMode(p.OnStoreError))
 	test("local_share", p.LocalShare == 0, "", checkShare(p.LocalShare))
@@ -234,18 +237,25 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 	if !bad["hot.mode"] && (p.Hot.Mode == limit.HotLease || p.Hot.Mode == limit.HotSplit) {
 		test("hot.threshold", p.Hot.Threshold == 0,
 			fmt.Sprintf(" when hot.mode is %s: requests/s on one instance before a key is hot", p.Hot.Mode), "")
+		if !bad["algorithm"] && !p.Algorithm.IsBucket() {
+			report("hot.mode", fmt.Sprintf("%s needs a bucket algorithm (token_bucket or gcra), not %s", p.Hot.Mode, p.Algorithm))
+		}
 		if p.Hot.Mode == limit.HotSplit {
 			test("hot.split", p.Hot.Split == 0, fmt.Sprintf(" when hot.mode is split: the number of sub-buckets, 2 to %d", MaxSplit), "")
 		}
 	}
-	if bad["limit"] || bad["rate"] || bad["period"] {
+	if bad["limit"] || bad["rate"] || bad["period"] || bad["algorithm"] {
 		return
 	}
 	q := *p
 	if q.Period == 0 {
 		q.Period = DefaultPeriod
 	}
-	if _, err := q.Bucket(); err != nil {
+	if q.Algorithm.IsBucket() {
+		if _, err := q.Bucket(); err != nil {
+			report("period", err.Error())
+		}
+	} else if _, err := q.Window(); err != nil {
 		report("period", err.Error())
 	}
 }
