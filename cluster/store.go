@@ -145,11 +145,11 @@ type item struct {
 	args   []any  // the whole EVALSHA command
 	script *lua.Script
 	multi  []limit.Result // the per-key results of a Multi script call; nil for one key
-	node  *redis.Client
-	ask   bool // send ASKING first
-	eval  bool // NOSCRIPT seen: send the whole script
-	retry bool // redirected: go round again
-	res   limit.Result
+	node   *redis.Client
+	ask    bool // send ASKING first
+	eval   bool // NOSCRIPT seen: send the whole script
+	retry  bool // redirected: go round again
+	res    limit.Result
 }
 
 // attempts bounds the rounds of one batch: first try, then a redirection,

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 )

@@ -223,3 +223,17 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // Is reports ErrUnavailable as a match.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Atomic is implemented by stores that can decide several requests
+// all-or-nothing in one atomic step when their keys share a group (in
+// Redis Cluster, a hash slot).
+type Atomic interface {
+	// Group returns key's group: requests whose keys share it may go to
+	// DoAll together.
+	Group(key string) int
+	// DoAll takes every request of reqs, all of one group, or none. When
+	// every one is admitted it fills out with the takes and reports true;
+	// otherwise nothing is spent and out holds what a peek of each would
+	// report. A failure is reported in every out[i].Err.
+	DoAll(ctx context.Context, reqs []Request, out []Result) bool
+}

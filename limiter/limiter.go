@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +63,9 @@ type Limiter struct {
 	stats    Stats
 
 	closedRetry time.Duration
+
+	throttle     sync.Map // throttleKey → *limit.Policy
+	throttleSize atomic.Int64
 }
 
 // Stats are the Limiter's counters, read with Snapshot.
@@ -71,6 +75,9 @@ type Stats struct {
 	Rejected    atomic.Int64
 	Errors      atomic.Int64
 	StoreErrors atomic.Int64 // connectivity failures sent to on_store_error
+	MTakes      atomic.Int64 // RL.MTAKE calls
+	Refunds     atomic.Int64 // takes of a refused RL.MTAKE given back
+	RefundFails atomic.Int64 // refunds the store could not make (tokens lost, never over-admitted)
 	ByPath      [8]atomic.Int64
 }
 
@@ -95,13 +102,17 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// Decide decides a batch. reqs[i].Policy is filled in; out[i] gets the
+// Decide decides a batch. reqs[i].Policy, unless the caller set it, is
+// filled in with the key's policy; out[i] gets the
 // decision or an error (limit.ErrNoPolicy, or an error Redis returned).
 func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	n := 0 // requests with a policy move to the front, in order
+	n := 0
 	for i := range reqs {
-		p := l.policies.Match(reqs[i].Key)
-		reqs[i].Policy = p
+		p := reqs[i].Policy // set by the caller for CL.THROTTLE
+		if p == nil {
+			p = l.policies.Match(reqs[i].Key)
+			reqs[i].Policy = p
+		}
 		if p == nil {
 			out[i] = limit.Result{Err: fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key)}
 			continue

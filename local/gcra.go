@@ -1,13 +1,105 @@
 package local
 
-import "github.com/sluice-rl/sluice/limit"
+import (
+	"math"
 
-// GCRAState is one GCRA key. The zero value is an absent key.
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// GCRAState is one GCRA key in the exact units of limit.Bucket, as gcra.lua
+// keeps it: the theoretical arrival time is At + Debt/Refill µs, Debt units
+// measured with Scale units per token, written at At (µs since the epoch).
+// The zero value is an absent key, whose TAT is not ahead of now: owed
+// nothing, full.
 type GCRAState struct {
-	A, B, C int64
+	At    int64 // hash field a
+	Debt  int64 // hash field d: TAT - At, in units
+	Scale int64 // hash field u
 }
 
-// TakeGCRA decides op for cost on st at now, as gcra.lua does.
+// TakeGCRA decides op for cost tokens on st at now (µs since the epoch), as
+// gcra.lua does, and reports whether st changed (written or deleted). The
+// replies are those of TakeBucket for the same policy: the debt is the
+// capacity minus the bucket's units. A cost of 0 is admitted and changes
+// nothing. A key whose TAT ends not ahead of now is reported as changed
+// with the zero value, as the script deletes it.
 func TakeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limit.Result, bool) {
-	panic("TODO: TakeGCRA")
+	d, at := int64(0), now
+	if st.Scale != 0 {
+		d, at = st.Debt, st.At
+		if st.Scale != b.Scale {
+			d = convertUp(d, st.Scale, b.Scale, b.Capacity)
+		}
+		if now > at {
+			d = pay(d, now-at, b.Refill)
+			at = now
+		}
+		d = min(max(d, 0), b.Capacity)
+	}
+	v := b.Capacity - d // what the token bucket holds
+	perMs := b.Refill * 1000
+	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
+	write := false
+	switch {
+	case cost == 0:
+		res.Allowed = true
+	case op == limit.OpReturn:
+		res.Allowed = true
+		if cost >= b.Limit {
+			v = b.Capacity
+		} else {
+			v = min(b.Capacity, v+cost*b.Scale)
+		}
+		write = true
+	case op == limit.OpClaim:
+		res.Granted = min(cost, v/b.Scale)
+		if res.Granted > 0 {
+			res.Allowed = true
+			v -= res.Granted * b.Scale
+			write = true
+		} else {
+			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
+		}
+	case cost <= b.Limit:
+		need := cost * b.Scale
+		if v >= need {
+			res.Allowed = true
+			if op == limit.OpTake {
+				v -= need
+				write = true
+			}
+		} else {
+			res.RetryAfterMs = ceilDiv(need-v, perMs)
+		}
+	}
+	d = b.Capacity - v
+	if write {
+		if d <= 0 {
+			*st = GCRAState{}
+		} else {
+			*st = GCRAState{At: at, Debt: d, Scale: b.Scale}
+		}
+	}
+	res.Remaining = v / b.Scale
+	res.ResetAfterMs = ceilDiv(d, perMs)
+	return res, write
+}
+
+// pay takes elapsed µs of refill off the debt d, down to 0: the product is
+// only formed when it cannot overflow.
+func pay(d, elapsed, refill int64) int64 {
+	if d <= 0 || elapsed >= (d+refill-1)/refill {
+		return 0
+	}
+	return d - elapsed*refill
+}
+
+// convertUp rescales a debt from one scale to another, rounding up and
+// capping at capacity, as the script does with doubles.
+func convertUp(d, from, to, capacity int64) int64 {
+	f := math.Ceil(float64(d) / float64(from) * float64(to))
+	if f >= float64(capacity) {
+		return capacity
+	}
+	return int64(f)
 }

@@ -132,6 +132,63 @@ func (sh *shard) insert(key string, e *entry, now int64, maxLen int) {
 	sh.buckets[key] = e
 }
 
+var _ limit.Atomic = (*Store)(nil)
+
+// Group puts every key in one group: DoAll locks what it needs.
+func (s *Store) Group(string) int { return 0 }
+
+// DoAll takes every request or none, at one instant, with the shards of
+// every key locked (in shard order, so that concurrent calls cannot
+// deadlock): every key is peeked, and taken only when every peek allows.
+// A key named twice can still fail its second take; then the takes before
+// it are given back.
+func (s *Store) DoAll(_ context.Context, reqs []limit.Request, out []limit.Result) bool {
+	now := s.now().UnixMicro()
+	idx := make([]int, len(reqs))
+	var locked [shards]bool
+	for i := range reqs {
+		idx[i] = int(maphash.String(s.seed, reqs[i].Key) % shards)
+		locked[idx[i]] = true
+	}
+	for i := range locked {
+		if locked[i] {
+			s.shards[i].mu.Lock()
+			defer s.shards[i].mu.Unlock()
+		}
+	}
+	call := func(i int, op limit.Op) limit.Result {
+		r := reqs[i]
+		r.Op = op
+		res := s.shards[idx[i]].decide(&r, now, s.perShard)
+		res.DecidedBy = s.decidedBy
+		return res
+	}
+	ok := true
+	for i := range reqs {
+		out[i] = call(i, limit.OpPeek)
+		if out[i].Err != nil {
+			for j := range out {
+				out[j] = limit.Result{Err: out[i].Err}
+			}
+			return false
+		}
+		ok = ok && out[i].Allowed
+	}
+	if !ok {
+		return false
+	}
+	for i := range reqs {
+		out[i] = call(i, limit.OpTake)
+		if !out[i].Allowed {
+			for j := range i {
+				out[j] = call(j, limit.OpReturn)
+			}
+			return false
+		}
+	}
+	return true
+}
+
 // Reset forgets key.
 func (s *Store) Reset(_ context.Context, key string, _ *limit.Policy) (bool, error) {
 	sh := &s.shards[maphash.String(s.seed, key)%shards]

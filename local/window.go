@@ -2,17 +2,174 @@ package local
 
 import "github.com/sluice-rl/sluice/limit"
 
-// WindowState is one window key. The zero value is an absent key.
+// WindowState is one window key, the hash the window scripts keep: W is
+// the start of the current window in µs since the epoch (µs, not an index,
+// so that a change of period or tick still compares), C the count taken in
+// it, and P the count of the window before it (sliding_window only). The
+// zero value is an absent key; a state that counts nothing (C = P = 0) is
+// never kept, as the scripts delete it.
 type WindowState struct {
-	A, B, C int64
+	W, C, P int64
 }
 
-// TakeSlidingWindow decides op for cost on st at now, as sliding_window.lua does.
-func TakeSlidingWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
-	panic("TODO: TakeSlidingWindow")
+// windowAt places st at now in windows of length µs, as both window
+// scripts do. A clock behind the stored window start is read as that start
+// (the key stays in its window, as a bucket never refills backwards). The
+// stored counts belong to the new window that contains W: kept when that is
+// the current window (start), moved to the previous one when W is in the
+// window before, forgotten when older. Counts above limit (a lowered limit)
+// are clamped to it. It returns t, the clock used (max(now, W)).
+func windowAt(st *WindowState, length, limit, now int64) (t, start, c, p int64) {
+	t = now
+	present := *st != WindowState{}
+	if present && st.W > t {
+		t = st.W
+	}
+	start = floorDiv(t, length) * length
+	if present {
+		switch {
+		case st.W >= start:
+			c, p = st.C, st.P
+		case st.W >= start-length:
+			p = st.C
+		}
+	}
+	return t, start, min(c, limit), min(p, limit)
 }
 
-// TakeFixedWindow decides op for cost on st at now, as fixed_window.lua does.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// TakeFixedWindow decides op for cost on st at now (µs since the epoch), as
+// fixed_window.lua does, and reports whether st changed. Windows are
+// w.Ticks×w.Tick µs aligned to the epoch and admit w.Limit each.
+//
+// Allowed when c + cost <= limit (c the count of the current window);
+// Remaining is limit − c after the decision; RetryAfterMs is -1 when
+// allowed or cost > limit, else the ms until the window ends, rounded up;
+// ResetAfterMs is the ms until the window ends when c > 0 after the
+// decision, else 0. OpClaim takes up to cost (a claim that gets nothing
+// retries when the window ends); OpReturn lowers c by cost, never below 0.
 func TakeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
-	panic("TODO: TakeFixedWindow")
+	length := w.Ticks * w.Tick
+	_, start, c, _ := windowAt(st, length, w.Limit, now)
+	left := ceilDiv(start+length-now, 1000) // ms until the window ends, >= 1
+	res := limit.Result{Limit: w.Limit, RetryAfterMs: -1}
+	write := false
+	switch {
+	case op == limit.OpReturn:
+		res.Allowed = true
+		c = max(0, c-cost)
+		write = true
+	case op == limit.OpClaim:
+		res.Granted = max(0, min(cost, w.Limit-c))
+		if res.Granted > 0 {
+			res.Allowed = true
+			c += res.Granted
+			write = true
+		} else {
+			res.RetryAfterMs = left
+		}
+	case cost <= w.Limit:
+		if c+cost <= w.Limit {
+			res.Allowed = true
+			if op == limit.OpTake {
+				c += cost
+				write = true
+			}
+		} else {
+			res.RetryAfterMs = left
+		}
+	}
+	if write {
+		if c == 0 {
+			*st = WindowState{}
+		} else {
+			*st = WindowState{W: start, C: c}
+		}
+	}
+	res.Remaining = max(0, w.Limit-c)
+	if c > 0 {
+		res.ResetAfterMs = left
+	}
+	return res, write
+}
+
+// TakeSlidingWindow decides op for cost on st at now (µs since the epoch),
+// as sliding_window.lua does, and reports whether st changed.
+//
+// With P = w.Ticks, e the ticks elapsed in the current window, p the
+// previous window's count and c the current one's, the estimate times P is
+// weighted = p×(P−e) + c×P, all exact integers. Allowed when weighted +
+// cost×P <= limit×P; Remaining is floor((limit×P − weighted)/P) after the
+// decision, at least 0; RetryAfterMs is -1 when allowed or cost > limit,
+// else the exact time until weighted + cost×P <= limit×P holds (as p
+// decays within this window, or else in the next one, where c becomes the
+// previous count), rounded up to ms; ResetAfterMs is the time until the
+// estimate is 0: the end of the next window if c > 0, else the end of this
+// one if p > 0, else 0, rounded up. OpClaim takes as many of cost as fit
+// (a claim that gets nothing retries when 1 fits); OpReturn lowers c by
+// cost, never below 0.
+func TakeSlidingWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
+	P, tick := w.Ticks, w.Tick
+	t, start, c, p := windowAt(st, P*tick, w.Limit, now)
+	ws := start / tick          // window start, ticks
+	e := floorDiv(t, tick) - ws // ticks elapsed, 0..P-1
+	full := w.Limit * P         // the limit times P
+	weighted := p*(P-e) + c*P
+	// retryAt is the first tick at which need more fits, when it does not now.
+	retryAt := func(need int64) int64 {
+		if r := full - need - c*P; p > 0 && r >= 0 {
+			return ws + P - r/p // p×(P−e') <= r within this window
+		}
+		return ws + P + max(0, P-(full-need)/c) // c×(P−e'') <= full−need in the next
+	}
+	res := limit.Result{Limit: w.Limit, RetryAfterMs: -1}
+	write := false
+	switch {
+	case op == limit.OpReturn:
+		res.Allowed = true
+		c = max(0, c-cost)
+		write = true
+	case op == limit.OpClaim:
+		res.Granted = max(0, min(cost, (full-weighted)/P))
+		if res.Granted > 0 {
+			res.Allowed = true
+			c += res.Granted
+			write = true
+		} else {
+			res.RetryAfterMs = ceilDiv(retryAt(P)*tick-now, 1000)
+		}
+	case cost <= w.Limit:
+		if weighted+cost*P <= full {
+			res.Allowed = true
+			if op == limit.OpTake {
+				c += cost
+				write = true
+			}
+		} else {
+			res.RetryAfterMs = ceilDiv(retryAt(cost*P)*tick-now, 1000)
+		}
+	}
+	weighted = p*(P-e) + c*P
+	res.Remaining = max(0, (full-weighted)/P)
+	switch {
+	case c > 0:
+		res.ResetAfterMs = ceilDiv((ws+2*P)*tick-now, 1000)
+	case p > 0:
+		res.ResetAfterMs = ceilDiv((ws+P)*tick-now, 1000)
+	}
+	if write {
+		if c == 0 && p == 0 {
+			*st = WindowState{}
+		} else {
+			*st = WindowState{W: start, C: c, P: p}
+		}
+	}
+	return res, write
 }

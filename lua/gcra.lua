@@ -1,5 +1,116 @@
--- gcra.lua: TODO
+-- gcra.lua: one atomic GCRA (generic cell rate algorithm) decision. Read,
+-- compare and write happen in one script (see lua.go for how the function
+-- becomes one), on the shard that owns the key, on that shard's clock.
+--
+-- GCRA keeps the theoretical arrival time (TAT): the time at which the key
+-- is owed nothing, that is full again. A request of cost tokens is admitted
+-- when the TAT, moved on by cost emission intervals, lies no further than
+-- the burst (limit emission intervals) ahead of now. That is the same limit
+-- as a token bucket of the same policy, and every reply is the same as
+-- token_bucket.lua's: the debt TAT - now, in units, is capacity minus the
+-- bucket's units.
+--
+-- Exact integer units, as token_bucket.lua: a token is `scale` units, the
+-- debt shrinks by `refill` units per microsecond and is at most `capacity`
+-- = limit x scale units. The TAT is kept exactly, to a 1/refill of a
+-- microsecond, as the time of the last write plus a debt in units:
+--
+--   TAT = a + d / refill    (a whole microseconds, d units of scale u)
+--
+-- The time a is kept, not only the TAT, because the shard's clock may step
+-- back: a request before a sees the debt as it was at a (nothing is refilled
+-- backwards, and nothing is owed twice), as the token bucket does. The debt
+-- is kept in units of a token, not of time, so that a policy change of rate
+-- keeps the tokens owed; a change of scale converts d, rounding up (never
+-- admitting more), and a smaller limit caps it. The caller keeps every
+-- quantity below 2^53, where a Lua number is still an exact integer. Time is
+-- microseconds from the shard's TIME command.
+--
+-- key       key (a hash: a = time of the write in us, d = TAT - a in units,
+--           u = scale of d); no hash is a TAT in the past: owed nothing
+-- capacity  units (the burst)
+-- refill    units per microsecond
+-- scale     units per token (the emission interval is scale/refill us)
+-- cost      tokens wanted; 0 is admitted and changes nothing
+-- op        0 take; 1 peek (report only, spend nothing);
+--           2 claim (a lease: take up to cost whole tokens, as many as
+--           exist); 3 return (give cost unused tokens back)
+-- now       the shard's clock, microseconds
+--
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
+-- allowed 1|0; remaining whole tokens; retry_after_ms -1 when allowed or when
+-- cost > limit, else ms until cost tokens exist, rounded up (never 0);
+-- reset_after_ms until the TAT (the key is full), rounded up; granted the
+-- tokens a claim took. A claim that gets nothing retries after one token
+-- exists. A rejected or peeked request writes nothing. An admitted one writes
+-- the state with a TTL of the time until the TAT plus one second; a TAT that
+-- is not ahead of now is the same as no key and is deleted.
 
-local function gcra(key, a1, a2, a3, cost, op, now)
-  return redis.error_reply('gcra: not written yet')
+local function gcra(key, capacity, refill, scale, cost, op, now)
+  local limit = capacity / scale
+  local st = redis.call('HMGET', key, 'a', 'd', 'u')
+  local at = tonumber(st[1])
+  local d = tonumber(st[2])
+  if at == nil or d == nil then
+    d = 0
+    at = now
+  else
+    local u = tonumber(st[3])
+    if u ~= nil and u ~= scale then
+      -- the policy changed its units: convert, rounding the debt up
+      d = math.min(capacity, math.ceil(d / u * scale))
+    end
+    if now > at then
+      -- elapsed * refill is exact below 2^53; above it the debt is paid anyway
+      d = d - (now - at) * refill
+      at = now
+    end
+    if d < 0 then d = 0 end
+    if d > capacity then d = capacity end
+  end
+
+  -- v is what the token bucket would hold: the same decisions, to the unit
+  local v = capacity - d
+  local per_ms = refill * 1000
+  local allowed = 0
+  local retry = -1
+  local granted = 0
+  local write = false
+  if cost == 0 then
+    allowed = 1 -- nothing asked, nothing changes
+  elseif op == 3 then
+    allowed = 1
+    if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end
+    write = true
+  elseif op == 2 then
+    granted = math.min(cost, math.floor(v / scale))
+    if granted > 0 then
+      allowed = 1
+      v = v - granted * scale
+      write = true
+    else
+      retry = math.ceil((scale - v) / per_ms)
+    end
+  elseif cost <= limit then
+    local need = cost * scale
+    if v >= need then
+      allowed = 1
+      if op == 0 then
+        v = v - need
+        write = true
+      end
+    else
+      retry = math.ceil((need - v) / per_ms)
+    end
+  end
+  d = capacity - v
+  if write and d <= 0 then
+    redis.call('DEL', key) -- a TAT not ahead of now is the same as none
+  elseif write then
+    redis.call('HSET', key, 'a', at, 'd', d, 'u', scale)
+    -- the TAT is (at - now) + d / refill us ahead of now
+    redis.call('PEXPIRE', key, math.ceil(d / per_ms) + math.ceil((at - now) / 1000) + 1000)
+  end
+
+  return {allowed, limit, math.floor(v / scale), retry, math.ceil(d / per_ms), granted}
 end

@@ -22,6 +22,9 @@ const (
 	// before them are decided first: RL.TAKE k, RL.RESET k, RL.TAKE k keeps
 	// its order.
 	flagBarrier
+	// flagCellReply batch commands answer in CL.THROTTLE's five integers
+	// instead of RL.TAKE's six fields.
+	flagCellReply
 )
 
 // command is one entry of the command table.
@@ -104,6 +107,9 @@ func (t commandTable) add(cmd *command) {
 func newCommandTable() commandTable {
 	t := commandTable{}
 	for _, cmd := range rateCommands() {
+		t.add(cmd)
+	}
+	for _, cmd := range multiCommands() {
 		t.add(cmd)
 	}
 	for _, cmd := range connectionCommands() {

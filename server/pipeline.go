@@ -49,9 +49,10 @@ type atomicString = atomic.Pointer[string]
 // slot is the pending reply of one command of a pipeline: a value or an
 // error, or the index of its decision in results.
 type slot struct {
-	val any
-	err error
-	req int // index into reqs and results; -1 when val/err hold the reply
+	val  any
+	err  error
+	req  int  // index into reqs and results; -1 when val/err hold the reply
+	cell bool // reply as CL.THROTTLE does
 }
 
 // maxScratch is the capacity above which a connection's scratch slices are
@@ -98,6 +99,7 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 				sl.err = err
 			} else {
 				sl.req = len(c.reqs)
+				sl.cell = cmd.flags&flagCellReply != 0
 				c.reqs = append(c.reqs, req)
 			}
 		default:
@@ -122,6 +124,8 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 			c.out, bad = reply(c.out, sl.val, sl.err)
 		case c.results[sl.req].Err != nil:
 			c.out, bad = reply(c.out, nil, &decisionError{key: c.reqs[sl.req].Key, err: c.results[sl.req].Err})
+		case sl.cell:
+			c.out, bad = reply(c.out, cellReply(&c.results[sl.req]), nil)
 		default:
 			c.out, bad = reply(c.out, &c.results[sl.req], nil)
 		}

@@ -35,6 +35,19 @@ type Decider interface {
 	Reset(ctx context.Context, key string) (bool, error)
 }
 
+// MultiDecider is a Decider that also answers RL.MTAKE and CL.THROTTLE; the
+// limiter implements it. Without it those commands answer an error.
+type MultiDecider interface {
+	Decider
+	// MTake decides reqs all-or-nothing: it reports whether every one was
+	// admitted, and fills out with each rule's own verdict. An error fails
+	// the whole call and spends nothing.
+	MTake(ctx context.Context, reqs []limit.Request, out []limit.Result) (bool, error)
+	// ThrottlePolicy returns the policy of CL.THROTTLE key max_burst count
+	// period (seconds), or why the arguments cannot make one.
+	ThrottlePolicy(key string, maxBurst, count, period int64) (*limit.Policy, error)
+}
+
 // Config configures a Server. The zero value of each field means its
 // default; Decider is required.
 type Config struct {

@@ -27,6 +27,9 @@ import (
 	"github.com/sluice-rl/sluice/server"
 )
 
+// The limiter answers every rate command, RL.MTAKE and CL.THROTTLE included.
+var _ server.MultiDecider = (*limiter.Limiter)(nil)
+
 type serveFlags struct {
 	listen, admin, clusterAddrs, redisURL, config string
 	timeout, idleTimeout, shutdownTimeout         time.Duration

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/lua"
+)
+
+var _ limit.Atomic = (*Store)(nil)
+
+// Group is the hash slot of key's Redis key: the keys of one slot live on
+// one node and can go to one script. A single node is one group.
+func (s *Store) Group(key string) int {
+	if s.cc == nil {
+		return 0
+	}
+	return Slot(Key(key))
+}
+
+// DoAll takes every request or none with one call of the multi-key script
+// on the node that owns the slot of every key (lua.Multi). It goes through
+// the node's queue like any other request, so it shares pipelines, the
+// breaker, NOSCRIPT reloading and redirections.
+func (s *Store) DoAll(ctx context.Context, reqs []limit.Request, out []limit.Result) bool {
+	fail := func(err error) bool {
+		for i := range out {
+			out[i] = limit.Result{Err: err}
+		}
+		return false
+	}
+	keys := make([]any, len(reqs))
+	argv := make([]any, 0, 5*len(reqs))
+	for i := range reqs {
+		pa, err := s.policyArgs(reqs[i].Policy)
+		if err != nil {
+			return fail(err)
+		}
+		keys[i] = Key(reqs[i].Key)
+		argv = append(argv, pa.id, pa.a[0], pa.a[1], pa.a[2], reqs[i].Cost)
+	}
+	it := &item{key: keys[0].(string), script: lua.Multi, multi: make([]limit.Result, len(reqs))}
+	it.args = append(append([]any{"evalsha", lua.Multi.SHA, len(reqs)}, keys...), argv...)
+	var err error
+	if it.node, err = s.route(ctx, it.key); err != nil {
+		return fail(s.unavailable("", err))
+	}
+	res := make([]limit.Result, 1)
+	live := []*item{it}
+	for range attempts {
+		if live = s.round(ctx, live, res); len(live) == 0 {
+			break
+		}
+	}
+	switch {
+	case len(live) > 0:
+		return fail(fmt.Errorf("cluster: %s: too many redirections", it.key))
+	case res[0].Err != nil:
+		return fail(res[0].Err)
+	}
+	copy(out, it.multi) // the worker is done with it: round saw its unit finish
+	return res[0].Allowed
+}

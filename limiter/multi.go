@@ -1,0 +1,210 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// MTake decides reqs all-or-nothing (RL.MTAKE): nothing is spent unless
+// every rule allows. Requests whose keys share a group of the store (one
+// Redis hash slot) go to one atomic call (limit.Atomic); the groups are
+// taken at once, and when any rejects, the groups that were taken are
+// given back with OpReturn. Between that take and its refund, one store
+// round trip, other callers can see those tokens missing: a concurrent
+// request may be refused that would otherwise have passed, never the
+// other way round. A rule whose policy is shadow never blocks the others.
+// The hot-key path is not used.
+//
+// It reports whether everything was admitted. out[i] is each rule's own
+// verdict: for a refused call, the rules that allowed show allowed with
+// their remaining after the refund. An error (no policy, or one Redis
+// returned) fails the whole call: it is returned, and nothing is spent.
+func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.Result) (bool, error) {
+	l.stats.MTakes.Add(1)
+	for i := range reqs {
+		if reqs[i].Policy == nil {
+			reqs[i].Policy = l.policies.Match(reqs[i].Key)
+		}
+		if reqs[i].Policy == nil {
+			return false, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key)
+		}
+		reqs[i].Op = limit.OpTake
+	}
+	groups := l.groups(reqs)
+	spent := make([]bool, len(reqs))
+	dctx, cancel := context.WithTimeout(ctx, l.timeout())
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		run := func() { l.takeGroup(dctx, reqs, out, spent, g) }
+		if len(groups) == 1 {
+			run()
+		} else {
+			wg.Go(run)
+		}
+	}
+	wg.Wait()
+	cancel()
+
+	ok := true
+	for i := range out {
+		r := &out[i]
+		if r.Err != nil && errors.Is(r.Err, limit.ErrUnavailable) {
+			l.stats.StoreErrors.Add(1)
+			l.onStoreError(ctx, &reqs[i], r)
+			spent[i] = r.Allowed && r.DecidedBy == limit.ByFallbackLocal
+		}
+	}
+	var err error
+	for i := range out {
+		r := &out[i]
+		switch {
+		case r.Err != nil:
+			err, ok = r.Err, false
+		case reqs[i].Policy.Shadow:
+			r.Allowed, r.RetryAfterMs, r.DecidedBy = true, -1, limit.ByShadow
+		case !r.Allowed:
+			ok = false
+		}
+	}
+	if !ok {
+		l.refund(ctx, reqs, out, spent)
+	}
+	if err != nil {
+		return false, err
+	}
+	l.count(out)
+	return ok, nil
+}
+
+// groups splits reqs by the store's atomic groups, in order of first
+// appearance; without limit.Atomic every request is its own group.
+func (l *Limiter) groups(reqs []limit.Request) [][]int {
+	at, _ := l.store.(limit.Atomic)
+	if at == nil {
+		g := make([][]int, len(reqs))
+		for i := range reqs {
+			g[i] = []int{i}
+		}
+		return g
+	}
+	var groups [][]int
+	index := map[int]int{}
+	for i := range reqs {
+		id := at.Group(reqs[i].Key)
+		j, seen := index[id]
+		if !seen {
+			j = len(groups)
+			index[id] = j
+			groups = append(groups, nil)
+		}
+		groups[j] = append(groups[j], i)
+	}
+	return groups
+}
+
+// takeGroup takes one group: alone with Do, several with DoAll.
+func (l *Limiter) takeGroup(ctx context.Context, reqs []limit.Request, out []limit.Result, spent []bool, g []int) {
+	sub := make([]limit.Request, len(g))
+	res := make([]limit.Result, len(g))
+	for j, i := range g {
+		sub[j] = reqs[i]
+	}
+	all := false
+	if len(g) == 1 {
+		l.store.Do(ctx, sub, res)
+		all = res[0].Err == nil && res[0].Allowed
+	} else {
+		all = l.store.(limit.Atomic).DoAll(ctx, sub, res)
+	}
+	for j, i := range g {
+		out[i] = res[j]
+		spent[i] = all
+	}
+}
+
+// refund gives back every take of a refused MTAKE, in one store batch (and
+// one of the fallback store, for takes it made), and reports each rule's
+// state after it.
+func (l *Limiter) refund(ctx context.Context, reqs []limit.Request, out []limit.Result, spent []bool) {
+	for _, fallback := range []bool{false, true} {
+		var back []limit.Request
+		var idx []int
+		for i := range reqs {
+			if spent[i] && (out[i].DecidedBy == limit.ByFallbackLocal) == fallback {
+				r := reqs[i]
+				r.Op = limit.OpReturn
+				if fallback {
+					r.Policy = r.Policy.Share()
+				}
+				back = append(back, r)
+				idx = append(idx, i)
+			}
+		}
+		if len(back) == 0 {
+			continue
+		}
+		res := make([]limit.Result, len(back))
+		store := l.store
+		if fallback {
+			store = l.fallback
+		}
+		dctx, cancel := context.WithTimeout(ctx, l.timeout())
+		store.Do(dctx, back, res)
+		cancel()
+		for j, i := range idx {
+			if res[j].Err != nil {
+				l.stats.RefundFails.Add(1)
+				continue
+			}
+			l.stats.Refunds.Add(1)
+			out[i].Remaining, out[i].ResetAfterMs = res[j].Remaining, res[j].ResetAfterMs
+		}
+	}
+}
+
+// throttleKey names a CL.THROTTLE policy: its arguments and the policy
+// of the key it borrows on_store_error from.
+type throttleKey struct {
+	base                    *limit.Policy
+	maxBurst, count, period int64
+}
+
+// maxThrottlePolicies bounds the CL.THROTTLE policies kept; past it the
+// table starts again.
+const maxThrottlePolicies = 4096
+
+// ThrottlePolicy returns the GCRA policy of CL.THROTTLE key max_burst count
+// period (seconds), as redis-cell defines it: a burst of max_burst+1 and
+// count per period. It needs no policy in the config; when one matches the
+// key, its name, on_store_error, local_share and shadow apply, else
+// on_store_error is closed. Equal arguments give the same *limit.Policy,
+// so the store's per-policy caches work.
+func (l *Limiter) ThrottlePolicy(key string, maxBurst, count, period int64) (*limit.Policy, error) {
+	base := l.policies.Match(key)
+	k := throttleKey{base, maxBurst, count, period}
+	if p, ok := l.throttle.Load(k); ok {
+		return p.(*limit.Policy), nil
+	}
+	if maxBurst < 0 || maxBurst >= limit.MaxScaled || count < 1 || count >= limit.MaxScaled || period < 1 || period > int64(24*time.Hour/time.Second)*365 {
+		return nil, errors.New("max_burst must be >= 0, count and period positive (period at most a year)")
+	}
+	p := &limit.Policy{Name: "cl.throttle", Match: key, Algorithm: limit.GCRA, Limit: maxBurst + 1,
+		Rate: count, Period: time.Duration(period) * time.Second, OnStoreError: limit.FailClosed}
+	if base != nil {
+		p.Name, p.OnStoreError, p.LocalShare, p.Shadow = base.Name, base.OnStoreError, base.LocalShare, base.Shadow
+	}
+	if _, err := p.Bucket(); err != nil {
+		return nil, err
+	}
+	if l.throttleSize.Add(1) > maxThrottlePolicies {
+		l.throttle.Clear()
+		l.throttleSize.Store(1)
+	}
+	l.throttle.Store(k, p)
+	return p, nil
+}
