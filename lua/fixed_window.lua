@@ -1,5 +1,88 @@
--- fixed_window.lua: TODO
+-- fixed_window.lua: one atomic fixed-window-counter decision. Read, compare
+-- and write happen in one script (see lua.go for how the function becomes
+-- one), on the shard that owns the key, on that shard's clock.
+--
+-- Windows are ticks x tick microseconds (tick is 1 for this algorithm, see
+-- limit.Window), aligned to the Unix epoch, and admit at most `limit` each.
+-- Every quantity is an exact integer below 2^53. Time is microseconds from
+-- the shard's TIME command.
+--
+-- key    window key (a hash: w = start of the current window in us, c = the
+--        count taken in it)
+-- limit  per window
+-- ticks  window length in ticks
+-- tick   microseconds per tick
+-- cost   wanted
+-- op     0 take; 1 peek (report only, spend nothing); 2 claim (a lease:
+--        take up to cost, as many as the window still admits); 3 return
+--        (give cost back: lower the window's count, never below 0)
+-- now    the shard's clock, microseconds
+--
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
+-- allowed 1|0, 1 when c + cost <= limit (c the window's count); remaining
+-- limit - c after the decision; retry_after_ms -1 when allowed or when
+-- cost > limit, else ms until the window ends, rounded up (never 0);
+-- reset_after_ms ms until the window ends when c > 0 after the decision,
+-- else 0; granted what a claim took. A claim that gets nothing retries when
+-- the window ends.
+--
+-- A clock behind the stored window start reads as that start: the key stays
+-- in its window. A stored count belongs to the window that contains w: kept
+-- when that is the current window, forgotten when it is older (after a
+-- change of period, a window that started before the current one is
+-- forgotten); a count above the limit (a lowered limit) is clamped to it.
+-- A rejected or peeked request writes nothing. An admitted one writes the
+-- state with a TTL of the window's rest plus one second; a count of 0 is
+-- the same as no key, and is deleted.
 
-local function fixed_window(key, a1, a2, a3, cost, op, now)
-  return redis.error_reply('fixed_window: not written yet')
+local function fixed_window(key, limit, ticks, tick, cost, op, now)
+  local len = ticks * tick
+  local st = redis.call('HMGET', key, 'w', 'c')
+  local w = tonumber(st[1])
+  local c = tonumber(st[2])
+  local t = now
+  if w ~= nil and c ~= nil and w > now then t = w end
+  local start = math.floor(t / len) * len
+  if w == nil or c == nil or w < start then c = 0 end
+  if c > limit then c = limit end
+  local left = math.ceil((start + len - now) / 1000) -- ms until the window ends
+
+  local allowed = 0
+  local retry = -1
+  local granted = 0
+  local write = false
+  if op == 3 then
+    allowed = 1
+    c = math.max(0, c - cost)
+    write = true
+  elseif op == 2 then
+    granted = math.max(0, math.min(cost, limit - c))
+    if granted > 0 then
+      allowed = 1
+      c = c + granted
+      write = true
+    else
+      retry = left
+    end
+  elseif cost <= limit then
+    if c + cost <= limit then
+      allowed = 1
+      if op == 0 then
+        c = c + cost
+        write = true
+      end
+    else
+      retry = left
+    end
+  end
+  local reset = 0
+  if c > 0 then reset = left end
+  if write and c == 0 then
+    redis.call('DEL', key) -- an empty window is the same as none
+  elseif write then
+    redis.call('HSET', key, 'w', start, 'c', c)
+    redis.call('PEXPIRE', key, reset + 1000)
+  end
+
+  return {allowed, limit, limit - c, retry, reset, granted}
 end

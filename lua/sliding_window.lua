@@ -1,5 +1,124 @@
--- sliding_window.lua: TODO
+-- sliding_window.lua: one atomic sliding-window-counter decision. Read,
+-- compare and write happen in one script (see lua.go for how the function
+-- becomes one), on the shard that owns the key, on that shard's clock.
+--
+-- Windows are P = ticks ticks of `tick` microseconds, aligned to the Unix
+-- epoch. The estimate of the sliding window is the current window's count c
+-- plus the previous window's count p weighted by the share of it still
+-- inside the sliding window, (P - e) / P, e the ticks elapsed in the current
+-- window. Times P it is an exact integer, weighted = p x (P - e) + c x P,
+-- compared with limit x P; limit.Window picks the tick so that every
+-- product (at most 3 x limit x P) stays below 2^53, where a Lua number is
+-- still an exact integer. Time is microseconds from the shard's TIME
+-- command, converted to ticks by floor(now / tick).
+--
+-- key    window key (a hash: w = start of the current window in us, c = the
+--        count taken in it, p = the count of the window before)
+-- limit  per window
+-- ticks  window length in ticks (P)
+-- tick   microseconds per tick
+-- cost   wanted
+-- op     0 take; 1 peek (report only, spend nothing); 2 claim (a lease:
+--        take up to cost, as many as the estimate still admits); 3 return
+--        (give cost back: lower the current window's count, never below 0)
+-- now    the shard's clock, microseconds
+--
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
+-- allowed 1|0, 1 when weighted + cost x P <= limit x P; remaining
+-- floor((limit x P - weighted) / P) after the decision, at least 0;
+-- retry_after_ms -1 when allowed or when cost > limit, else the exact time
+-- until weighted + cost x P <= limit x P holds, as p decays within this
+-- window or else in the next one (where c becomes the previous count),
+-- rounded up to ms (never 0); reset_after_ms the time until the estimate is
+-- 0: the end of the next window if c > 0, else the end of this one if p > 0,
+-- else 0, rounded up; granted what a claim took. A claim that gets nothing
+-- retries when 1 fits.
+--
+-- A clock behind the stored window start reads as that start: the key stays
+-- in its window, at its full weight. Stored counts belong to the window
+-- that contains w: kept when that is the current window, moved to the
+-- previous one when w is in the window before, forgotten when older (after
+-- a change of period or tick the same rule holds); a count above the limit
+-- (a lowered limit) is clamped to it. A rejected or peeked request writes
+-- nothing. An admitted one writes the state with a TTL of reset_after_ms
+-- plus one second (the end of the next window while c > 0); c = p = 0 is
+-- the same as no key, and is deleted.
 
-local function sliding_window(key, a1, a2, a3, cost, op, now)
-  return redis.error_reply('sliding_window: not written yet')
+local function sliding_window(key, limit, ticks, tick, cost, op, now)
+  local len = ticks * tick
+  local st = redis.call('HMGET', key, 'w', 'c', 'p')
+  local w = tonumber(st[1])
+  local sc = tonumber(st[2])
+  local t = now
+  if w ~= nil and sc ~= nil and w > now then t = w end
+  local start = math.floor(t / len) * len -- current window, us
+  local ws = start / tick -- the same, ticks
+  local e = math.floor(t / tick) - ws -- ticks elapsed, 0..P-1
+  local c = 0
+  local p = 0
+  if w ~= nil and sc ~= nil then
+    if w >= start then
+      c = sc
+      p = tonumber(st[3]) or 0
+    elseif w >= start - len then
+      p = sc
+    end
+    if c > limit then c = limit end
+    if p > limit then p = limit end
+  end
+  local full = limit * ticks
+  local weighted = p * (ticks - e) + c * ticks
+
+  -- the first tick at which need more fits, when it does not now
+  local function retry_at(need)
+    local r = full - need - c * ticks
+    if p > 0 and r >= 0 then
+      return ws + ticks - math.floor(r / p) -- p x (P - e') <= r in this window
+    end
+    return ws + ticks + math.max(0, ticks - math.floor((full - need) / c)) -- in the next
+  end
+
+  local allowed = 0
+  local retry = -1
+  local granted = 0
+  local write = false
+  if op == 3 then
+    allowed = 1
+    c = math.max(0, c - cost)
+    write = true
+  elseif op == 2 then
+    granted = math.max(0, math.min(cost, math.floor((full - weighted) / ticks)))
+    if granted > 0 then
+      allowed = 1
+      c = c + granted
+      write = true
+    else
+      retry = math.ceil((retry_at(ticks) * tick - now) / 1000)
+    end
+  elseif cost <= limit then
+    if weighted + cost * ticks <= full then
+      allowed = 1
+      if op == 0 then
+        c = c + cost
+        write = true
+      end
+    else
+      retry = math.ceil((retry_at(cost * ticks) * tick - now) / 1000)
+    end
+  end
+  weighted = p * (ticks - e) + c * ticks
+  local reset = 0
+  if c > 0 then
+    reset = math.ceil(((ws + 2 * ticks) * tick - now) / 1000)
+  elseif p > 0 then
+    reset = math.ceil(((ws + ticks) * tick - now) / 1000)
+  end
+  if write and c == 0 and p == 0 then
+    redis.call('DEL', key) -- an empty window is the same as none
+  elseif write then
+    redis.call('HSET', key, 'w', start, 'c', c, 'p', p)
+    redis.call('PEXPIRE', key, reset + 1000)
+  end
+
+  return {allowed, limit, math.max(0, math.floor((full - weighted) / ticks)), retry, reset, granted}
 end

@@ -1,0 +1,196 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+)
+
+// slotStore is a local store that is not limit.Atomic: every key is its own
+// group, so MTake must take key by key and refund, as across Redis slots.
+type slotStore struct{ s *local.Store }
+
+func (s slotStore) Do(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	s.s.Do(ctx, reqs, out)
+}
+func (s slotStore) Reset(ctx context.Context, key string, p *limit.Policy) (bool, error) {
+	return s.s.Reset(ctx, key, p)
+}
+func (s slotStore) Close() error { return nil }
+
+// downFor fails the keys with a prefix, as a node that stopped answering.
+type downFor struct {
+	slotStore
+	prefix string
+}
+
+func (s downFor) Do(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	s.s.Do(ctx, reqs, out)
+	for i := range reqs {
+		if strings.HasPrefix(reqs[i].Key, s.prefix) {
+			out[i] = limit.Result{Err: &limit.UnavailableError{Node: "n", Err: context.DeadlineExceeded}}
+		}
+	}
+}
+
+func loginPolicies(mode limit.FailMode) MatcherFunc {
+	ip := &limit.Policy{Name: "ip", Limit: 50, Rate: 50, Period: time.Hour, OnStoreError: mode}
+	acct := &limit.Policy{Name: "acct", Limit: 5, Rate: 5, Period: time.Hour, OnStoreError: mode}
+	dark := &limit.Policy{Name: "dark", Limit: 1, Rate: 1, Period: time.Hour, OnStoreError: mode, Shadow: true}
+	return func(key string) *limit.Policy {
+		switch {
+		case strings.HasPrefix(key, "ip:"):
+			return ip
+		case strings.HasPrefix(key, "acct:"):
+			return acct
+		case strings.HasPrefix(key, "dark:"):
+			return dark
+		}
+		return nil
+	}
+}
+
+func mtake(t *testing.T, l *Limiter, pairs ...any) (bool, []limit.Result, error) {
+	t.Helper()
+	var reqs []limit.Request
+	for i := 0; i < len(pairs); i += 2 {
+		reqs = append(reqs, limit.Request{Key: pairs[i].(string), Cost: int64(pairs[i+1].(int))})
+	}
+	out := make([]limit.Result, len(reqs))
+	ok, err := l.MTake(context.Background(), reqs, out)
+	return ok, out, err
+}
+
+func remaining(t *testing.T, l *Limiter, key string) int64 {
+	t.Helper()
+	out := make([]limit.Result, 1)
+	l.Decide(context.Background(), []limit.Request{{Key: key, Cost: 1, Op: limit.OpPeek}}, out)
+	return out[0].Remaining
+}
+
+// The race-conditions note's login example, with the two rules in one
+// atomic group (DoAll) and in separate groups (take, then refund).
+func TestMTakeLogin(t *testing.T) {
+	t.Parallel()
+	stores := map[string]limit.Store{
+		"one group (atomic)":         local.New(local.Config{}),
+		"separate groups (refunded)": slotStore{local.New(local.Config{})},
+	}
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			l, err := New(Config{Policies: loginPolicies(limit.FailClosed), Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				if ok, _, err := mtake(t, l, "acct:bob", 1); !ok || err != nil {
+					t.Fatal("draining the account", err)
+				}
+			}
+			for i := range 10 {
+				ok, out, err := mtake(t, l, "ip:1", 1, "acct:bob", 1)
+				if err != nil || ok || !out[0].Allowed || out[1].Allowed || out[0].Remaining != 50 {
+					t.Fatalf("attempt %d: ok=%v %+v %v", i, ok, out, err)
+				}
+			}
+			if got := remaining(t, l, "ip:1"); got != 50 {
+				t.Fatalf("IP bucket holds %d after 10 refused attempts, want 50", got)
+			}
+			ok, out, err := mtake(t, l, "ip:1", 2, "acct:alice", 2)
+			if err != nil || !ok || out[0].Remaining != 48 || out[1].Remaining != 3 {
+				t.Fatalf("an allowed pair: ok=%v %+v %v", ok, out, err)
+			}
+			if s := l.Snapshot(); s.Decisions == 0 {
+				t.Fatal("MTAKE decisions are not counted")
+			}
+		})
+	}
+}
+
+func TestMTakeShadowAndErrors(t *testing.T) {
+	t.Parallel()
+	l, err := New(Config{Policies: loginPolicies(limit.FailClosed), Store: slotStore{local.New(local.Config{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtake(t, l, "dark:x", 1)
+	ok, out, err := mtake(t, l, "ip:2", 1, "dark:x", 1)
+	if err != nil || !ok || out[1].DecidedBy != limit.ByShadow || !out[1].Allowed {
+		t.Fatalf("a rejecting shadow rule must not block: ok=%v %+v %v", ok, out, err)
+	}
+	_, _, err = mtake(t, l, "ip:3", 1, "nomatch", 1)
+	if !errors.Is(err, limit.ErrNoPolicy) {
+		t.Fatalf("err = %v, want ErrNoPolicy", err)
+	}
+	if got := remaining(t, l, "ip:3"); got != 50 {
+		t.Fatalf("a failed MTAKE spent: %d left", got)
+	}
+}
+
+// A rule whose node is down follows its on_store_error; when that refuses,
+// the rules already taken are given back.
+func TestMTakeStoreDown(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode   limit.FailMode
+		wantOK bool
+		wantIP int64
+	}{
+		{limit.FailClosed, false, 50},
+		{limit.FailOpen, true, 49},
+		{limit.FailLocal, true, 49},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			l, err := New(Config{Policies: loginPolicies(tc.mode), Store: downFor{slotStore{local.New(local.Config{})}, "acct:"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, out, err := mtake(t, l, "ip:1", 1, "acct:bob", 1)
+			if err != nil || ok != tc.wantOK {
+				t.Fatalf("ok=%v %+v %v", ok, out, err)
+			}
+			if got := remaining(t, l, "ip:1"); got != tc.wantIP {
+				t.Fatalf("IP bucket holds %d, want %d", got, tc.wantIP)
+			}
+		})
+	}
+}
+
+func TestThrottlePolicy(t *testing.T) {
+	t.Parallel()
+	l, err := New(Config{Policies: loginPolicies(limit.FailOpen), Store: local.New(local.Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.ThrottlePolicy("user123", 15, 30, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Algorithm != limit.GCRA || p.Limit != 16 || p.Rate != 30 || p.Period != time.Minute || p.OnStoreError != limit.FailClosed {
+		t.Fatalf("policy %+v", *p)
+	}
+	if q, _ := l.ThrottlePolicy("user123", 15, 30, 60); q != p {
+		t.Fatal("equal arguments must give the same policy")
+	}
+	if q, _ := l.ThrottlePolicy("ip:1", 15, 30, 60); q.OnStoreError != limit.FailOpen || q.Name != "ip" {
+		t.Fatalf("a matching policy lends its on_store_error: %+v", *q)
+	}
+	for _, bad := range [][3]int64{{-1, 1, 1}, {1, 0, 1}, {1, 1, 0}, {1 << 40, 1, 86400}} {
+		if _, err := l.ThrottlePolicy("k", bad[0], bad[1], bad[2]); err == nil {
+			t.Errorf("ThrottlePolicy%v: no error", bad)
+		}
+	}
+	for i := range maxThrottlePolicies + 10 {
+		if _, err := l.ThrottlePolicy("k", int64(i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.throttleSize.Load(); n > maxThrottlePolicies {
+		t.Fatalf("%d CL.THROTTLE policies kept, bound %d", n, maxThrottlePolicies)
+	}
+}
