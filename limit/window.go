@@ -31,6 +31,9 @@ func (p *Policy) Window() (Window, error) {
 		return Window{}, errors.New("period must be a whole number of microseconds, at least 1µs")
 	}
 	us := int64(p.Period / time.Microsecond)
+	if p.Period > 366*24*time.Hour {
+		return Window{}, errors.New("a window period must be at most 366 days")
+	}
 	if p.Limit > MaxScaled/4 {
 		return Window{}, fmt.Errorf("limit %d is too large to count exactly", p.Limit)
 	}

@@ -49,6 +49,8 @@ func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 			res.Allowed = true
 			v -= res.Granted * b.Scale
 			write = true
+		} else if cost <= 0 {
+			res.Allowed = true // a claim of nothing gets nothing, at once
 		} else {
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
 		}

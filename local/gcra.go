@@ -20,8 +20,10 @@ type GCRAState struct {
 // TakeGCRA decides op for cost tokens on st at now (µs since the epoch), as
 // gcra.lua does, and reports whether st changed (written or deleted). The
 // replies are those of TakeBucket for the same policy: the debt is the
-// capacity minus the bucket's units. A cost of 0 is admitted and changes
-// nothing. A key whose TAT ends not ahead of now is reported as changed
+// capacity minus the bucket's units. A cost of 0 is admitted and spends
+// nothing; a take or a return of 0 writes the same TAT at now, as the bucket
+// writes the same units (the bucket rejects a claim of 0, with a retry of 0
+// in Go and of 0 or less in Lua; here it is admitted, granted 0). A key whose TAT ends not ahead of now is reported as changed
 // with the zero value, as the script deletes it.
 func TakeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limit.Result, bool) {
 	d, at := int64(0), now
@@ -41,8 +43,8 @@ func TakeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limi
 	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
 	write := false
 	switch {
-	case cost == 0:
-		res.Allowed = true
+	case op == limit.OpClaim && cost == 0:
+		res.Allowed = true // granted nothing, writes nothing
 	case op == limit.OpReturn:
 		res.Allowed = true
 		if cost >= b.Limit {

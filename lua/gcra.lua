@@ -31,7 +31,9 @@
 -- capacity  units (the burst)
 -- refill    units per microsecond
 -- scale     units per token (the emission interval is scale/refill us)
--- cost      tokens wanted; 0 is admitted and changes nothing
+-- cost      tokens wanted; 0 is admitted and spends nothing (a take or a
+--           return of 0 writes the same TAT, as the token bucket writes the
+--           same tokens, which keeps a its time)
 -- op        0 take; 1 peek (report only, spend nothing);
 --           2 claim (a lease: take up to cost whole tokens, as many as
 --           exist); 3 return (give cost unused tokens back)
@@ -76,8 +78,8 @@ local function gcra(key, capacity, refill, scale, cost, op, now)
   local retry = -1
   local granted = 0
   local write = false
-  if cost == 0 then
-    allowed = 1 -- nothing asked, nothing changes
+  if op == 2 and cost == 0 then
+    allowed = 1 -- a claim of nothing is granted nothing, and writes nothing
   elseif op == 3 then
     allowed = 1
     if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end

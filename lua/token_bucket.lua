@@ -63,6 +63,8 @@ local function token_bucket(key, capacity, refill, scale, cost, op, now)
       allowed = 1
       v = v - granted * scale
       write = true
+    elseif cost <= 0 then
+      allowed = 1 -- a claim of nothing gets nothing, at once
     else
       retry = math.ceil((scale - v) / per_ms)
     end

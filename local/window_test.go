@@ -1,0 +1,94 @@
+package local
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// A window that counts nothing is the zero State, as the scripts DEL it.
+func TestWindowEmptyIsAbsent(t *testing.T) {
+	t.Parallel()
+	const now = 1_700_000_000_000_000
+	for _, alg := range []limit.Algorithm{limit.SlidingWindow, limit.FixedWindow} {
+		p := &limit.Policy{Algorithm: alg, Limit: 10, Rate: 1, Period: time.Second}
+		var st State
+		if _, changed, _ := Decide(&st, p, 3, now, limit.OpTake); !changed || st == (State{}) {
+			t.Fatalf("%s: a take left %+v (changed %v)", alg, st, changed)
+		}
+		if res, changed, _ := Decide(&st, p, 5, now, limit.OpReturn); !changed || st != (State{}) || res.Remaining != 10 {
+			t.Fatalf("%s: returning more than was taken left %+v, %+v", alg, st, res)
+		}
+		// rejected and peeked requests change nothing
+		Decide(&st, p, 10, now, limit.OpTake)
+		before := st
+		for _, op := range []limit.Op{limit.OpTake, limit.OpPeek, limit.OpClaim} {
+			if _, changed, _ := Decide(&st, p, 1, now+1, op); changed || st != before {
+				t.Fatalf("%s op %d on a full window changed the state", alg, op)
+			}
+		}
+	}
+}
+
+// On a clock that only moves forward, no window aligned to the epoch ever
+// admits more than the limit, under either algorithm (the sliding estimate
+// counts the current window in full).
+func TestWindowNeverAdmitsPastTheLimit(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	periods := []time.Duration{time.Microsecond, 7 * time.Microsecond, time.Millisecond, time.Second, time.Hour}
+	for range 300 {
+		for _, alg := range []limit.Algorithm{limit.SlidingWindow, limit.FixedWindow} {
+			p := &limit.Policy{Algorithm: alg, Limit: 1 + rng.Int64N(50), Rate: 1, Period: periods[rng.IntN(len(periods))]}
+			w, err := p.Window()
+			if err != nil {
+				t.Fatal(err)
+			}
+			length := w.Length()
+			var st State
+			now := int64(1_700_000_000_000_000) + rng.Int64N(length)
+			admitted := map[int64]int64{}
+			for range 200 {
+				now += rng.Int64N(length/4 + 1)
+				cost := 1 + rng.Int64N(p.Limit)
+				op := limit.OpTake
+				if rng.IntN(3) == 0 {
+					op = limit.OpClaim
+				}
+				res, _, err := Decide(&st, p, cost, now, op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case op == limit.OpClaim:
+					admitted[now/length] += res.Granted
+				case res.Allowed:
+					admitted[now/length] += cost
+				}
+				if n := admitted[now/length]; n > p.Limit {
+					t.Fatalf("%s %+v: %d admitted in one window", alg, *p, n)
+				}
+			}
+		}
+	}
+}
+
+// The products the scripts form stay exact doubles for the extreme
+// policies limit.Window accepts.
+func TestWindowProductsBelow53Bits(t *testing.T) {
+	t.Parallel()
+	for _, period := range []time.Duration{time.Microsecond, time.Second, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour} {
+		for _, n := range []int64{1, 1000, 34_000, 1_000_000, 34_000_000, limit.MaxScaled/4 - 1} {
+			p := &limit.Policy{Algorithm: limit.SlidingWindow, Limit: n, Rate: 1, Period: period}
+			w, err := p.Window()
+			if err != nil {
+				continue
+			}
+			if 3*w.Limit > limit.MaxScaled/w.Ticks {
+				t.Errorf("%d per %s: 3 × %d × %d is not below 2^53", n, period, w.Limit, w.Ticks)
+			}
+		}
+	}
+}
