@@ -171,16 +171,44 @@ func TestClusterStore(t *testing.T) {
 	})
 
 	t.Run("memory per key", func(t *testing.T) {
-		p := &limit.Policy{Limit: 100, Rate: 50, Period: time.Second}
-		takeN(ctx, s, p, "mem:k")
-		owner, _ := c.PrimaryForKey(ctx, Key("mem:k"))
-		n, err := owner.Client().MemoryUsage(ctx, Key("mem:k")).Result()
-		if err != nil {
-			t.Fatal(err)
+		// The budget of each algorithm's state in one key, with a key name
+		// of 14 bytes (sluice:{mem:t}); the README lists the figures.
+		for _, tc := range []struct {
+			alg    limit.Algorithm
+			budget int64
+		}{{limit.TokenBucket, 120}, {limit.GCRA, 120}, {limit.SlidingWindow, 120}, {limit.FixedWindow, 120}} {
+			p := &limit.Policy{Algorithm: tc.alg, Limit: 100, Rate: 50, Period: time.Second}
+			key := "mem:" + string(tc.alg)[:1] // sluice:{mem:t}, 14 bytes
+			if r := takeN(ctx, s, p, key)[0]; r.Err != nil || !r.Allowed {
+				t.Fatalf("%s: %+v", tc.alg, r)
+			}
+			owner, _ := c.PrimaryForKey(ctx, Key(key))
+			n, err := owner.Client().MemoryUsage(ctx, Key(key)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("MEMORY USAGE %s (%s) = %d bytes", Key(key), tc.alg, n)
+			if n > tc.budget {
+				t.Errorf("%s uses %d bytes, budget %d", tc.alg, n, tc.budget)
+			}
 		}
-		t.Logf("MEMORY USAGE %s = %d bytes", Key("mem:k"), n)
-		if n > 120 {
-			t.Fatalf("token bucket uses %d bytes, budget 120", n)
+	})
+
+	t.Run("all or nothing on one slot", func(t *testing.T) {
+		tb := &limit.Policy{Limit: 3, Rate: 1, Period: time.Hour}
+		fw := &limit.Policy{Algorithm: limit.FixedWindow, Limit: 2, Period: time.Hour}
+		reqs := []limit.Request{{Key: "{aon}:a", Cost: 1, Policy: tb}, {Key: "{aon}:b", Cost: 1, Policy: fw}}
+		if s.Group(reqs[0].Key) != s.Group(reqs[1].Key) || s.Group("x") == s.Group("y") {
+			t.Fatal("Group must be the hash slot")
+		}
+		out := make([]limit.Result, 2)
+		for round := range 2 {
+			if !s.DoAll(ctx, reqs, out) || out[0].Remaining != int64(2-round) || out[1].Remaining != int64(1-round) {
+				t.Fatalf("round %d: %+v", round, out)
+			}
+		}
+		if s.DoAll(ctx, reqs, out) || !out[0].Allowed || out[1].Allowed || out[0].Remaining != 1 {
+			t.Fatalf("third: %+v, want refused by the window, the bucket untouched at 1", out)
 		}
 	})
 }
