@@ -54,6 +54,8 @@ func TestVectors(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
 	ctx := context.Background()
+	v, s := algotest.Count(algotest.Tables())
+	t.Logf("%d vectors, %d steps", v, s)
 	for _, tab := range algotest.Tables() {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
 			if len(tab.Vectors) == 0 {
