@@ -25,6 +25,12 @@ const (
 	// flagCellReply batch commands answer in CL.THROTTLE's five integers
 	// instead of RL.TAKE's six fields.
 	flagCellReply
+	// flagAdmin commands change limits or state for every client (RL.RESET,
+	// RL.POLICY SET and DEL): when Config.AdminPass is set they answer
+	// NOPERM unless the connection authenticated as the admin user. A
+	// container's subcommands carry their own flags, so RL.POLICY GET can be
+	// open while RL.POLICY SET is not; resolve checks the subcommand's.
+	flagAdmin
 )
 
 // command is one entry of the command table.
@@ -112,6 +118,7 @@ func newCommandTable() commandTable {
 	for _, cmd := range multiCommands() {
 		t.add(cmd)
 	}
+	t.add(policyCommand())
 	for _, cmd := range connectionCommands() {
 		t.add(cmd)
 	}
@@ -150,8 +157,8 @@ func (c *connState) resolve(args [][]byte) (*command, error) {
 	if len(args) < cmd.minArgs || (cmd.maxArgs >= 0 && len(args) > cmd.maxArgs) {
 		return nil, errArity(cmd.name)
 	}
-	if !c.authed && cmd.flags&flagNoAuth == 0 {
-		return nil, errNoAuth
+	if err := c.mayRun(cmd); err != nil {
+		return nil, err
 	}
 	return cmd, nil
 }

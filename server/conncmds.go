@@ -2,8 +2,6 @@ package server
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"strconv"
 	"strings"
 	"time"
@@ -163,8 +161,9 @@ func cmdHello(c *connState, args [][]byte) (any, error) {
 	}, nil
 }
 
-// cmdAuth answers AUTH [username] password like Redis 7.0: the only user
-// is "default".
+// cmdAuth answers AUTH [username] password like Redis 7.0. The users are
+// "default" (RequirePass) and "admin" (AdminPass); AUTH with the password
+// alone is the default user's.
 func cmdAuth(c *connState, args [][]byte) (any, error) {
 	switch len(args) {
 	case 2:
@@ -184,21 +183,6 @@ func cmdAuth(c *connState, args [][]byte) (any, error) {
 	return replyOK, nil
 }
 
-// authenticate checks user and password. The password is compared by
-// SHA-256 digest in constant time, so neither its bytes nor its length leak
-// through timing. With no RequirePass the default user takes any password,
-// as Redis's "nopass" default user does.
-func (c *connState) authenticate(user, pass []byte) error {
-	userOK := string(user) == "default"
-	digest := sha256.Sum256(pass)
-	passOK := c.srv.cfg.RequirePass == "" || subtle.ConstantTimeCompare(digest[:], c.srv.passDigest[:]) == 1
-	if !userOK || !passOK {
-		return errWrongPass
-	}
-	c.authed = true
-	return nil
-}
-
 func cmdSelect(_ *connState, args [][]byte) (any, error) {
 	db, err := strconv.ParseInt(string(args[1]), 10, 64)
 	if err != nil {
@@ -210,11 +194,12 @@ func cmdSelect(_ *connState, args [][]byte) (any, error) {
 	return replyOK, nil
 }
 
-// cmdResetConn answers RESET: the name goes, and with RequirePass the client
-// must authenticate again.
+// cmdResetConn answers RESET: the name goes, the connection is the default
+// user's again, and with RequirePass the client must authenticate again.
 func cmdResetConn(c *connState, _ [][]byte) (any, error) {
 	c.name.Store(nil)
 	c.authed = c.srv.cfg.RequirePass == ""
+	c.admin.Store(false)
 	return replyReset, nil
 }
 
@@ -326,7 +311,7 @@ func (c *connState) describe(now time.Time) string {
 	field("db", "0")
 	field("multi", "-1")
 	field("cmd", cmd)
-	field("user", "default")
+	field("user", c.user())
 	field("lib-name", load(&c.libName))
 	field("lib-ver", load(&c.libVer))
 	field("resp", "2")

@@ -27,6 +27,7 @@ type connState struct {
 	libVer  atomicString
 	lastCmd atomic.Pointer[command]
 	lastAt  atomic.Int64 // unix nanoseconds of the last pipeline
+	admin   atomic.Bool  // authenticated as the admin user
 
 	authed bool
 	quit   bool  // QUIT ran: close after the replies

@@ -61,7 +61,7 @@ func rateCommands() []*command {
 		},
 		{
 			name: "rl.reset", minArgs: 2, maxArgs: 2,
-			flags: flagBarrier,
+			flags: flagBarrier | flagAdmin,
 			run:   cmdReset,
 			doc: cmdDoc{
 				summary:    "Forgets the key's state. Returns 1 if it existed, else 0.",

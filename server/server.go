@@ -3,7 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +56,8 @@ type Config struct {
 	Addr string
 	// Decider decides RL.TAKE, RL.PEEK and RL.RESET. Required.
 	Decider Decider
+	// Policies answers RL.POLICY; nil answers it with an error.
+	Policies PolicyAdmin
 	// MaxClients is how many connections are served at once; one more is
 	// answered "-ERR max number of clients reached" and closed.
 	// Default 10000.
@@ -72,6 +74,20 @@ type Config struct {
 	// clients must AUTH (or HELLO ... AUTH) before anything but AUTH, HELLO,
 	// QUIT and RESET. Default: no password.
 	RequirePass string
+	// AdminPass, when not empty, is the password of the "admin" user: the
+	// commands that change limits for every client (RL.RESET, RL.POLICY SET
+	// and DEL) then answer NOPERM unless the connection ran AUTH admin
+	// <AdminPass> (or HELLO 2 AUTH admin <AdminPass>). Authenticating as
+	// admin also satisfies RequirePass. Default: no admin user, and those
+	// commands are open to every authenticated client.
+	AdminPass string
+	// TLS, when not nil, makes Serve and ListenAndServe speak TLS only:
+	// every connection must complete a TLS handshake (within RequestTimeout)
+	// before its first command. It needs a certificate (Certificates,
+	// GetCertificate or GetConfigForClient); for client certificates set
+	// ClientAuth and ClientCAs. A MinVersion below TLS 1.2 is raised to it.
+	// Default nil: plain TCP.
+	TLS *tls.Config
 	// IdleTimeout closes a connection that starts no request for this long
 	// after its last reply (or after connecting). Default 0: never.
 	IdleTimeout time.Duration
@@ -162,7 +178,8 @@ type Server struct {
 	cancel context.CancelFunc
 
 	errKeyTooLong respError
-	passDigest    [sha256.Size]byte // of RequirePass
+	pass          secret // RequirePass
+	adminPass     secret // AdminPass
 
 	nextID     atomic.Int64
 	connected  atomic.Int64
@@ -236,6 +253,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.TLS != nil {
+		var err error
+		if cfg.TLS, err = serverTLS(cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -249,7 +272,8 @@ func New(cfg Config) (*Server, error) {
 		ctx:           ctx,
 		cancel:        cancel,
 		errKeyTooLong: errKeyTooLong(cfg.MaxKeyBytes),
-		passDigest:    sha256.Sum256([]byte(cfg.RequirePass)),
+		pass:          newSecret(cfg.RequirePass),
+		adminPass:     newSecret(cfg.AdminPass),
 		idle:          make(chan struct{}, 1),
 		clients:       map[*connState]struct{}{},
 	}, nil
@@ -267,6 +291,9 @@ func (s *Server) ListenAndServe() error {
 // Serve accepts connections on ln and serves them until Shutdown, after
 // which it returns ErrServerClosed. It closes ln.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.TLS != nil {
+		ln = newTLSListener(ln, s.cfg.TLS, s.cfg.RequestTimeout)
+	}
 	gl := newListener(ln, s)
 	s.mu.Lock()
 	if s.closing.Load() {
@@ -288,7 +315,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	rs.AcceptError = func(err error) { s.log.Warn("accept failed", "err", err) }
 	// No rs.SetIdleClose: the guard sets read deadlines itself, for
 	// IdleTimeout and RequestTimeout both.
-	s.log.Info("serving RESP", "addr", addr.String())
+	s.log.Info("serving RESP", "addr", addr.String(), "tls", s.cfg.TLS != nil)
 	err := rs.Serve(gl)
 	if s.closing.Load() {
 		return ErrServerClosed
