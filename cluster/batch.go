@@ -141,6 +141,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 	q.pipelines.Add(1)
 	q.commands.Add(int64(len(items)))
 	cmds := make([]*redis.IntSliceCmd, len(items))
+	start := time.Now()
 	_, _ = q.node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, it := range items {
 			if it.ask {
@@ -156,6 +157,9 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 		}
 		return nil
 	})
+	if o := q.s.cfg.Observer; o != nil {
+		o.Pipeline(q.addr, time.Since(start), len(items))
+	}
 	reached := true
 	for i, it := range items {
 		sentEval := it.eval
@@ -176,6 +180,7 @@ func (q *nodeQueue) fail(items []*item, err error) {
 	e := &limit.UnavailableError{Node: q.addr, Err: err}
 	for _, it := range items {
 		it.res = limit.Result{Err: e}
+		q.s.observeErr(q.addr, err)
 	}
 }
 

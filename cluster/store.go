@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +20,18 @@ import (
 type Config struct {
 	// Addrs are Redis Cluster seed nodes, host:port.
 	Addrs []string
-	// URL is a single Redis node, redis://[user:pass@]host:port[/db].
+	// URL is a single Redis node, redis://[user:pass@]host:port[/db], or
+	// rediss://… for TLS.
 	URL string
+	// TLS, when not nil, makes every connection to Redis use TLS with this
+	// configuration: cluster nodes, the URL's node (whatever its scheme),
+	// and the direct connections that follow MOVED and ASK. An empty
+	// ServerName is the host of the address dialed (the URL's host for a
+	// single node). nil means plain TCP, or go-redis's defaults for rediss.
+	TLS *tls.Config
+	// Username and Password authenticate to Redis (AUTH); they override the
+	// URL's. "" means none (or the URL's).
+	Username, Password string
 	// Timeout bounds dialing, reading and writing one batch; 0 means 50ms.
 	// The caller's context deadline, when earlier, wins.
 	Timeout time.Duration
@@ -38,6 +50,9 @@ type Config struct {
 	Pipelines int
 	// MaxBatch caps the commands of one pipeline; 0 means 512.
 	MaxBatch int
+	// Observer, when set, is told of every round trip and failed command,
+	// for metrics; nil means none.
+	Observer Observer
 }
 
 // Store is a limit.Store on Redis. It is safe for concurrent use.
@@ -89,10 +104,14 @@ func New(cfg Config) (*Store, error) {
 			MaxRetries:            -1, // never replay: a timed-out script may have run
 			PoolSize:              cfg.PoolSize,
 			DisableIdentity:       true,
+			TLSConfig:             cfg.TLS,
+			Username:              cfg.Username,
+			Password:              cfg.Password,
 		})
 		s.opts = &redis.Options{
 			DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
 			ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
+			TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
 		}
 	case cfg.URL != "":
 		o, err := redis.ParseURL(cfg.URL)
@@ -103,6 +122,22 @@ func New(cfg Config) (*Store, error) {
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
 		o.DisableIdentity = true
+		if cfg.TLS != nil {
+			t := cfg.TLS.Clone()
+			if h, _, err := net.SplitHostPort(o.Addr); err == nil && t.ServerName == "" {
+				t.ServerName = h
+			}
+			if o.TLSConfig != nil && o.TLSConfig.InsecureSkipVerify {
+				t.InsecureSkipVerify = true // rediss://…?skip_verify=true
+			}
+			o.TLSConfig = t
+		}
+		if cfg.Username != "" {
+			o.Username = cfg.Username
+		}
+		if cfg.Password != "" {
+			o.Password = cfg.Password
+		}
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
 		}
@@ -277,6 +312,9 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 // for another round. It reports false for a connectivity failure.
 func (s *Store) file(it *item, cmd *redis.IntSliceCmd, addr string) bool {
 	err := cmd.Err()
+	if err != nil {
+		s.observeErr(addr, err)
+	}
 	ask := it.ask
 	it.ask = false
 	switch {

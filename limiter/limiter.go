@@ -51,6 +51,15 @@ type Config struct {
 	// Fallback is the in-process store of the `local` failure policy; nil
 	// means a new local.Store labelled fallback-local.
 	Fallback limit.Store
+	// OnDecision, when set, is called once per decided request with its
+	// policy and its final result (r.Err is nil), after the failure policy
+	// and shadow mode. It runs on the hot path, from many goroutines: it
+	// must be fast, safe for concurrent use, and keep neither pointer.
+	OnDecision func(p *limit.Policy, r *limit.Result)
+	// OnError, when set, is called once per request answered with an error
+	// (no policy, an error Redis returned, a malformed reply); the same
+	// rules as OnDecision apply.
+	OnError func(err error)
 }
 
 // Limiter is the decision path. It is safe for concurrent use.
@@ -61,6 +70,9 @@ type Limiter struct {
 	fallback limit.Store
 	hot      HotPath
 	stats    Stats
+
+	onDecision func(*limit.Policy, *limit.Result)
+	onError    func(error)
 
 	closedRetry time.Duration
 
@@ -89,7 +101,8 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Policies == nil || cfg.Store == nil {
 		return nil, errors.New("limiter: Policies and Store are required")
 	}
-	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, hot: cfg.Hot, closedRetry: cfg.ClosedRetryAfter}
+	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, hot: cfg.Hot, closedRetry: cfg.ClosedRetryAfter,
+		onDecision: cfg.OnDecision, onError: cfg.OnError}
 	if l.closedRetry < time.Millisecond {
 		l.closedRetry = time.Second
 	}
@@ -120,16 +133,16 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 		n++
 	}
 	if n == 0 {
-		l.count(out)
+		l.count(reqs, out)
 		return
 	}
 	if n < len(reqs) {
 		l.decideSome(ctx, reqs, out)
-		l.count(out)
+		l.count(reqs, out)
 		return
 	}
 	l.decide(ctx, reqs, out)
-	l.count(out)
+	l.count(reqs, out)
 }
 
 // decideSome decides the requests that have a policy when others have none.
@@ -256,12 +269,16 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 	}
 }
 
-func (l *Limiter) count(out []limit.Result) {
+// count records the results of reqs in the counters and the hooks.
+func (l *Limiter) count(reqs []limit.Request, out []limit.Result) {
 	for i := range out {
 		r := &out[i]
 		switch {
 		case r.Err != nil:
 			l.stats.Errors.Add(1)
+			if l.onError != nil {
+				l.onError(r.Err)
+			}
 			continue
 		case r.Allowed:
 			l.stats.Allowed.Add(1)
@@ -269,6 +286,9 @@ func (l *Limiter) count(out []limit.Result) {
 			l.stats.Rejected.Add(1)
 		}
 		l.stats.Decisions.Add(1)
+		if l.onDecision != nil {
+			l.onDecision(reqs[i].Policy, r)
+		}
 		for j, p := range paths {
 			if p == r.DecidedBy {
 				l.stats.ByPath[j].Add(1)

@@ -31,7 +31,7 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 			reqs[i].Policy = l.policies.Match(reqs[i].Key)
 		}
 		if reqs[i].Policy == nil {
-			return false, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key)
+			return false, l.failed(fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key))
 		}
 		reqs[i].Op = limit.OpTake
 	}
@@ -75,10 +75,19 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 		l.refund(ctx, reqs, out, spent)
 	}
 	if err != nil {
-		return false, err
+		return false, l.failed(err)
 	}
-	l.count(out)
+	l.count(reqs, out)
 	return ok, nil
+}
+
+// failed reports the error of a refused RL.MTAKE to the OnError hook and
+// returns it.
+func (l *Limiter) failed(err error) error {
+	if l.onError != nil {
+		l.onError(err)
+	}
+	return err
 }
 
 // groups splits reqs by the store's atomic groups, in order of first

@@ -120,7 +120,10 @@ func TestExperimentGlobalLimit(t *testing.T) {
 		return tl.allowed.Load(), 100 + 50*elapsed.Seconds()
 	}
 
-	shared, want := measure(t, "--config", cfg, "--cluster", strings.Join(c.Addrs(), ","))
+	// A long store deadline: this experiment is about one shared bucket, and
+	// on a loaded 2-core machine a 50 ms deadline sends a few decisions to
+	// on_store_error (closed), which would read as a lower limit.
+	shared, want := measure(t, "--config", cfg, "--timeout", "1s", "--cluster", strings.Join(c.Addrs(), ","))
 	t.Logf("two processes, one cluster: admitted %d, expected 100 + 50 × elapsed = %.1f (%.2f%%)", shared, want, 100*(float64(shared)-want)/want)
 	if math.Abs(float64(shared)-want) > 0.02*want {
 		t.Fatalf("admitted %d, want %.1f ± 2%%", shared, want)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/local"
+	"github.com/sluice-rl/sluice/metrics"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/server"
 )
@@ -41,6 +42,7 @@ type serveFlags struct {
 	leaseTTL                                      time.Duration
 	logFormat, logLevel                           string
 	timeoutSet                                    bool
+	securityFlags
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -48,13 +50,14 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:6380", "RESP listen address")
-	fs.StringVar(&f.admin, "admin", "127.0.0.1:9380", "HTTP address for /healthz and /readyz (\"\" = off)")
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:9380", "HTTP address for /metrics, /healthz and /readyz (\"\" = off)")
 	fs.StringVar(&f.clusterAddrs, "cluster", "", "Redis Cluster seed nodes, host:port[,host:port…]")
 	fs.StringVar(&f.redisURL, "redis", "", "a single Redis node, redis://[user:pass@]host:port")
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); none = one built-in catch-all policy")
 	fs.DurationVar(&f.timeout, "timeout", 50*time.Millisecond, "deadline of every store call (overrides the config's timeout)")
 	fs.StringVar(&f.requirePass, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file or SLUICE_REQUIREPASS)")
 	fs.StringVar(&f.requirePassFile, "requirepass-file", "", "file holding the password")
+	f.registerSecurity(fs)
 	fs.IntVar(&f.maxClients, "max-clients", 10000, "connections beyond this get -ERR max number of clients reached")
 	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", 64<<10, "a request larger than this closes its connection")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", 1024, "longest key accepted")
@@ -89,6 +92,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 			return nil, fmt.Errorf("serve: --requirepass-file: %w", err)
 		}
 		f.requirePass = strings.TrimRight(string(b), "\r\n")
+	}
+	if err := f.resolveSecurity(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -137,7 +143,8 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return f.timeout
 	}
 
-	store, mode, err := openStore(f, timeout())
+	m := metrics.New(version)
+	store, mode, err := openStore(f, timeout(), m.Store)
 	if err != nil {
 		return err
 	}
@@ -152,21 +159,27 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		cancel()
 	}
 
+	rt := startPolicies(ctx, holder, set, store, log, func(err error) { m.ConfigReload(err == nil) })
+
 	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: f.leaseTTL, Timeout: timeout()})
 	if err != nil {
 		return err
 	}
-	lim, err := limiter.New(limiter.Config{Policies: policies{holder}, Store: store, Timeout: timeout, Hot: hot})
+	lim, err := limiter.New(limiter.Config{Policies: policies{holder}, Store: store, Timeout: timeout, Hot: hot,
+		OnDecision: m.Decision, OnError: m.DecisionError})
 	if err != nil {
 		return err
 	}
 	srv, err := server.New(server.Config{
 		Addr:            f.listen,
 		Decider:         lim,
+		Policies:        policyAdmin{rt},
 		MaxClients:      f.maxClients,
 		MaxRequestBytes: f.maxRequestBytes,
 		MaxKeyBytes:     f.maxKeyBytes,
 		RequirePass:     f.requirePass,
+		AdminPass:       f.adminPass,
+		TLS:             f.listenTLS,
 		IdleTimeout:     f.idleTimeout,
 		RequestTimeout:  f.requestTimeout,
 		WriteTimeout:    f.writeTimeout,
@@ -177,6 +190,9 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		HotKeys:         func() []server.HotKey { return hotKeys(hot) },
 	})
 	if err != nil {
+		return err
+	}
+	if err := collectMetrics(m, store, hot, srv, holder); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", f.listen)
@@ -194,7 +210,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 			ln.Close()
 			return fmt.Errorf("serve: --admin: %w", err)
 		}
-		adminSrv = &http.Server{Handler: adminHandler(store, mode, timeout), ReadHeaderTimeout: 5 * time.Second}
+		adminSrv = &http.Server{Handler: adminHandler(store, mode, timeout, holder, m), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = adminSrv.Serve(aln) }()
 		log.Info("admin listening", "addr", aln.Addr().String())
 	}
@@ -208,7 +224,12 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 				log.Warn("SIGHUP: no --config to reload")
 				continue
 			}
-			if s, err := holder.Reload(f.config); err != nil {
+			s, err := policy.Load(f.config)
+			if err == nil {
+				err = rt.SetFile(s)
+			}
+			m.ConfigReload(err == nil)
+			if err != nil {
 				log.Error("config reload failed; keeping the last good config", "err", err)
 			} else {
 				log.Info("config reloaded", "file", f.config, "policies", len(s.Policies))
@@ -259,24 +280,25 @@ func sourceOf(path string) string {
 }
 
 // openStore picks the store: a cluster, a single node, or in-process.
-func openStore(f *serveFlags, timeout time.Duration) (limit.Store, string, error) {
+func openStore(f *serveFlags, timeout time.Duration, obs cluster.Observer) (limit.Store, string, error) {
 	switch {
 	case f.clusterAddrs != "":
-		s, err := cluster.New(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines})
+		s, err := f.newStore(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines, Observer: obs})
 		return s, "cluster", err
 	case f.redisURL != "":
 		u := f.redisURL
 		if !strings.Contains(u, "://") {
 			u = "redis://" + u
 		}
-		s, err := cluster.New(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.storePipelines})
+		s, err := f.newStore(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.storePipelines, Observer: obs})
 		return s, "redis", err
 	}
 	return local.New(local.Config{DecidedBy: limit.ByEmbedded}), "embedded", nil
 }
 
-func adminHandler(store limit.Store, mode string, timeout func() time.Duration) http.Handler {
+func adminHandler(store limit.Store, mode string, timeout func() time.Duration, h *policy.Holder, m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -289,7 +311,7 @@ func adminHandler(store limit.Store, mode string, timeout func() time.Duration) 
 		ctx, cancel := context.WithTimeout(r.Context(), max(timeout(), 500*time.Millisecond))
 		defer cancel()
 		if err := cs.Ping(ctx); err != nil {
-			http.Error(w, "store unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			readyWithoutStore(w, h.Current(), mode, err)
 			return
 		}
 		fmt.Fprintln(w, "ok", mode)

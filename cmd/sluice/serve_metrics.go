@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/metrics"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/server"
+)
+
+// collectMetrics registers the collectors that read, at scrape time, the
+// counters the store's breakers, the hot-key layer, the server and the
+// policy holder keep anyway. The decision and round-trip metrics come
+// from the hooks in limiter.Config and cluster.Config instead.
+func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, srv *server.Server, h *policy.Holder) error {
+	if cs, ok := store.(*cluster.Store); ok {
+		if err := m.CollectBreakers(cs.BreakerStates); err != nil {
+			return err
+		}
+	}
+	if err := m.CollectHotKeys(hot.Stats); err != nil {
+		return err
+	}
+	if err := m.CollectServer(srv.Stats); err != nil {
+		return err
+	}
+	return m.CollectPolicies(func() int { return len(h.Current().Policies) })
+}
+
+// readyWithoutStore answers /readyz when the store did not answer its
+// ping: the instance is still ready when every policy in force can decide
+// without the store (on_store_error open or local), since its replies are
+// then as good as they will get; a policy that fails closed would reject
+// everything, so traffic is better sent to an instance that reaches Redis.
+func readyWithoutStore(w http.ResponseWriter, set *policy.Set, mode string, err error) {
+	var closed []string
+	for _, p := range set.Policies {
+		if p.OnStoreError != limit.FailOpen && p.OnStoreError != limit.FailLocal {
+			closed = append(closed, p.Name)
+		}
+	}
+	if len(closed) > 0 {
+		http.Error(w, fmt.Sprintf("store unreachable: %v; not ready: on_store_error closed in %s",
+			err, strings.Join(closed, ", ")), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ok %s degraded: store unreachable (%v); every policy answers with on_store_error open or local\n", mode, err)
+}

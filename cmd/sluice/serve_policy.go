@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/server"
+)
+
+// policySync is how often every instance re-reads the runtime policies,
+// besides the Pub/Sub announcement: a missed message heals within this.
+const policySync = 500 * time.Millisecond
+
+// startPolicies puts the file's policies in force and keeps the runtime
+// ones (RL.POLICY SET) in step with the store's backend until ctx ends.
+// The embedded store keeps them in memory: one process, nobody to tell.
+func startPolicies(ctx context.Context, h *policy.Holder, file *policy.Set, store limit.Store, log *slog.Logger, applied func(error)) *policy.Runtime {
+	var backend policy.Backend = &policy.MemoryBackend{}
+	if cs, ok := store.(*cluster.Store); ok {
+		backend = cs.Policies()
+	}
+	rt := policy.NewRuntime(h, file, backend)
+	rt.OnApply = func(source string, err error) {
+		if err != nil {
+			log.Error("runtime policies", "err", err)
+		} else {
+			log.Info("policies in force", "source", source, "policies", len(h.Current().Policies))
+		}
+		if applied != nil {
+			applied(err)
+		}
+	}
+	go rt.Run(ctx, policySync)
+	return rt
+}
+
+// policyAdmin adapts policy.Runtime to the server's RL.POLICY.
+type policyAdmin struct{ rt *policy.Runtime }
+
+func (a policyAdmin) List() []server.PolicyInfo {
+	list := a.rt.List()
+	out := make([]server.PolicyInfo, len(list))
+	for i, p := range list {
+		out[i] = server.PolicyInfo{Name: p.Name, Source: p.Source}
+	}
+	return out
+}
+
+func (a policyAdmin) Get(name string) (string, bool) { return a.rt.Get(name) }
+
+func (a policyAdmin) Set(ctx context.Context, name, json string) error {
+	return a.rt.Set(ctx, name, json)
+}
+
+func (a policyAdmin) Del(ctx context.Context, name string) (bool, error) { return a.rt.Del(ctx, name) }

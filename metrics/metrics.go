@@ -1,0 +1,368 @@
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/server"
+)
+
+const namespace = "sluice"
+
+// The kinds of sluice_errors_total: why the limiter answered with an error.
+const (
+	ErrorNoPolicy    = "no_policy"   // no policy matches the key
+	ErrorStore       = "store"       // Redis answered with an error that is not about connectivity: a bug to surface
+	ErrorUnavailable = "unavailable" // a connectivity failure that reached the client (not expected: on_store_error answers those)
+	ErrorInternal    = "internal"    // anything else: a malformed script reply, too many redirections
+)
+
+var errorKinds = [...]string{ErrorNoPolicy, ErrorStore, ErrorUnavailable, ErrorInternal}
+
+// Buckets of sluice_store_latency_seconds: a round trip on a LAN takes
+// 0.1–1ms; the default store deadline is 50ms.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// Buckets of sluice_store_commands_per_pipeline, up to cluster's MaxBatch.
+var batchBuckets = prometheus.ExponentialBuckets(1, 2, 10) // 1 … 512
+
+// maxSeries bounds each copy-on-write cache of label values. Past it, a new
+// combination is still counted, through WithLabelValues, without caching.
+const maxSeries = 10000
+
+// Metrics holds sluice's metrics and their registry. The zero value is not
+// usable; call New. Its methods are safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	decisions *prometheus.CounterVec
+	decCache  cache[decisionKey, prometheus.Counter]
+	errors    [len(errorKinds)]prometheus.Counter
+	reloads   [2]prometheus.Counter // error, ok
+	reloadOK  prometheus.Gauge
+
+	// Store is the cluster.Observer of the Redis store.
+	Store *StoreMetrics
+}
+
+type decisionKey struct {
+	policy, by string
+	allowed    bool
+}
+
+// New returns Metrics with the Go and process collectors and
+// sluice_build_info{version} registered.
+func New(version string) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m := &Metrics{reg: reg}
+
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help:        "Always 1; the labels say which sluice this is.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	})
+	build.Set(1)
+
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "decisions_total",
+		Help: "Rate-limit decisions, by policy, by the path that decided (store, lease, split, embedded, fallback-open, fallback-closed, fallback-local, shadow) and by result (allowed or rejected).",
+	}, []string{"policy", "decided_by", "result"})
+	m.decCache.make = func(k decisionKey) prometheus.Counter {
+		return m.decisions.WithLabelValues(k.policy, k.by, result(k.allowed))
+	}
+
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "errors_total",
+		Help: "Requests the limiter answered with an error reply, by kind: no_policy, store (an error Redis returned), unavailable, internal.",
+	}, []string{"kind"})
+	for i, k := range errorKinds {
+		m.errors[i] = errs.WithLabelValues(k)
+	}
+
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "config_reloads_total",
+		Help: "Policy reloads (SIGHUP, RL.POLICY), by result: ok, or error (the last good config was kept).",
+	}, []string{"result"})
+	m.reloads[0], m.reloads[1] = reloads.WithLabelValues("error"), reloads.WithLabelValues("ok")
+	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "config_last_reload_successful",
+		Help: "1 when the last policy reload succeeded, or none was tried; 0 when it failed.",
+	})
+	m.reloadOK.Set(1)
+
+	m.Store = newStoreMetrics()
+	reg.MustRegister(build, m.decisions, errs, reloads, m.reloadOK,
+		m.Store.latency, m.Store.batch, m.Store.errors)
+	return m
+}
+
+func result(allowed bool) string {
+	if allowed {
+		return "allowed"
+	}
+	return "rejected"
+}
+
+// Registry is where the metrics are registered, for Register and tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Register adds a collector of the caller's to the registry.
+func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Decision counts one decision; it is limiter.Config.OnDecision. It does
+// not allocate once the (policy, decided_by, result) combination has been
+// seen.
+func (m *Metrics) Decision(p *limit.Policy, r *limit.Result) {
+	name := ""
+	if p != nil {
+		name = p.Name
+	}
+	m.decCache.get(decisionKey{name, r.DecidedBy, r.Allowed}).Inc()
+}
+
+// DecisionError counts one error reply of the limiter; it is
+// limiter.Config.OnError.
+func (m *Metrics) DecisionError(err error) {
+	m.errors[errorIndex(err)].Inc()
+}
+
+func errorIndex(err error) int {
+	var re redis.Error
+	switch {
+	case errors.Is(err, limit.ErrNoPolicy):
+		return 0
+	case errors.As(err, &re):
+		return 1
+	case errors.Is(err, limit.ErrUnavailable):
+		return 2
+	}
+	return 3
+}
+
+// ConfigReload counts one reload of the policies, from a file or from
+// RL.POLICY; ok is whether the new policies took effect.
+func (m *Metrics) ConfigReload(ok bool) {
+	if ok {
+		m.reloads[1].Inc()
+		m.reloadOK.Set(1)
+		return
+	}
+	m.reloads[0].Inc()
+	m.reloadOK.Set(0)
+}
+
+// StoreMetrics are the Redis store's metrics; it is a cluster.Observer.
+type StoreMetrics struct {
+	latency *prometheus.HistogramVec
+	batch   *prometheus.HistogramVec
+	errors  *prometheus.CounterVec
+	nodes   cache[string, nodeMetrics]
+	errs    cache[nodeKind, prometheus.Counter]
+}
+
+type nodeMetrics struct{ latency, batch prometheus.Observer }
+
+type nodeKind struct{ node, kind string }
+
+var _ cluster.Observer = (*StoreMetrics)(nil)
+
+func newStoreMetrics() *StoreMetrics {
+	s := &StoreMetrics{
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "store", Name: "latency_seconds",
+			Help:    "Round trips of one pipeline to a Redis node, answered or not.",
+			Buckets: latencyBuckets,
+		}, []string{"node"}),
+		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "store", Name: "commands_per_pipeline",
+			Help:    "Script calls sent in one pipeline to a Redis node: how well concurrent requests are batched.",
+			Buckets: batchBuckets,
+		}, []string{"node"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "store", Name: "errors_total",
+			Help: "Commands to a Redis node that failed or were sent back, by kind: timeout, connection, cluster_down, tryagain, moved_ask, noscript, breaker_open, redis_error.",
+		}, []string{"node", "kind"}),
+	}
+	s.nodes.make = func(node string) nodeMetrics {
+		return nodeMetrics{latency: s.latency.WithLabelValues(node), batch: s.batch.WithLabelValues(node)}
+	}
+	s.errs.make = func(k nodeKind) prometheus.Counter { return s.errors.WithLabelValues(k.node, k.kind) }
+	return s
+}
+
+// Pipeline records one round trip; see cluster.Observer.
+func (s *StoreMetrics) Pipeline(node string, d time.Duration, commands int) {
+	n := s.nodes.get(node)
+	n.latency.Observe(d.Seconds())
+	n.batch.Observe(float64(commands))
+}
+
+// Error counts one failed command; see cluster.Observer.
+func (s *StoreMetrics) Error(node, kind string) {
+	s.errs.get(nodeKind{node, kind}).Inc()
+}
+
+// cache maps label values to their metric. Reads are one atomic load and
+// one map lookup; a miss copies the map under mu.
+type cache[K comparable, V any] struct {
+	m    atomic.Pointer[map[K]V]
+	mu   sync.Mutex
+	make func(K) V
+}
+
+func (c *cache[K, V]) get(k K) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	var n int
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+		n = len(*old)
+	}
+	v := c.make(k)
+	if n >= maxSeries {
+		return v
+	}
+	m := make(map[K]V, n+1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[k] = v
+	c.m.Store(&m)
+	return v
+}
+
+// The breaker states of sluice_breaker_state.
+var breakerValues = map[string]float64{"closed": 0, "half-open": 1, "open": 2}
+
+// CollectBreakers reports states (cluster.Store.BreakerStates) at every
+// scrape as sluice_breaker_state{node}: 0 closed, 1 half-open, 2 open.
+func (m *Metrics) CollectBreakers(states func() map[string]string) error {
+	desc := prometheus.NewDesc(namespace+"_breaker_state",
+		"Circuit breaker of a Redis node: 0 closed (requests flow), 1 half-open (one probe in flight), 2 open (requests fail fast to on_store_error).",
+		[]string{"node"}, nil)
+	return m.reg.Register(collectorFunc{[]*prometheus.Desc{desc}, func(ch chan<- prometheus.Metric) {
+		for node, st := range states() {
+			v, ok := breakerValues[st]
+			if !ok {
+				v = 2
+			}
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, node)
+		}
+	}})
+}
+
+// CollectHotKeys reports stats (hotkey.Layer.Stats) at every scrape.
+func (m *Metrics) CollectHotKeys(stats func() hotkey.Stats) error {
+	hot := desc("hot_keys", "Keys this instance treats as hot now.")
+	counters := []struct {
+		d *prometheus.Desc
+		v func(*hotkey.Stats) int64
+	}{
+		{desc("lease_hits_total", "Takes admitted from leased tokens, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseHits }},
+		{desc("lease_rejects_total", "Takes rejected by a lease whose shared bucket was empty, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseRejects }},
+		{desc("lease_claims_total", "Claims of tokens from a shared bucket into a lease."), func(s *hotkey.Stats) int64 { return s.Claims }},
+		{desc("lease_tokens_claimed_total", "Tokens claimed into leases."), func(s *hotkey.Stats) int64 { return s.TokensClaimed }},
+		{desc("lease_returns_total", "Returns of unused leased tokens to their shared bucket."), func(s *hotkey.Stats) int64 { return s.Returns }},
+		{desc("lease_tokens_returned_total", "Unused leased tokens given back."), func(s *hotkey.Stats) int64 { return s.TokensReturned }},
+		{desc("lease_return_errors_total", "Returns that failed: those tokens are lost until the bucket refills."), func(s *hotkey.Stats) int64 { return s.ReturnErrors }},
+		{desc("split_decisions_total", "Takes decided by a sub-bucket of a split hot key."), func(s *hotkey.Stats) int64 { return s.SplitDecisions }},
+		{desc("split_retries_total", "Split takes that tried a second sub-bucket."), func(s *hotkey.Stats) int64 { return s.SplitRetries }},
+		{desc("split_handoffs_total", "Hand-overs of a key's budget to its sub-buckets as it turned hot."), func(s *hotkey.Stats) int64 { return s.SplitHandoffs }},
+	}
+	descs := []*prometheus.Desc{hot}
+	for _, c := range counters {
+		descs = append(descs, c.d)
+	}
+	return m.reg.Register(collectorFunc{descs, func(ch chan<- prometheus.Metric) {
+		s := stats()
+		ch <- prometheus.MustNewConstMetric(hot, prometheus.GaugeValue, float64(s.HotKeys))
+		for _, c := range counters {
+			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v(&s)))
+		}
+	}})
+}
+
+// CollectServer reports stats (server.Server.Stats) at every scrape.
+func (m *Metrics) CollectServer(stats func() server.Stats) error {
+	clients := desc("connected_clients", "Client connections open now.")
+	counters := []struct {
+		d *prometheus.Desc
+		v func(*server.Stats) int64
+	}{
+		{desc("connections_total", "Client connections accepted."), func(s *server.Stats) int64 { return s.TotalConnections }},
+		{desc("rejected_connections_total", "Client connections refused over --max-clients."), func(s *server.Stats) int64 { return s.RejectedClients }},
+		{desc("commands_total", "RESP commands processed."), func(s *server.Stats) int64 { return s.CommandsProcessed }},
+		{desc("error_replies_total", "RESP error replies sent, protocol errors included."), func(s *server.Stats) int64 { return s.ErrorReplies }},
+		{desc("panics_total", "Panics recovered in a command handler: each one is a bug."), func(s *server.Stats) int64 { return s.Panics }},
+	}
+	descs := []*prometheus.Desc{clients}
+	for _, c := range counters {
+		descs = append(descs, c.d)
+	}
+	return m.reg.Register(collectorFunc{descs, func(ch chan<- prometheus.Metric) {
+		s := stats()
+		ch <- prometheus.MustNewConstMetric(clients, prometheus.GaugeValue, float64(s.ConnectedClients))
+		for _, c := range counters {
+			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v(&s)))
+		}
+	}})
+}
+
+func desc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_"+name, help, nil, nil)
+}
+
+// collectorFunc is a prometheus.Collector of fixed descriptions whose
+// values are read at scrape time.
+type collectorFunc struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// CollectPolicies reports n() at every scrape as sluice_policies: the
+// policies in force.
+func (m *Metrics) CollectPolicies(n func() int) error {
+	return m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "policies",
+		Help: "Policies in force: the file's and the runtime ones (RL.POLICY).",
+	}, func() float64 { return float64(n()) }))
+}
