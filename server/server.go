@@ -440,9 +440,9 @@ func (s *Server) closed(conn redcon.Conn, err error) {
 		// redcon's own protocol errors (its error type is unexported);
 		// it has answered them already.
 		s.errReplies.Add(1)
-		s.log.Info("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
+		s.log.Debug("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
 	case errors.As(err, &v):
-		s.log.Info("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
+		s.log.Debug("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
 	case err != nil && !errors.Is(err, net.ErrClosed):
 		s.log.Debug("client disconnected", "id", c.id, "addr", c.addr, "err", err)
 	default:
@@ -490,7 +490,7 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 	// empty, so its flush after this returns writes nothing.
 	c.flush()
 	if errors.Is(c.werr, os.ErrDeadlineExceeded) {
-		s.log.Info("client closed: replies not read within WriteTimeout", "id", c.id, "addr", c.addr)
+		s.log.Debug("client closed: replies not read within WriteTimeout", "id", c.id, "addr", c.addr)
 	}
 	if c.quit || c.werr != nil {
 		conn.Close()
