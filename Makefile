@@ -26,7 +26,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-60s} ./policy
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePolicyJSON$$' -fuzztime $${FUZZTIME:-60s} ./policy
 	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $${FUZZTIME:-60s} ./policy
-	$(GO) test -run '^$$' -fuzz '^FuzzLuaAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./cluster
+	$(GO) test -run '^$$' -fuzz '^FuzzLuaAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./lua
 
 soak: ## sluice lab soak, 3 minutes of load with faults
 	$(GO) run ./cmd/sluice lab soak

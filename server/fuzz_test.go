@@ -39,6 +39,9 @@ func FuzzRESP(f *testing.F) {
 		"*0\r\n",
 		"ECHO \"a b\" 'c'\r\n",
 		"RL.TAKE panic\r\nRL.TAKE nopolicy:\x00\r\n",
+		"RL.MTAKE a 1 b 2\r\nRL.MTAKE a 1 nopolicy 1\r\nRL.MTAKE a\r\n*3\r\n$8\r\nRL.MTAKE\r\n$1\r\nk\r\n$2\r\n-1\r\n",
+		"CL.THROTTLE u 15 30 60\r\nCL.THROTTLE u 15 30 60 0\r\nCL.THROTTLE u -1 1 1\r\nCL.THROTTLE u 5000 1 1\r\n",
+		"RL.POLICY LIST\r\nRL.POLICY GET x\r\nRL.POLICY SET x {}\r\nRL.POLICY\r\n",
 	} {
 		f.Add(uint8(0), []byte(seed))
 		f.Add(uint8(0x81), []byte(seed))

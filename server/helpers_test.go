@@ -284,3 +284,37 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+var _ MultiDecider = (*fakeDecider)(nil)
+
+// MTake peeks every key and takes them all only when every peek allows.
+func (f *fakeDecider) MTake(ctx context.Context, reqs []limit.Request, out []limit.Result) (bool, error) {
+	for i := range reqs {
+		reqs[i].Op = limit.OpPeek
+	}
+	f.Decide(ctx, reqs, out)
+	for i := range out {
+		if errors.Is(out[i].Err, limit.ErrNoPolicy) {
+			return false, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key) // as the limiter says it
+		}
+		if out[i].Err != nil {
+			return false, out[i].Err
+		}
+		if !out[i].Allowed {
+			return false, nil
+		}
+	}
+	for i := range reqs {
+		reqs[i].Op = limit.OpTake
+	}
+	f.Decide(ctx, reqs, out)
+	return true, nil
+}
+
+// ThrottlePolicy makes a GCRA policy; the fake ignores it beyond Limit.
+func (f *fakeDecider) ThrottlePolicy(key string, maxBurst, count, period int64) (*limit.Policy, error) {
+	if maxBurst > 1000 {
+		return nil, errors.New("max_burst too large for the fake")
+	}
+	return &limit.Policy{Name: "cl", Algorithm: limit.GCRA, Limit: maxBurst + 1, Rate: count}, nil
+}

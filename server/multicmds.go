@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -81,16 +83,13 @@ func cmdMTake(c *connState, args [][]byte) (any, error) {
 		reqs = append(reqs, limit.Request{Key: string(args[i]), Cost: cost, Op: limit.OpTake})
 	}
 	out := make([]limit.Result, len(reqs))
+	// A missing policy comes back as "no policy matches key 'k'".
 	allowed, err := md.MTake(c.srv.ctx, reqs, out)
+	if errors.Is(err, limit.ErrNoPolicy) {
+		return nil, respError("ERR " + oneLine(err.Error())) // names the key
+	}
 	if err != nil {
-		var key string
-		for i := range reqs {
-			if reqs[i].Policy == nil {
-				key = reqs[i].Key
-				break
-			}
-		}
-		return nil, &decisionError{key: key, err: err}
+		return nil, err
 	}
 	rules := make([]any, len(out))
 	for i := range out {
