@@ -19,8 +19,9 @@ type loadSpec struct {
 	workers     int // goroutines per client
 	pipeline    int // RL.TAKE per pipeline
 	duration    time.Duration
-	maxRequests int64 // over all clients
-	limit       int64 // the policy's: a reply with another is counted in wrongLimit
+	maxRequests int64           // over all clients
+	limit       int64           // the policy's: a reply with another is counted in wrongLimit
+	stop        <-chan struct{} // closed: no new request; nil never is
 }
 
 // loadResult is what the replies of one arm said.
@@ -28,6 +29,7 @@ type loadResult struct {
 	admitted, rejected, errors int64
 	wrongLimit                 int64 // replies whose limit is not loadSpec.limit
 	perClient                  []int64
+	admittedPerClient          []int64
 	by                         map[string]int64
 	firstErr                   error
 	lat                        []time.Duration // round trip of each pipeline
@@ -63,13 +65,14 @@ func driveHot(ctx context.Context, clients []*redis.Client, spec loadSpec) loadR
 	}
 	wg.Wait()
 
-	out := loadResult{by: map[string]int64{}, perClient: make([]int64, len(clients))}
+	out := loadResult{by: map[string]int64{}, perClient: make([]int64, len(clients)), admittedPerClient: make([]int64, len(clients))}
 	for ci, ws := range workers {
 		for _, w := range ws {
 			out.admitted += w.admitted
 			out.rejected += w.rejected
 			out.errors += w.errors
 			out.perClient[ci] += w.admitted + w.rejected + w.errors
+			out.admittedPerClient[ci] += w.admitted
 			for k, v := range w.by {
 				out.by[k] += v
 			}
@@ -93,7 +96,7 @@ func driveHot(ctx context.Context, clients []*redis.Client, spec loadSpec) loadR
 func (w *worker) run(ctx context.Context, c *redis.Client, spec loadSpec, end time.Time, sent *atomic.Int64) {
 	pipe := c.Pipeline()
 	cmds := make([]*redis.Cmd, spec.pipeline)
-	for ctx.Err() == nil && time.Now().Before(end) {
+	for ctx.Err() == nil && time.Now().Before(end) && !closed(spec.stop) {
 		if sent.Add(int64(spec.pipeline)) > spec.maxRequests {
 			return
 		}
@@ -110,6 +113,16 @@ func (w *worker) run(ctx context.Context, c *redis.Client, spec loadSpec, end ti
 		for _, cmd := range cmds {
 			w.count(cmd, spec.limit)
 		}
+	}
+}
+
+// closed reports whether ch is closed; a nil ch never is.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

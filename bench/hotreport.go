@@ -148,7 +148,12 @@ func (r *HotLabReport) Markdown() string {
 // Write prints the markdown to w and writes it to path when path is set;
 // missing folders are made.
 func (r *HotLabReport) Write(w io.Writer, path string) error {
-	md := r.Markdown()
+	return WriteMarkdown(w, path, r.Markdown())
+}
+
+// WriteMarkdown prints md to w and writes it to path when path is set;
+// missing folders are made.
+func WriteMarkdown(w io.Writer, path, md string) error {
 	if _, err := io.WriteString(w, md); err != nil {
 		return err
 	}

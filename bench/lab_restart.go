@@ -1,0 +1,468 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/redistest"
+)
+
+// Defaults of RestartLabConfig.
+const (
+	DefaultRestartLabDown        = time.Second
+	DefaultRestartLabWindow      = time.Second
+	DefaultRestartLabNodeTimeout = time.Second
+	DefaultRestartLabMaxRequests = 2_000_000 // per row
+	DefaultRestartLabInstances   = 2
+	DefaultRestartLabWorkers     = 4 // per instance
+	DefaultRestartLabTimeout     = 100 * time.Millisecond
+)
+
+// restartHoldTimeout is the cluster-node-timeout while the owner is down
+// for a restart: long enough that its replica is not promoted meanwhile.
+const restartHoldTimeout = 60 * time.Second
+
+// RestartLabConfig says what RestartLab measures. The zero value: two
+// sluice processes, 4 goroutines each sending RL.TAKE of one key, through
+// three events on the key's primary: SCRIPT FLUSH, a SIGKILL and restart
+// (empty, 1 s down, no failover) and a SIGKILL with the replica promoted
+// (cluster-node-timeout 1 s). It always starts its own cluster: it must
+// kill a node.
+type RestartLabConfig struct {
+	// Binary is the sluice binary; "" means this executable.
+	Binary string
+	// Down is how long the killed primary stays down before its restart;
+	// 0 means 1s. Window is the least time the load runs after each event;
+	// 0 means 1s. The load also runs until the key is decided by the store
+	// again.
+	Down, Window time.Duration
+	// NodeTimeout is cluster-node-timeout during the failover row; 0 means
+	// 1s.
+	NodeTimeout time.Duration
+	// MaxRequests bounds the requests of each row; 0 means 2,000,000.
+	MaxRequests int64
+	// Instances is the sluice processes; 0 means 2. Workers is goroutines
+	// per process; 0 means 4.
+	Instances, Workers int
+	// Limit and Rate (per second) are the bucket; 0 means 100 and 50.
+	Limit, Rate int64
+	// Timeout is the store deadline of the policy file; 0 means 100ms.
+	Timeout time.Duration
+	// Now is the clock of the report's date; nil means time.Now.
+	Now func() time.Time
+}
+
+func (cfg RestartLabConfig) resolve() (RestartLabConfig, error) {
+	c := cfg
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur(&c.Down, DefaultRestartLabDown)
+	defDur(&c.Window, DefaultRestartLabWindow)
+	defDur(&c.NodeTimeout, DefaultRestartLabNodeTimeout)
+	defDur(&c.Timeout, DefaultRestartLabTimeout)
+	if c.MaxRequests == 0 {
+		c.MaxRequests = DefaultRestartLabMaxRequests
+	}
+	if c.Instances == 0 {
+		c.Instances = DefaultRestartLabInstances
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultRestartLabWorkers
+	}
+	if c.Limit == 0 {
+		c.Limit = DefaultLabLimit
+	}
+	if c.Rate == 0 {
+		c.Rate = DefaultLabRate
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Down < 0 || c.Window < 0 || c.NodeTimeout < 0 || c.Timeout < 0 || c.MaxRequests < 0 || c.Instances < 0 || c.Workers < 0 || c.Limit < 0 || c.Rate < 0 {
+		return c, errors.New("lab restart: durations, counts, limit and rate must not be negative")
+	}
+	if c.Down >= restartHoldTimeout/2 {
+		return c, fmt.Errorf("lab restart: down %v: want under %v, or the primary is failed over", c.Down, restartHoldTimeout/2)
+	}
+	return c, nil
+}
+
+func (cfg RestartLabConfig) policyYAML() string {
+	return fmt.Sprintf(`# written by sluice lab restart
+timeout: %s
+policies:
+  - name: acme
+    match: "*"
+    limit: %d
+    rate: %d
+    period: 1s
+    on_store_error: local
+    local_share: 0.5
+`, cfg.Timeout, cfg.Limit, cfg.Rate)
+}
+
+// RestartLabRow is one event on the key's primary.
+type RestartLabRow struct {
+	Event string
+	// Requests, Allowed, Errors count the replies of every process from
+	// the event until the key is strict again (and at least Window).
+	Requests, Allowed, Errors int64
+	FirstError                string
+	DecidedBy                 map[string]int64
+	Slowest                   time.Duration
+	// NoScript is the NOSCRIPT replies of the node that owns the key after
+	// the event, Evals its EVAL and SCRIPT LOAD calls: the script sent again.
+	NoScript, Evals int64
+	// Strict is from the event to the first reply decided by the store
+	// again.
+	Strict time.Duration
+	// Note says what happened to the node: promotion time, restart.
+	Note  string
+	Owner string // the key's primary after the event
+}
+
+// Verdict reads the row: error replies are the failure; otherwise the
+// failure policy or the store answered everything.
+func (r RestartLabRow) Verdict() string {
+	if r.Errors > 0 {
+		return fmt.Sprintf("%d error replies", r.Errors)
+	}
+	if r.NoScript > 0 {
+		return "no error reply; NOSCRIPT met and the script reloaded"
+	}
+	return "no error reply"
+}
+
+// RestartLabReport is what RestartLab measured.
+type RestartLabReport struct {
+	Config  RestartLabConfig
+	Machine Machine
+	Key     string
+	Rows    []RestartLabRow
+	Pids    []int
+	Elapsed time.Duration
+}
+
+// RestartLab runs three events on the primary that owns one key while two
+// sluice processes decide it: SCRIPT FLUSH on the owner; SIGKILL and a
+// restart cfg.Down later with an empty data set and script cache (the
+// cluster holds off failover meanwhile); SIGKILL with the replica promoted
+// after cfg.NodeTimeout. For each it counts the replies from the event
+// until the key is decided by the store again, the error replies (there
+// must be none), and the NOSCRIPT replies and EVAL reloads on the owner.
+func RestartLab(ctx context.Context, cfg RestartLabConfig, progress io.Writer) (*RestartLabReport, error) {
+	began := time.Now()
+	c, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	rig, err := newLabRig(ctx, "restart", c.Binary, nil, c.NodeTimeout, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer rig.close()
+	path, err := rig.writePolicy("restart.yaml", c.policyYAML())
+	if err != nil {
+		return nil, err
+	}
+	clients, err := rig.startSluice(ctx, c.Instances, rig.seeds, path, c.Workers)
+	if err != nil {
+		return nil, err
+	}
+	l := &restartLab{cfg: c, rig: rig, clients: clients, key: "acme"}
+	rep := &RestartLabReport{Config: c, Key: l.key,
+		Machine: machine(c.Now(), sluiceVersion(ctx, clients[0]), redisVersion(ctx, rig.seeds), "go-redis, one request in flight per goroutine")}
+	for _, ch := range rig.children {
+		rep.Pids = append(rep.Pids, ch.pid())
+	}
+	for _, cl := range clients {
+		if err := mustStore(ctx, cl, l.key); err != nil {
+			return rep, fmt.Errorf("lab restart: %w", err)
+		}
+	}
+	for _, ev := range []func(context.Context) (RestartLabRow, error){l.flush, l.restart, l.failover} {
+		row, err := ev(ctx)
+		if row.Event != "" {
+			rep.Rows = append(rep.Rows, row)
+			rig.logf("%s: %d requests, %d allowed, %d errors, slowest %v, decided_by %s, NOSCRIPT %d, EVAL %d, strict %v after; %s",
+				row.Event, row.Requests, row.Allowed, row.Errors, row.Slowest.Round(time.Millisecond), formatCounts(row.DecidedBy),
+				row.NoScript, row.Evals, row.Strict.Round(time.Millisecond), row.Note)
+		}
+		if err != nil {
+			return rep, err
+		}
+	}
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
+
+type restartLab struct {
+	cfg     RestartLabConfig
+	rig     *labRig
+	clients []*redis.Client
+	key     string
+}
+
+// owner is the primary of the key now.
+func (l *restartLab) owner(ctx context.Context) (*redistest.Node, error) {
+	return l.rig.rc.PrimaryForKey(ctx, cluster.Key(l.key))
+}
+
+// setNodeTimeout sets cluster-node-timeout on every running node.
+func (l *restartLab) setNodeTimeout(ctx context.Context, d time.Duration) error {
+	for _, n := range l.rig.rc.Nodes() {
+		if !n.Running() {
+			continue
+		}
+		if err := n.Client().ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(d.Milliseconds(), 10)).Err(); err != nil {
+			return fmt.Errorf("lab restart: CONFIG SET cluster-node-timeout on %s: %w", n.Addr, err)
+		}
+	}
+	return nil
+}
+
+// scriptStats reads a node's NOSCRIPT replies and its script loads (EVAL
+// and SCRIPT LOAD calls); zeros when it does not answer.
+func scriptStats(ctx context.Context, n *redistest.Node) (noscript, evals int64) {
+	text, err := n.Client().Info(ctx, "errorstats", "commandstats").Result()
+	if err != nil {
+		return 0, 0
+	}
+	f := infoFields(text)
+	return commandStat(f["errorstat_NOSCRIPT"])["count"], commandStat(f["cmdstat_eval"])["calls"] + commandStat(f["cmdstat_script|load"])["calls"]
+}
+
+// run starts the load, applies fault, then from that moment polls the key
+// until the store decides it again while heal brings the node back (or
+// reports how the cluster did); the load runs until the first strict reply
+// and at least Window after the fault. The notes of fault and heal say
+// what happened.
+func (l *restartLab) run(ctx context.Context, name string, fault, heal func() (note string, err error)) (RestartLabRow, error) {
+	row := RestartLabRow{Event: name}
+	stop := make(chan struct{})
+	done := make(chan loadResult, 1)
+	go func() {
+		done <- driveHot(ctx, l.clients, loadSpec{
+			key: l.key, workers: l.cfg.Workers, pipeline: 1, duration: time.Minute,
+			maxRequests: l.cfg.MaxRequests, limit: l.cfg.Limit, stop: stop,
+		})
+	}()
+	stopped := false
+	finish := func() loadResult {
+		if !stopped {
+			close(stop)
+			stopped = true
+		}
+		return <-done
+	}
+	defer func() {
+		if !stopped {
+			finish()
+		}
+	}()
+	began := time.Now()
+	note, err := fault()
+	if err != nil {
+		return row, err
+	}
+	type strict struct {
+		at  time.Time
+		err error
+	}
+	strictc := make(chan strict, 1)
+	go func() {
+		at, err := waitStore(ctx, l.clients[0], l.key, 60*time.Second)
+		strictc <- strict{at, err}
+	}()
+	if heal != nil {
+		more, err := heal()
+		note = strings.TrimPrefix(note+"; "+more, "; ")
+		if err != nil {
+			row.Note = note
+			return row, err
+		}
+	}
+	row.Note = note
+	st := <-strictc
+	if st.err != nil {
+		return row, fmt.Errorf("lab restart: %s: %w", name, st.err)
+	}
+	row.Strict = st.at.Sub(began)
+	if wait := time.Until(began.Add(l.cfg.Window)); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return row, ctx.Err()
+		}
+	}
+	ld := finish()
+	row.Requests = ld.admitted + ld.rejected + ld.errors
+	row.Allowed, row.Errors, row.DecidedBy = ld.admitted, ld.errors, ld.by
+	row.Slowest = maxDuration(ld.lat)
+	if ld.firstErr != nil {
+		row.FirstError = ld.firstErr.Error()
+	}
+	return row, nil
+}
+
+// flush is SCRIPT FLUSH on the owner: no downtime, NOSCRIPT on the next
+// EVALSHA.
+func (l *restartLab) flush(ctx context.Context) (RestartLabRow, error) {
+	owner, err := l.owner(ctx)
+	if err != nil {
+		return RestartLabRow{}, err
+	}
+	ns0, ev0 := scriptStats(ctx, owner)
+	row, err := l.run(ctx, "SCRIPT FLUSH on the owning primary", func() (string, error) {
+		if err := owner.Client().ScriptFlush(ctx).Err(); err != nil {
+			return "", fmt.Errorf("lab restart: SCRIPT FLUSH on %s: %w", owner.Addr, err)
+		}
+		return "the script cache emptied, the node kept serving", nil
+	}, nil)
+	ns1, ev1 := scriptStats(ctx, owner)
+	row.NoScript, row.Evals, row.Owner = ns1-ns0, ev1-ev0, owner.Addr
+	return row, err
+}
+
+// restart kills the owner, keeps it down for Down and starts it again on
+// its folder with no data and no scripts; failover is held off meanwhile.
+func (l *restartLab) restart(ctx context.Context) (RestartLabRow, error) {
+	if err := l.setNodeTimeout(ctx, restartHoldTimeout); err != nil {
+		return RestartLabRow{}, err
+	}
+	owner, err := l.owner(ctx)
+	if err != nil {
+		return RestartLabRow{}, err
+	}
+	name := fmt.Sprintf("primary SIGKILLed, restarted empty %v later (no failover)", l.cfg.Down)
+	var t0 time.Time
+	row, err := l.run(ctx, name, func() (string, error) {
+		pid := owner.Pid
+		if err := owner.Kill(); err != nil {
+			return "", err
+		}
+		t0 = time.Now()
+		l.rig.logf("SIGKILL %s (pid %d)", owner.Addr, pid)
+		return "", nil
+	}, func() (string, error) {
+		select {
+		case <-time.After(time.Until(t0.Add(l.cfg.Down))):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		if err := owner.Restart(ctx); err != nil {
+			return "", err
+		}
+		up := time.Since(t0)
+		if err := l.rig.rc.WaitHealthy(ctx); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("restarted as pid %d %v after the kill; cluster healthy %v after the kill", owner.Pid,
+			up.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond)), nil
+	})
+	// The restarted process counts from zero: every NOSCRIPT and EVAL is
+	// since the restart.
+	row.NoScript, row.Evals = scriptStats(ctx, owner)
+	row.Owner = owner.Addr
+	if err == nil {
+		if now, oerr := l.owner(ctx); oerr != nil || now != owner {
+			err = fmt.Errorf("lab restart: %s is no longer the owner after its restart (failover?): %v", owner.Addr, oerr)
+		}
+	}
+	return row, err
+}
+
+// failover kills the owner with a short cluster-node-timeout: its replica
+// is promoted.
+func (l *restartLab) failover(ctx context.Context) (RestartLabRow, error) {
+	// The replica of a node restarted a moment ago must be in sync, or it
+	// may not stand for election.
+	if err := l.rig.rc.WaitHealthy(ctx); err != nil {
+		return RestartLabRow{}, err
+	}
+	if err := l.setNodeTimeout(ctx, l.cfg.NodeTimeout); err != nil {
+		return RestartLabRow{}, err
+	}
+	owner, err := l.owner(ctx)
+	if err != nil {
+		return RestartLabRow{}, err
+	}
+	replicas := l.rig.rc.ReplicasOf(owner)
+	if len(replicas) == 0 {
+		return RestartLabRow{}, fmt.Errorf("lab restart: %s has no replica to promote", owner.Addr)
+	}
+	before := map[string][2]int64{}
+	for _, r := range replicas {
+		ns, ev := scriptStats(ctx, r)
+		before[r.Addr] = [2]int64{ns, ev}
+	}
+	var promoted *redistest.Node
+	name := fmt.Sprintf("primary SIGKILLed, replica promoted (cluster-node-timeout %v)", l.cfg.NodeTimeout)
+	var t0 time.Time
+	row, err := l.run(ctx, name, func() (string, error) {
+		pid := owner.Pid
+		if err := owner.Kill(); err != nil {
+			return "", err
+		}
+		t0 = time.Now()
+		l.rig.logf("SIGKILL %s (pid %d)", owner.Addr, pid)
+		return "", nil
+	}, func() (string, error) {
+		p, err := l.rig.rc.WaitNewPrimary(ctx, owner)
+		if err != nil {
+			return "", err
+		}
+		promoted = p
+		return fmt.Sprintf("%s promoted %v after the kill", p.Addr, time.Since(t0).Round(time.Millisecond)), nil
+	})
+	if promoted != nil {
+		ns, ev := scriptStats(ctx, promoted)
+		row.NoScript, row.Evals = ns-before[promoted.Addr][0], ev-before[promoted.Addr][1]
+		row.Owner = promoted.Addr
+	}
+	return row, err
+}
+
+// Markdown renders the rows.
+func (r *RestartLabReport) Markdown() string {
+	c := r.Config
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# sluice lab restart: the owning primary flushed, restarted, failed over\n\n")
+	w("Machine: %s.\n\n", r.Machine)
+	w("%d sluice processes (pids %v) in front of a 3+3 Redis Cluster; %d goroutines per process send one `RL.TAKE %s 1` at a time "+
+		"(capacity %d, refill %d/s, `on_store_error: local`, local_share 0.5, store timeout %s). "+
+		"Each row is one event on the primary that owns the key; its counts run from the event until the key is decided by `store` again, "+
+		"and at least %s. The whole run took %s.\n\n",
+		c.Instances, r.Pids, c.Workers, r.Key, c.Limit, c.Rate, c.Timeout, c.Window, r.Elapsed.Round(time.Second))
+	w("| Event | requests during | error replies | NOSCRIPT → reloads | strict again after | slowest reply | decided_by | what happened | verdict |\n")
+	w("|---|--:|--:|--:|--:|--:|---|---|---|\n")
+	for _, row := range r.Rows {
+		w("| %s | %s | %s | %d → %d | %s ms | %s ms | %s | %s | %s |\n", row.Event, thousands(float64(row.Requests)), thousands(float64(row.Errors)),
+			row.NoScript, row.Evals, ms(float64(row.Strict)/1e6), ms(float64(row.Slowest)/1e6), formatCounts(row.DecidedBy), cell(row.Note), row.Verdict())
+	}
+	w("\n")
+	w("- **NOSCRIPT → reloads**: `errorstat_NOSCRIPT`, and `cmdstat_eval` plus `cmdstat_script|load` calls, on the node that owns the key after the event " +
+		"(INFO errorstats and commandstats; for the restarted node, since its restart). sluice sends EVALSHA; on NOSCRIPT it sends the script in full once.\n")
+	w("- **strict again**: from the event (SCRIPT FLUSH, SIGKILL) to the first reply decided by `store`; meanwhile the failure policy answers (`fallback-local`).\n")
+	w("- A restart with persistence off loses the bucket: it starts full again, so the tenant may get one more burst. " +
+		"A failover loses what the replica had not received yet (asynchronous replication).\n\n")
+	for _, row := range r.Rows {
+		if row.FirstError != "" {
+			w("First error reply during %q: `%s`\n\n", row.Event, row.FirstError)
+		}
+	}
+	w("The policy file:\n\n```yaml\n%s```\n", c.policyYAML())
+	return b.String()
+}
