@@ -152,3 +152,22 @@ func BenchmarkStore(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecide is one admitted take of each algorithm through Decide,
+// parameters derived from the policy on every call as the store does.
+func BenchmarkDecide(b *testing.B) {
+	for _, alg := range limit.Algorithms {
+		b.Run(string(alg), func(b *testing.B) {
+			p := &limit.Policy{Algorithm: alg, Limit: 1 << 30, Rate: 1_000_000, Period: time.Second}
+			var st State
+			now := algotest.T0
+			b.ReportAllocs()
+			for b.Loop() {
+				now++
+				if res, _, err := Decide(&st, p, 1, now, limit.OpTake); err != nil || !res.Allowed {
+					b.Fatal("rejected", err)
+				}
+			}
+		})
+	}
+}
