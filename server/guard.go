@@ -37,10 +37,12 @@ type listener struct {
 	srv     *Server
 	release chan struct{}
 	once    sync.Once
+	// rejecters holds a token per connection being turned away.
+	rejecters chan struct{}
 }
 
 func newListener(ln net.Listener, s *Server) *listener {
-	return &listener{Listener: ln, srv: s, release: make(chan struct{})}
+	return &listener{Listener: ln, srv: s, release: make(chan struct{}), rejecters: make(chan struct{}, maxRejecters)}
 }
 
 // releaseAccept lets a waiting Accept return net.ErrClosed.
@@ -67,14 +69,35 @@ func (l *listener) Accept() (net.Conn, error) {
 		if s.connected.Add(1) > int64(s.cfg.MaxClients) {
 			s.connected.Add(-1)
 			s.rejected.Add(1)
-			_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = nc.Write([]byte(errMaxClientsLine))
-			_ = nc.Close()
+			l.reject(nc)
 			continue
 		}
 		s.totalConns.Add(1)
 		return &conn{Conn: nc, srv: s, sc: scanner{max: s.cfg.MaxRequestBytes}}, nil
 	}
+}
+
+// maxRejecters bounds the connections being told "max number of clients"
+// at once; past it, more are closed without the message.
+const maxRejecters = 64
+
+// reject answers a connection over MaxClients and closes it, off the accept
+// loop: over TLS the write is a handshake first, and a client that stalls
+// it must not hold up the connections behind it. At most maxRejecters are
+// in progress, each for at most a second, so a flood costs bounded memory.
+func (l *listener) reject(nc net.Conn) {
+	select {
+	case l.rejecters <- struct{}{}:
+	default:
+		_ = nc.Close()
+		return
+	}
+	go func() {
+		defer func() { <-l.rejecters }()
+		_ = nc.SetDeadline(time.Now().Add(time.Second))
+		_, _ = nc.Write([]byte(errMaxClientsLine))
+		_ = nc.Close()
+	}()
 }
 
 // acceptBackoff is the pause after a failed Accept.

@@ -161,3 +161,36 @@ func TestTLSConfigNeedsCertificate(t *testing.T) {
 		t.Fatal("New accepted a TLS config without a certificate")
 	}
 }
+
+// Clients over MaxClients are turned away off the accept loop: over TLS
+// that answer needs a handshake, and 20 clients that never send a
+// ClientHello (a second each, in the old accept loop) must not hold up the
+// answer to the next one. The 10 s read deadline is a liveness bound, half
+// of what 20 stalled handshakes would take in line.
+func TestTLSOverMaxClientsDoesNotStallAccept(t *testing.T) {
+	t.Parallel()
+	srv, addr, files := tlsServer(t, Config{MaxClients: 1}, nil)
+	holder := client(t, addr, func(o *redis.Options) { o.TLSConfig = clientTLS(t, files, false); o.PoolSize = 1 })
+	if err := holder.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+	}
+	// Queued behind the 20 in the listen backlog.
+	deadline := time.Now().Add(10 * time.Second)
+	tc, err := tls.DialWithDialer(&net.Dialer{Deadline: deadline}, "tcp", addr, clientTLS(t, files, false))
+	if err != nil {
+		t.Fatalf("TLS dial while full: %v (rejected so far: %d)", err, srv.Stats().RejectedClients)
+	}
+	defer tc.Close()
+	_ = tc.SetDeadline(deadline)
+	line, err := bufio.NewReader(tc).ReadString('\n')
+	if err != nil || line != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("over the limit: %q %v", line, err)
+	}
+}
