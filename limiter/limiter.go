@@ -313,6 +313,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 // Snapshot is a copy of the counters.
 type Snapshot struct {
 	Decisions, Allowed, Rejected, Errors, StoreErrors int64
+	MTakes, Refunds, RefundFails                      int64
 	ByPath                                            map[string]int64
 }
 
@@ -322,6 +323,7 @@ func (l *Limiter) Snapshot() Snapshot {
 		Decisions: l.stats.Decisions.Load(), Allowed: l.stats.Allowed.Load(),
 		Rejected: l.stats.Rejected.Load(), Errors: l.stats.Errors.Load(),
 		StoreErrors: l.stats.StoreErrors.Load(), ByPath: map[string]int64{},
+		MTakes: l.stats.MTakes.Load(), Refunds: l.stats.Refunds.Load(), RefundFails: l.stats.RefundFails.Load(),
 	}
 	for i, p := range paths {
 		s.ByPath[p] = l.stats.ByPath[i].Load()

@@ -138,6 +138,15 @@ func TestMTakeOnCluster(t *testing.T) {
 		if r := peek(ctx, t, cl, ip); r.Remaining != 50 {
 			t.Fatalf("after 10 refused attempts the IP bucket holds %d, want 50 (not 40)", r.Remaining)
 		}
+		info, err := cl.Info(ctx, "sluice").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"mtakes:10\r\n", "mtake_refunds:10\r\n", "mtake_refund_errors:0\r\n"} {
+			if !strings.Contains(info, want) {
+				t.Errorf("INFO sluice lacks %q:\n%s", want, info)
+			}
+		}
 	})
 
 	t.Run("one slot: one script, nothing spent on a reject", func(t *testing.T) {

@@ -192,7 +192,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := collectMetrics(m, store, hot, srv, holder); err != nil {
+	if err := collectMetrics(m, store, hot, srv, holder, lim); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", f.listen)
@@ -332,6 +332,7 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 	for _, p := range paths {
 		fmt.Fprintf(w, "decided_by_%s:%d\r\n", strings.ReplaceAll(p, "-", "_"), s.ByPath[p])
 	}
+	fmt.Fprintf(w, "mtakes:%d\r\nmtake_refunds:%d\r\nmtake_refund_errors:%d\r\n", s.MTakes, s.Refunds, s.RefundFails)
 	fmt.Fprintf(w, "goroutines:%d\r\n", runtime.NumGoroutine())
 	hs := hot.Stats()
 	fmt.Fprintf(w, "hot_keys:%d\r\nlease_hits:%d\r\nlease_rejects:%d\r\nlease_claims:%d\r\nlease_tokens_claimed:%d\r\nlease_returns:%d\r\nlease_tokens_returned:%d\r\nlease_return_errors:%d\r\nsplit_decisions:%d\r\nsplit_retries:%d\r\nsplit_handoffs:%d\r\n",

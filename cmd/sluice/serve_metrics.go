@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/metrics"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/server"
@@ -17,7 +20,21 @@ import (
 // counters the store's breakers, the hot-key layer, the server and the
 // policy holder keep anyway. The decision and round-trip metrics come
 // from the hooks in limiter.Config and cluster.Config instead.
-func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, srv *server.Server, h *policy.Holder) error {
+func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, srv *server.Server, h *policy.Holder, lim *limiter.Limiter) error {
+	for _, c := range []struct {
+		name, help string
+		v          func(limiter.Snapshot) int64
+	}{
+		{"sluice_mtakes_total", "RL.MTAKE calls.", func(s limiter.Snapshot) int64 { return s.MTakes }},
+		{"sluice_mtake_refunds_total", "Takes of a refused RL.MTAKE given back.", func(s limiter.Snapshot) int64 { return s.Refunds }},
+		{"sluice_mtake_refund_errors_total", "Refunds of a refused RL.MTAKE the store could not make (tokens lost, never over-admitted).", func(s limiter.Snapshot) int64 { return s.RefundFails }},
+	} {
+		v := c.v
+		if err := m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(v(lim.Snapshot())) })); err != nil {
+			return err
+		}
+	}
 	if cs, ok := store.(*cluster.Store); ok {
 		if err := m.CollectBreakers(cs.BreakerStates); err != nil {
 			return err
