@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -57,7 +57,7 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 	var ownPids []int
 	if len(seeds) == 0 {
 		h.logf("starting a Redis Cluster (3 primaries, 3 replicas)")
-		rc, err := redistest.Start(ctx, redistest.Config{Log: prefixWriter{progress}})
+		rc, err := localredis.Start(ctx, localredis.Config{Log: prefixWriter{progress}})
 		if err != nil {
 			return nil, err
 		}

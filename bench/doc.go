@@ -5,7 +5,7 @@
 // each side and the CPU sluice spends per decision.
 //
 // Run does it all in one call: it starts a local Redis Cluster
-// (internal/redistest) and a `sluice serve` child process unless it is given
+// (internal/localredis) and a `sluice serve` child process unless it is given
 // running ones, loads the script on every primary, checks with one call of
 // each command that the replies have the expected shape, runs the rounds,
 // and writes a markdown table and an SVG bar chart.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
@@ -259,7 +259,7 @@ func HotLab(ctx context.Context, cfg HotLabConfig, progress io.Writer) (*HotLabR
 	l.seeds = c.Cluster
 	if len(l.seeds) == 0 {
 		l.logf("starting a Redis Cluster (3 primaries, 3 replicas)")
-		rc, err := redistest.Start(ctx, redistest.Config{Log: linePrefix{progress, "lab: "}})
+		rc, err := localredis.Start(ctx, localredis.Config{Log: linePrefix{progress, "lab: "}})
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
@@ -41,7 +42,7 @@ func (w testLog) Write(p []byte) (int, error) {
 // split and lease decide most requests on their own path. Nothing here is
 // about speed: the bounds hold at any request rate above the refill rate.
 func TestHotLabTwoInstancesOneBudget(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	bin := buildSluice(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -82,7 +83,7 @@ func TestHotLabTwoInstancesOneBudget(t *testing.T) {
 // 16, and the run's own checks (store + lease decisions = requests).
 func TestBenchHotLeaseScenario(t *testing.T) {
 	requireTool(t, "redis-benchmark")
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	bin := buildSluice(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
@@ -37,7 +37,7 @@ type labRig struct {
 	bin      string
 	dir      string
 	seeds    []string
-	rc       *redistest.Cluster // nil when the cluster was given
+	rc       *localredis.Cluster // nil when the cluster was given
 	progress io.Writer
 	children []*child
 	clients  []*redis.Client
@@ -45,7 +45,7 @@ type labRig struct {
 
 // newLabRig finds the binary ("" is this executable), makes the folder and,
 // when seeds is empty, starts a 3+3 cluster with cluster-node-timeout
-// nodeTimeout (0: redistest's default). The caller must call close.
+// nodeTimeout (0: localredis.s default). The caller must call close.
 func newLabRig(ctx context.Context, name, bin string, seeds []string, nodeTimeout time.Duration, progress io.Writer) (*labRig, error) {
 	if progress == nil {
 		progress = io.Discard
@@ -64,7 +64,7 @@ func newLabRig(ctx context.Context, name, bin string, seeds []string, nodeTimeou
 	r.dir = dir
 	if len(seeds) == 0 {
 		r.logf("starting a Redis Cluster (3 primaries, 3 replicas, cluster-node-timeout %v)", nodeTimeout)
-		rc, err := redistest.Start(ctx, redistest.Config{NodeTimeout: nodeTimeout, Log: linePrefix{progress, "lab " + name + ": "}})
+		rc, err := localredis.Start(ctx, localredis.Config{NodeTimeout: nodeTimeout, Log: linePrefix{progress, "lab " + name + ": "}})
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err

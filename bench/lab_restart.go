@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
 // Defaults of RestartLabConfig.
@@ -215,7 +215,7 @@ type restartLab struct {
 }
 
 // owner is the primary of the key now.
-func (l *restartLab) owner(ctx context.Context) (*redistest.Node, error) {
+func (l *restartLab) owner(ctx context.Context) (*localredis.Node, error) {
 	return l.rig.rc.PrimaryForKey(ctx, cluster.Key(l.key))
 }
 
@@ -234,7 +234,7 @@ func (l *restartLab) setNodeTimeout(ctx context.Context, d time.Duration) error 
 
 // scriptStats reads a node's NOSCRIPT replies and its script loads (EVAL
 // and SCRIPT LOAD calls); zeros when it does not answer.
-func scriptStats(ctx context.Context, n *redistest.Node) (noscript, evals int64) {
+func scriptStats(ctx context.Context, n *localredis.Node) (noscript, evals int64) {
 	text, err := n.Client().Info(ctx, "errorstats", "commandstats").Result()
 	if err != nil {
 		return 0, 0
@@ -407,7 +407,7 @@ func (l *restartLab) failover(ctx context.Context) (RestartLabRow, error) {
 		ns, ev := scriptStats(ctx, r)
 		before[r.Addr] = [2]int64{ns, ev}
 	}
-	var promoted *redistest.Node
+	var promoted *localredis.Node
 	name := fmt.Sprintf("primary SIGKILLed, replica promoted (cluster-node-timeout %v)", l.cfg.NodeTimeout)
 	var t0 time.Time
 	row, err := l.run(ctx, name, func() (string, error) {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
 // SoakConfig configures Soak. Zero values mean the defaults in brackets.
@@ -92,7 +92,7 @@ func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport,
 	if cfg.Workers <= 0 {
 		cfg.Workers = 16
 	}
-	c, err := redistest.Start(ctx, redistest.Config{NodeTimeout: 30 * time.Second, Log: progress})
+	c, err := localredis.Start(ctx, localredis.Config{NodeTimeout: 30 * time.Second, Log: progress})
 	if err != nil {
 		return nil, err
 	}

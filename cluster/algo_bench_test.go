@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 )
 
 // redisCPU sums used_cpu_sys and used_cpu_user of every primary, in µs.
-func redisCPU(b *testing.B, c *redistest.Cluster) float64 {
+func redisCPU(b *testing.B, c *localredis.Cluster) float64 {
 	b.Helper()
 	var total float64
 	for _, n := range c.Primaries() {
@@ -36,7 +37,7 @@ func redisCPU(b *testing.B, c *redistest.Cluster) float64 {
 // RL.MTAKE's multi-key script on two keys of one slot; besides ns/op it
 // reports Redis CPU per decision, from INFO cpu of the primaries.
 func BenchmarkAlgorithms(b *testing.B) {
-	c := redistest.NewCluster(b, redistest.Config{})
+	c := redistest.NewCluster(b, localredis.Config{})
 	s, err := New(Config{Addrs: c.Addrs(), Timeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)

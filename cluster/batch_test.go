@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/lua"
@@ -77,7 +78,7 @@ func TestConcurrentCallersSharePipelines(t *testing.T) {
 // goroutines, each one RL.TAKE per Do, as concurrent connections at
 // pipeline 1 would send; uniform keys and one hot key.
 func BenchmarkStore(b *testing.B) {
-	c := redistest.NewCluster(b, redistest.Config{})
+	c := redistest.NewCluster(b, localredis.Config{})
 	s, err := New(Config{Addrs: c.Addrs(), Timeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)
@@ -113,7 +114,7 @@ func BenchmarkStore(b *testing.B) {
 // AutoPipeline with default options: the alternative to our batcher that
 // the README compares (same cluster, same script, same concurrency).
 func BenchmarkAutoPipeline(b *testing.B) {
-	c := redistest.NewCluster(b, redistest.Config{})
+	c := redistest.NewCluster(b, localredis.Config{})
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, DisableIdentity: true})
 	defer cc.Close()
 	ctx := context.Background()

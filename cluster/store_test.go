@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -35,7 +36,7 @@ func takeN(ctx context.Context, s *Store, p *limit.Policy, keys ...string) []lim
 
 func TestClusterStore(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	s := newStore(t, c.Addrs())
 	ctx := context.Background()
 
@@ -217,7 +218,7 @@ func TestClusterStore(t *testing.T) {
 // breaker opens, then the node answers again after SIGCONT.
 func TestPausedNode(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{NodeTimeout: 20 * time.Second})
+	c := redistest.NewCluster(t, localredis.Config{NodeTimeout: 20 * time.Second})
 	s, err := New(Config{Addrs: c.Addrs(), Timeout: 50 * time.Millisecond, BreakerCooldown: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

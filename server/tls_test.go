@@ -13,12 +13,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // tlsServer starts a TLS server with the test certificates; cfg.TLS is
 // filled in, and mutate may change it (for client certificates).
-func tlsServer(t *testing.T, cfg Config, mutate func(*tls.Config, *redistest.TLSFiles)) (*Server, string, *redistest.TLSFiles) {
+func tlsServer(t *testing.T, cfg Config, mutate func(*tls.Config, *localredis.TLSFiles)) (*Server, string, *localredis.TLSFiles) {
 	t.Helper()
 	files := redistest.NewTLSFiles(t)
 	tc, err := files.ServerConfig()
@@ -33,7 +34,7 @@ func tlsServer(t *testing.T, cfg Config, mutate func(*tls.Config, *redistest.TLS
 	return srv, addr, files
 }
 
-func clientTLS(t *testing.T, files *redistest.TLSFiles, withCert bool) *tls.Config {
+func clientTLS(t *testing.T, files *localredis.TLSFiles, withCert bool) *tls.Config {
 	t.Helper()
 	tc, err := files.ClientConfig(withCert)
 	if err != nil {
@@ -81,7 +82,7 @@ func TestTLSListener(t *testing.T) {
 
 func TestTLSClientCertificates(t *testing.T) {
 	t.Parallel()
-	_, addr, files := tlsServer(t, Config{}, func(tc *tls.Config, f *redistest.TLSFiles) {
+	_, addr, files := tlsServer(t, Config{}, func(tc *tls.Config, f *localredis.TLSFiles) {
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 		tc.ClientCAs = f.Pool
 	})

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
 const defaultClusterDir = ".sluice-cluster"
@@ -25,7 +25,7 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		if err := redistest.Down(*dir); err != nil {
+		if err := localredis.Down(*dir); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "cluster in", *dir, "stopped")
@@ -42,7 +42,7 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if r == 0 {
 		r = -1
 	}
-	c, err := redistest.Up(ctx, redistest.Config{
+	c, err := localredis.Up(ctx, localredis.Config{
 		Dir: *dir, Port: *port, Primaries: *primaries, Replicas: r,
 		NodeTimeout: *nodeTimeout, Log: stderr,
 	})

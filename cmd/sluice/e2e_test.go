@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -101,7 +102,7 @@ policies:
 // one bucket; two embedded ones admit about twice as much.
 func TestExperimentGlobalLimit(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	cfg := writeConfig(t, experimentPolicy)
 	const run = 4 * time.Second
 
@@ -140,7 +141,7 @@ func TestExperimentGlobalLimit(t *testing.T) {
 // RL.TAKE with 5 tokens left admit exactly 5.
 func TestRaceTwentyTakesFiveTokens(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	cfg := writeConfig(t, `
 policies:
   - name: race
@@ -190,7 +191,7 @@ policies:
 // client sees an error.
 func TestNoScriptDuringTraffic(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	s := startSluice(t, "--cluster", strings.Join(c.Addrs(), ","), "--timeout", "500ms")
 	cl := s.client(t)
 	var tl tally
@@ -258,7 +259,7 @@ policies:
 // strict decisions resume after SIGCONT.
 func TestPartitionPausedPrimary(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{NodeTimeout: 30 * time.Second})
+	c := redistest.NewCluster(t, localredis.Config{NodeTimeout: 30 * time.Second})
 	s := startSluice(t, "--config", writeConfig(t, partitionPolicies), "--cluster", strings.Join(c.Addrs(), ","))
 	cl := s.client(t)
 	ctx := context.Background()
@@ -329,7 +330,7 @@ func TestPartitionPausedPrimary(t *testing.T) {
 // they are strict again.
 func TestFailoverKilledPrimary(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{NodeTimeout: 2 * time.Second})
+	c := redistest.NewCluster(t, localredis.Config{NodeTimeout: 2 * time.Second})
 	s := startSluice(t, "--config", writeConfig(t, partitionPolicies), "--cluster", strings.Join(c.Addrs(), ","))
 	cl := s.client(t)
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -155,7 +156,7 @@ policies:
 func TestMetricsScrapedValuesMove(t *testing.T) {
 	t.Parallel()
 	requireRedisServer(t)
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	p, admin := startWithAdmin(t, "--cluster", strings.Join(c.Addrs(), ","), "--config", writeConfig(t, metricsPolicies))
 	cl := p.client(t)
 	ctx := context.Background()
@@ -264,7 +265,7 @@ func TestMetricsBreakerAndReadyWhilePaused(t *testing.T) {
 	t.Parallel()
 	requireRedisServer(t)
 	// No failover during the pause: the node must come back as it was.
-	c := redistest.NewCluster(t, redistest.Config{NodeTimeout: 30 * time.Second})
+	c := redistest.NewCluster(t, localredis.Config{NodeTimeout: 30 * time.Second})
 	seeds := strings.Join(c.Addrs(), ",")
 	p, admin := startWithAdmin(t, "--cluster", seeds, "--config", writeConfig(t, metricsPolicies))
 	_, openAdmin := startWithAdmin(t, "--cluster", seeds, "--config", writeConfig(t, openPolicies))

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -108,7 +109,7 @@ policies:
 // and the race: concurrent MTAKEs never admit past any rule.
 func TestMTakeOnCluster(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	p := startSluice(t, "--config", writeConfig(t, multiConfig), "--cluster", strings.Join(c.Addrs(), ","))
 	cl := p.client(t)
 	ctx := context.Background()
@@ -238,7 +239,7 @@ func TestMTakeOnCluster(t *testing.T) {
 // redis-cell's documented example and with high rates.
 func TestThrottleOnCluster(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	p := startSluice(t, "--cluster", strings.Join(c.Addrs(), ","))
 	cl := p.client(t)
 	ctx := context.Background()

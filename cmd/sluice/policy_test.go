@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -35,7 +36,7 @@ func waitLimit(ctx context.Context, t *testing.T, c *redis.Client, key string, w
 // periodic check.
 func TestRuntimePoliciesTwoInstances(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{})
+	c := redistest.NewCluster(t, localredis.Config{})
 	cfg := writeConfig(t, "defaults: {on_store_error: closed}\npolicies:\n  - name: api\n    match: \"*\"\n    limit: 100\n    rate: 50\n")
 	args := []string{"--config", cfg, "--cluster", strings.Join(c.Addrs(), ",")}
 	a, b := startSluice(t, args...), startSluice(t, args...)

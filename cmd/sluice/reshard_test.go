@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -26,26 +27,26 @@ policies:
 // MOVED after, with no error reply, and the cap holds across the move.
 func TestReshardLiveSlotMove(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{Replicas: -1})
+	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
 	s := startSluice(t, "--config", writeConfig(t, reshardPolicy), "--cluster", strings.Join(c.Addrs(), ","),
 		"--timeout", "1s")
 	cl := s.client(t)
 	ctx := t.Context()
 	const key = "reshard"
 	rkey := cluster.Key(key)
-	slot := redistest.Slot(rkey)
+	slot := localredis.Slot(rkey)
 	src, err := c.PrimaryForKey(ctx, rkey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dst *redistest.Node
+	var dst *localredis.Node
 	for _, p := range c.Primaries() {
 		if p != src {
 			dst = p
 			break
 		}
 	}
-	setslot := func(n *redistest.Node, args ...any) {
+	setslot := func(n *localredis.Node, args ...any) {
 		t.Helper()
 		full := append([]any{"CLUSTER", "SETSLOT", slot}, args...)
 		if err := n.Client().Do(ctx, full...).Err(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -145,7 +146,7 @@ func infoCount(ctx context.Context, c *redis.Client, section, field string) (int
 	return 0, nil
 }
 
-func mustInfoCount(t *testing.T, n *redistest.Node, section, field string) int64 {
+func mustInfoCount(t *testing.T, n *localredis.Node, section, field string) int64 {
 	t.Helper()
 	v, err := infoCount(t.Context(), n.Client(), section, field)
 	if err != nil {
@@ -155,7 +156,7 @@ func mustInfoCount(t *testing.T, n *redistest.Node, section, field string) int64
 }
 
 // keyOn returns a user key, prefix plus a number, whose slot n owns.
-func keyOn(t *testing.T, c *redistest.Cluster, n *redistest.Node, prefix string) string {
+func keyOn(t *testing.T, c *localredis.Cluster, n *localredis.Node, prefix string) string {
 	t.Helper()
 	for i := range 1000 {
 		key := prefix + strconv.Itoa(i)
@@ -171,7 +172,7 @@ func keyOn(t *testing.T, c *redistest.Cluster, n *redistest.Node, prefix string)
 	return ""
 }
 
-func startFaultSluice(t *testing.T, c *redistest.Cluster) *redis.Client {
+func startFaultSluice(t *testing.T, c *localredis.Cluster) *redis.Client {
 	t.Helper()
 	s := startSluice(t, "--config", writeConfig(t, faultPolicies), "--cluster", strings.Join(c.Addrs(), ","),
 		"--timeout", faultTimeout.String())
@@ -190,7 +191,7 @@ func mustStrict(t *testing.T, cl *redis.Client, key string) {
 // along with no error reply.
 func TestRestartFailedOverPrimary(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{NodeTimeout: time.Second})
+	c := redistest.NewCluster(t, localredis.Config{NodeTimeout: time.Second})
 	cl := startFaultSluice(t, c)
 	ctx := t.Context()
 	old := c.Primaries()[0]
@@ -242,7 +243,7 @@ func TestRestartFailedOverPrimary(t *testing.T) {
 // reply, and the bucket starts full.
 func TestRestartEmptyPrimary(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{Replicas: -1, NodeTimeout: 2 * time.Second})
+	c := redistest.NewCluster(t, localredis.Config{Replicas: -1, NodeTimeout: 2 * time.Second})
 	cl := startFaultSluice(t, c)
 	ctx := t.Context()
 	owner := c.Primaries()[1]
@@ -301,7 +302,7 @@ func TestRestartEmptyPrimary(t *testing.T) {
 // answers by its failure policy meanwhile and is strict again on its own.
 func TestWholeClusterRestart(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{NodeTimeout: 2 * time.Second})
+	c := redistest.NewCluster(t, localredis.Config{NodeTimeout: 2 * time.Second})
 	cl := startFaultSluice(t, c)
 	ctx := t.Context()
 	var keys []string
@@ -368,7 +369,7 @@ func TestWholeClusterRestart(t *testing.T) {
 // the deadline, with no error reply; after the restart decisions are strict.
 func TestClusterDownMajority(t *testing.T) {
 	t.Parallel()
-	c := redistest.NewCluster(t, redistest.Config{Replicas: -1, NodeTimeout: time.Second})
+	c := redistest.NewCluster(t, localredis.Config{Replicas: -1, NodeTimeout: time.Second})
 	cl := startFaultSluice(t, c)
 	ctx := t.Context()
 	primaries := c.Primaries()

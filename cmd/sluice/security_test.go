@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -258,7 +259,7 @@ func TestTLSListenerClientCertificates(t *testing.T) {
 
 // startTLSRedis runs a redis-server that speaks TLS only, requires a client
 // certificate and the password testStorePass.
-func startTLSRedis(t *testing.T, files *redistest.TLSFiles) string {
+func startTLSRedis(t *testing.T, files *localredis.TLSFiles) string {
 	t.Helper()
 	server := mustTool(t, "redis-server")
 	dir := t.TempDir()
@@ -298,7 +299,7 @@ func startTLSRedis(t *testing.T, files *redistest.TLSFiles) string {
 	return ""
 }
 
-func waitTLSRedis(addr string, files *redistest.TLSFiles, exited <-chan struct{}) error {
+func waitTLSRedis(addr string, files *localredis.TLSFiles, exited <-chan struct{}) error {
 	tc, err := files.ClientConfig(true)
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 // Package keyslot computes Redis Cluster hash slots. It is the one copy of
 // that rule, shared by the store (package cluster) and the test harness
-// (internal/redistest), which cannot import each other.
+// (internal/localredis), which cannot import each other.
 package keyslot
 
 import "strings"

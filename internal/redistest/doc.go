@@ -1,24 +1,9 @@
-// Package redistest starts and stops real Redis servers from the redis-server
-// and redis-cli binaries on loopback ports: a Redis Cluster (Start, NewCluster)
-// or one plain server (StartSingle, NewSingle). Tests use it to run against
-// the real thing instead of a fake, and `sluice cluster up|down` uses Up and
-// Down to leave a cluster running between two invocations.
+// Package redistest gives tests real Redis servers: NewCluster and NewSingle
+// start them from internal/localredis for one test and stop them in
+// t.Cleanup, and NewTLSFiles writes a test CA and certificates.
 //
-// Every node listens on 127.0.0.1 only, with persistence off, so a node that
-// is killed and restarted comes back with its cluster identity (nodes.conf)
-// but without data or script cache. Node lets a test break the cluster for
-// real: Pause (SIGSTOP), Resume, Kill (SIGKILL), Restart; Cluster waits for
-// the outcome by polling Redis (WaitHealthy, WaitNewPrimary), never by
-// sleeping.
-//
-// What it must not do: signal a process it did not start (Stop and Kill act
-// on the processes this value spawned; Down checks /proc/<pid> before it
-// signals a pid read from a state file), listen on anything but loopback, or
-// leave servers behind when a test binary dies (children get Pdeathsig
-// SIGKILL on Linux unless Config.Detach is set). It knows nothing of sluice:
-// it imports no other sluice package.
-//
-// When redis-server is not on PATH, NewCluster and NewSingle skip the test,
-// except when the CI environment variable is set: there they fail it, so a
-// CI job cannot pass by testing nothing.
+// When redis-server is not on PATH the test is skipped, except when the CI
+// environment variable is set: there it fails, so a CI job cannot pass by
+// testing nothing. It holds only what needs a testing.TB; the launcher itself
+// (used by `sluice cluster up`, the labs and these helpers) is localredis.
 package redistest

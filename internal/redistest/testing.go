@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
 // NewCluster starts a cluster for the test (see Start) and stops it in
@@ -11,19 +13,19 @@ import (
 // test also logs the tail of every node's log. Without redis-server and
 // redis-cli on PATH it skips the test, or fails it when the CI environment
 // variable is set.
-func NewCluster(tb testing.TB, cfg Config) *Cluster {
+func NewCluster(tb testing.TB, cfg localredis.Config) *localredis.Cluster {
 	tb.Helper()
-	requireRedis(tb, cfg.RedisServer, cfg.RedisCLI)
+	RequireRedis(tb, cfg.RedisServer, cfg.RedisCLI)
 	if cfg.Log == nil {
 		cfg.Log = tbWriter{tb}
 	}
-	c, err := Start(tb.Context(), cfg)
+	c, err := localredis.Start(tb.Context(), cfg)
 	if err != nil {
 		tb.Fatalf("redistest: start cluster: %v", err)
 	}
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			for _, n := range c.nodes {
+			for _, n := range c.Nodes() {
 				tb.Logf("%s (pid %d):\n%s", n.Addr, n.Pid, n.LogTail(20))
 			}
 		}
@@ -36,10 +38,10 @@ func NewCluster(tb testing.TB, cfg Config) *Cluster {
 
 // NewSingle starts one plain redis-server for the test (see StartSingle)
 // and stops it in t.Cleanup, with the same skip and CI rules as NewCluster.
-func NewSingle(tb testing.TB) *Node {
+func NewSingle(tb testing.TB) *localredis.Node {
 	tb.Helper()
-	requireRedis(tb, "", "-")
-	n, err := StartSingle(tb.Context(), Config{Log: tbWriter{tb}})
+	RequireRedis(tb, "", "-")
+	n, err := localredis.StartSingle(tb.Context(), localredis.Config{Log: tbWriter{tb}})
 	if err != nil {
 		tb.Fatalf("redistest: start redis-server: %v", err)
 	}
@@ -54,18 +56,15 @@ func NewSingle(tb testing.TB) *Node {
 	return n
 }
 
-// requireRedis skips the test, or fails it on CI, when a binary is missing.
+// RequireRedis skips the test, or fails it on CI, when a binary is missing.
 // cli "-" means redis-cli is not needed.
-func requireRedis(tb testing.TB, server, cli string) {
+func RequireRedis(tb testing.TB, server, cli string) {
 	tb.Helper()
-	_, err := lookBin(server, "redis-server")
-	if err == nil && cli != "-" {
-		_, err = lookBin(cli, "redis-cli")
-	}
+	err := localredis.CheckBinaries(server, cli)
 	if err == nil {
 		return
 	}
-	msg := "redistest: " + strings.TrimPrefix(err.Error(), ErrNoRedis.Error()+": ") +
+	msg := "redistest: " + strings.TrimPrefix(err.Error(), localredis.ErrNoRedis.Error()+": ") +
 		"; install Redis 7 (for example `apt-get install redis-server`) to run this test"
 	if os.Getenv("CI") != "" {
 		tb.Fatal(msg + " (CI is set: a missing redis-server fails the build instead of skipping)")
@@ -81,4 +80,15 @@ func (w tbWriter) Write(p []byte) (int, error) {
 	w.tb.Helper()
 	w.tb.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// NewTLSFiles is WriteTLSFiles into a folder of the test's, failing the test
+// on error.
+func NewTLSFiles(tb testing.TB) *localredis.TLSFiles {
+	tb.Helper()
+	f, err := localredis.WriteTLSFiles(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }

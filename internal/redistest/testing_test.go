@@ -27,7 +27,7 @@ func TestRequireRedisMissing(t *testing.T) {
 	} {
 		t.Setenv("CI", tt.ci)
 		r := &recordTB{TB: t}
-		requireRedis(r, "/nonexistent/redis-server", "")
+		RequireRedis(r, "/nonexistent/redis-server", "")
 		if r.skipped != tt.skip || r.failed != tt.failed {
 			t.Errorf("CI=%q: skipped %v, failed %v; want %v, %v", tt.ci, r.skipped, r.failed, tt.skip, tt.failed)
 		}

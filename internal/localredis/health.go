@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import (
 	"context"
@@ -227,7 +227,7 @@ func (c *Cluster) WaitNewPrimary(ctx context.Context, old *Node) (*Node, error) 
 	defer cancel()
 	candidates := c.ReplicasOf(old)
 	if len(candidates) == 0 {
-		return nil, fmt.Errorf("redistest: %s has no replica to promote", old.Addr)
+		return nil, fmt.Errorf("localredis: %s has no replica to promote", old.Addr)
 	}
 	began := time.Now()
 	var promoted *Node
@@ -262,7 +262,7 @@ func poll(ctx context.Context, what string, f func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("redistest: %s: %w; last: %v", what, ctx.Err(), last)
+			return fmt.Errorf("localredis: %s: %w; last: %v", what, ctx.Err(), last)
 		case <-time.After(pollEvery):
 		}
 	}

@@ -1,4 +1,4 @@
-package redistest
+package localredis_test
 
 import (
 	"context"
@@ -10,22 +10,24 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []Config{
+	for _, cfg := range []localredis.Config{
 		{Primaries: 2},
 		{Replicas: -2},
 		{NodeTimeout: -time.Second},
 		{Port: 60000},
 	} {
-		if _, err := Start(t.Context(), cfg); err == nil {
-			t.Errorf("Start(%+v) = nil error, want a config error", cfg)
+		if _, err := localredis.Start(t.Context(), cfg); err == nil {
+			t.Errorf("localredis.Start(%+v) = nil error, want a config error", cfg)
 		}
 	}
-	if _, err := Up(t.Context(), Config{}); err == nil {
-		t.Error("Up without Dir: nil error")
+	if _, err := localredis.Up(t.Context(), localredis.Config{}); err == nil {
+		t.Error("localredis.Up without Dir: nil error")
 	}
 }
 
@@ -34,8 +36,8 @@ func TestConfigErrors(t *testing.T) {
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	c := NewCluster(t, Config{NodeTimeout: time.Second})
-	t.Logf("3+3 cluster ready in %v", since(began))
+	c := redistest.NewCluster(t, localredis.Config{NodeTimeout: time.Second})
+	t.Logf("3+3 cluster ready in %v", time.Since(began))
 	ctx := t.Context()
 
 	primaries := c.Primaries()
@@ -54,7 +56,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := parseInfo(info)["cluster_slots_assigned"]; got != "16384" {
+			if got := localredis.ParseInfo(info)["cluster_slots_assigned"]; got != "16384" {
 				t.Errorf("%s: cluster_slots_assigned:%s", n.Addr, got)
 			}
 		}
@@ -71,8 +73,8 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := Slot(key); int64(got) != want {
-				t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
+			if got := localredis.Slot(key); int64(got) != want {
+				t.Errorf("localredis.Slot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
 			}
 			owner, err := c.PrimaryForKey(ctx, key)
 			if err != nil {
@@ -167,7 +169,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("failover with node timeout 1s: %v from SIGKILL to healthy", since(killed))
+		t.Logf("failover with node timeout 1s: %v from SIGKILL to healthy", time.Since(killed))
 		if !slices.Contains(replicas, promoted) {
 			t.Fatalf("WaitNewPrimary = %s, want one of the replicas %v", promoted.Addr, addrsOf(replicas))
 		}
@@ -185,7 +187,7 @@ func TestCluster(t *testing.T) {
 		if err := c.WaitHealthy(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("restarted node rejoined and synced in %v", since(restarted))
+		t.Logf("restarted node rejoined and synced in %v", time.Since(restarted))
 		if !slices.Contains(c.ReplicasOf(promoted), old) {
 			t.Errorf("restarted %s is not a replica of %s", old.Addr, promoted.Addr)
 		}
@@ -196,7 +198,7 @@ func TestCluster(t *testing.T) {
 	})
 }
 
-func keyOwnedBy(t *testing.T, c *Cluster, n *Node) string {
+func keyOwnedBy(t *testing.T, c *localredis.Cluster, n *localredis.Node) string {
 	t.Helper()
 	for i := range 1000 {
 		key := fmt.Sprintf("probe:%d", i)
@@ -212,7 +214,7 @@ func keyOwnedBy(t *testing.T, c *Cluster, n *Node) string {
 	return ""
 }
 
-func addrsOf(nodes []*Node) string {
+func addrsOf(nodes []*localredis.Node) string {
 	var s []string
 	for _, n := range nodes {
 		s = append(s, n.Addr)
@@ -222,18 +224,18 @@ func addrsOf(nodes []*Node) string {
 
 func TestFixedPortInUse(t *testing.T) {
 	t.Parallel()
-	requireRedis(t, "", "")
-	ports, err := freePorts(1)
+	redistest.RequireRedis(t, "", "")
+	ports, err := localredis.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := listen(ports[0] + busPortOffset)
+	l, err := localredis.Listen(ports[0] + localredis.BusPortOffset)
 	if err != nil {
 		t.Skipf("port taken meanwhile: %v", err)
 	}
 	t.Cleanup(func() { l.Close() })
-	_, err = Start(t.Context(), Config{Port: ports[0]})
-	if !errors.Is(err, ErrPortInUse) {
-		t.Errorf("Start on a taken bus port: %v, want ErrPortInUse", err)
+	_, err = localredis.Start(t.Context(), localredis.Config{Port: ports[0]})
+	if !errors.Is(err, localredis.ErrPortInUse) {
+		t.Errorf("localredis.Start on a taken bus port: %v, want ErrPortInUse", err)
 	}
 }

@@ -1,4 +1,4 @@
-package redistest_test
+package localredis_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
 // A failover drill: find the primary of a key, crash it, and wait for one
@@ -14,7 +14,7 @@ import (
 // and the deferred Stop.
 func ExampleStart() {
 	ctx := context.Background()
-	c, err := redistest.Start(ctx, redistest.Config{NodeTimeout: time.Second})
+	c, err := localredis.Start(ctx, localredis.Config{NodeTimeout: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,5 +31,5 @@ func ExampleStart() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(promoted.Addr, "now owns slot", redistest.Slot("sluice:{user42}"))
+	fmt.Println(promoted.Addr, "now owns slot", localredis.Slot("sluice:{user42}"))
 }

@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import (
 	"errors"
@@ -63,15 +63,15 @@ type Config struct {
 
 // ErrNoRedis is returned (wrapped) by Start, StartSingle and Up when
 // redis-server or redis-cli cannot be found.
-var ErrNoRedis = errors.New("redistest: redis binaries not found")
+var ErrNoRedis = errors.New("localredis: redis binaries not found")
 
 // ErrPortInUse is returned (wrapped) when a client or cluster-bus port is
 // taken by another process.
-var ErrPortInUse = errors.New("redistest: port in use")
+var ErrPortInUse = errors.New("localredis: port in use")
 
 // ErrRunning is returned (wrapped) by Start and Up when the folder's state
 // file names a cluster that is still running.
-var ErrRunning = errors.New("redistest: a cluster from this folder is still running")
+var ErrRunning = errors.New("localredis: a cluster from this folder is still running")
 
 const (
 	defaultPrimaries   = 3
@@ -96,7 +96,7 @@ func (cfg Config) resolve(needCLI bool) (*settings, error) {
 	case cfg.Primaries == 0:
 		s.Primaries = defaultPrimaries
 	case cfg.Primaries < 3:
-		return nil, fmt.Errorf("redistest: Primaries must be at least 3 (redis-cli --cluster create needs 3), got %d", cfg.Primaries)
+		return nil, fmt.Errorf("localredis: Primaries must be at least 3 (redis-cli --cluster create needs 3), got %d", cfg.Primaries)
 	}
 	switch {
 	case cfg.Replicas == 0:
@@ -104,7 +104,7 @@ func (cfg Config) resolve(needCLI bool) (*settings, error) {
 	case cfg.Replicas == -1:
 		s.replicas = 0
 	case cfg.Replicas < 0:
-		return nil, fmt.Errorf("redistest: Replicas must be -1 (none), 0 (default 1) or positive, got %d", cfg.Replicas)
+		return nil, fmt.Errorf("localredis: Replicas must be -1 (none), 0 (default 1) or positive, got %d", cfg.Replicas)
 	default:
 		s.replicas = cfg.Replicas
 	}
@@ -112,15 +112,15 @@ func (cfg Config) resolve(needCLI bool) (*settings, error) {
 	case cfg.NodeTimeout == 0:
 		s.NodeTimeout = defaultNodeTimeout
 	case cfg.NodeTimeout < time.Millisecond:
-		return nil, fmt.Errorf("redistest: NodeTimeout must be at least 1ms, got %v", cfg.NodeTimeout)
+		return nil, fmt.Errorf("localredis: NodeTimeout must be at least 1ms, got %v", cfg.NodeTimeout)
 	}
 	if cfg.Timeout == 0 {
 		s.Timeout = defaultTimeout
 	} else if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("redistest: Timeout must not be negative, got %v", cfg.Timeout)
+		return nil, fmt.Errorf("localredis: Timeout must not be negative, got %v", cfg.Timeout)
 	}
 	if cfg.Port < 0 || cfg.Port > 65535-busPortOffset {
-		return nil, fmt.Errorf("redistest: Port must be 0 or in 1..%d so that the bus port Port+10000 exists, got %d", 65535-busPortOffset, cfg.Port)
+		return nil, fmt.Errorf("localredis: Port must be 0 or in 1..%d so that the bus port Port+10000 exists, got %d", 65535-busPortOffset, cfg.Port)
 	}
 	var err error
 	if s.server, err = lookBin(cfg.RedisServer, "redis-server"); err != nil {
@@ -140,6 +140,16 @@ func (cfg Config) resolve(needCLI bool) (*settings, error) {
 
 func (s *settings) nodeCount() int { return s.Primaries * (1 + s.replicas) }
 
+// CheckBinaries reports ErrNoRedis, naming the binary, when redis-server
+// (or, unless cli is "-", redis-cli) cannot be found; "" means on PATH.
+func CheckBinaries(server, cli string) error {
+	_, err := lookBin(server, "redis-server")
+	if err == nil && cli != "-" {
+		_, err = lookBin(cli, "redis-cli")
+	}
+	return err
+}
+
 func lookBin(path, name string) (string, error) {
 	if path == "" {
 		path = name
@@ -156,11 +166,11 @@ var versionRE = regexp.MustCompile(`v=(\d+)\.(\d+)\.(\d+)`)
 func serverVersion(server string) ([3]int, error) {
 	out, err := exec.Command(server, "--version").Output()
 	if err != nil {
-		return [3]int{}, fmt.Errorf("redistest: %s --version: %w", server, err)
+		return [3]int{}, fmt.Errorf("localredis: %s --version: %w", server, err)
 	}
 	m := versionRE.FindStringSubmatch(string(out))
 	if m == nil {
-		return [3]int{}, fmt.Errorf("redistest: cannot read the version of %s from %q", server, out)
+		return [3]int{}, fmt.Errorf("localredis: cannot read the version of %s from %q", server, out)
 	}
 	var v [3]int
 	for i := range v {
@@ -183,5 +193,5 @@ func (l *logger) printf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// One Write per line: a test log writer turns each into one t.Log.
-	_, _ = l.w.Write([]byte("redistest: " + fmt.Sprintf(format, args...) + "\n"))
+	_, _ = l.w.Write([]byte("localredis: " + fmt.Sprintf(format, args...) + "\n"))
 }

@@ -1,4 +1,4 @@
-package redistest
+package localredis_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // upDirEnv tells the test binary, run again by TestUpDown, to act as
@@ -22,9 +25,9 @@ const upDirEnv = "REDISTEST_UP_DIR"
 // from this process, stops them through the state file.
 func TestUpDown(t *testing.T) {
 	t.Parallel()
-	requireRedis(t, "", "")
+	redistest.RequireRedis(t, "", "")
 	dir := t.TempDir()
-	t.Cleanup(func() { _ = Down(dir) }) // only matters if the test fails
+	t.Cleanup(func() { _ = localredis.Down(dir) }) // only matters if the test fails
 
 	up := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestUpHelperProcess$", "-test.v")
 	up.Env = append(os.Environ(), upDirEnv+"="+dir)
@@ -34,7 +37,7 @@ func TestUpDown(t *testing.T) {
 	}
 	t.Logf("child process:\n%s", out)
 
-	st, err := ReadState(dir)
+	st, err := localredis.ReadState(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,29 +45,29 @@ func TestUpDown(t *testing.T) {
 		t.Fatalf("state has %d nodes, %d primaries; want 3, 3", len(st.Nodes), len(st.Primaries))
 	}
 	for _, sn := range st.Nodes {
-		if !sn.ours() {
+		if !sn.Ours() {
 			t.Errorf("%s (pid %d) did not outlive the process that started it", sn.Addr, sn.Pid)
 		}
-		if pid, err := serverPid(t.Context(), sn.Addr); err != nil || pid != sn.Pid {
+		if pid, err := localredis.ServerPid(t.Context(), sn.Addr); err != nil || pid != sn.Pid {
 			t.Errorf("%s answered as pid %d, %v; want %d", sn.Addr, pid, err, sn.Pid)
 		}
 	}
-	if _, err := Up(t.Context(), Config{Dir: dir}); !errors.Is(err, ErrRunning) {
-		t.Errorf("second Up on a running dir: %v, want ErrRunning", err)
+	if _, err := localredis.Up(t.Context(), localredis.Config{Dir: dir}); !errors.Is(err, localredis.ErrRunning) {
+		t.Errorf("second Up on a running dir: %v, want localredis.ErrRunning", err)
 	}
 
-	if err := Down(dir); err != nil {
+	if err := localredis.Down(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, sn := range st.Nodes {
-		if sn.ours() {
+		if sn.Ours() {
 			t.Errorf("%s (pid %d) still running after Down", sn.Addr, sn.Pid)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, StateFile)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, localredis.StateFile)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("state file after Down: %v, want it removed", err)
 	}
-	if err := Down(dir); !errors.Is(err, fs.ErrNotExist) {
+	if err := localredis.Down(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Down without a state file: %v, want fs.ErrNotExist", err)
 	}
 }
@@ -76,7 +79,7 @@ func TestUpHelperProcess(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	c, err := Up(context.Background(), Config{Dir: dir, Replicas: -1, Log: os.Stdout})
+	c, err := localredis.Up(context.Background(), localredis.Config{Dir: dir, Replicas: -1, Log: os.Stdout})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -117,19 +120,19 @@ func TestDownSparesOtherProcesses(t *testing.T) {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 
-	p, ok, err := readProc(cmd.Process.Pid)
+	p, ok, err := localredis.ReadProc(cmd.Process.Pid)
 	if err != nil || !ok {
-		t.Fatalf("readProc(%d) = %v, %v", cmd.Process.Pid, ok, err)
+		t.Fatalf("localredis.ReadProc(%d) = %v, %v", cmd.Process.Pid, ok, err)
 	}
 	dir := t.TempDir()
-	st := State{Nodes: []StateNode{
-		{Addr: "127.0.0.1:60", Port: 60, Pid: cmd.Process.Pid, Start: p.start},
+	st := localredis.State{Nodes: []localredis.StateNode{
+		{Addr: "127.0.0.1:60", Port: 60, Pid: cmd.Process.Pid, Start: localredis.ProcStart(p)},
 		{Addr: "127.0.0.1:61", Port: 61, Pid: os.Getpid()},
 	}}
-	if err := writeState(dir, st); err != nil {
+	if err := localredis.WriteState(dir, st); err != nil {
 		t.Fatal(err)
 	}
-	if err := Down(dir); err != nil {
+	if err := localredis.Down(dir); err != nil {
 		t.Fatal(err)
 	}
 	// Down waits for what it signals to exit, so a wrong kill shows now.
@@ -138,7 +141,7 @@ func TestDownSparesOtherProcesses(t *testing.T) {
 		t.Fatal("Down killed a process that is not redis-server")
 	default:
 	}
-	if p, ok, _ := readProc(cmd.Process.Pid); !ok || p.zombie {
+	if p, ok, _ := localredis.ReadProc(cmd.Process.Pid); !ok || localredis.ProcZombie(p) {
 		t.Errorf("pid %d gone after Down", cmd.Process.Pid)
 	}
 }

@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import "github.com/sluice-rl/sluice/internal/keyslot"
 

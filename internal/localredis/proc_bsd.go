@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package redistest
+package localredis
 
 import (
 	"os/exec"

@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import (
 	"bufio"
@@ -105,11 +105,11 @@ func (n *Node) args() []string {
 // spawn starts the server process. The caller holds n.mu.
 func (n *Node) spawn() error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("localredis: %w", err)
 	}
 	out, err := os.OpenFile(filepath.Join(n.Dir, "redis.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("localredis: %w", err)
 	}
 	defer out.Close() // the child has its own copy
 	cmd := exec.Command(n.s.server, n.args()...)
@@ -118,7 +118,7 @@ func (n *Node) spawn() error {
 	cmd.Stderr = out
 	cmd.SysProcAttr = sysProcAttr(n.s.Detach)
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start %s: %w", n.s.server, err)
+		return fmt.Errorf("localredis: start %s: %w", n.s.server, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -161,7 +161,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 		case <-done:
 			return n.exitError()
 		case <-ctx.Done():
-			return fmt.Errorf("redistest: %s not ready: %w (last: %v)", n.Addr, ctx.Err(), last)
+			return fmt.Errorf("localredis: %s not ready: %w (last: %v)", n.Addr, ctx.Err(), last)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -172,7 +172,7 @@ func (n *Node) exitError() error {
 	if strings.Contains(tail, "Address already in use") {
 		return fmt.Errorf("%w: %s (or its bus port) taken; redis.log:\n%s", ErrPortInUse, n.Addr, tail)
 	}
-	return fmt.Errorf("redistest: redis-server %s exited at start; logs:\n%s", n.Addr, tail)
+	return fmt.Errorf("localredis: redis-server %s exited at start; logs:\n%s", n.Addr, tail)
 }
 
 // serverPid asks the server at addr for its process_id with a raw INFO
@@ -266,10 +266,10 @@ func (n *Node) Pause() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.runningLocked() {
-		return fmt.Errorf("redistest: pause %s: not running", n.Addr)
+		return fmt.Errorf("localredis: pause %s: not running", n.Addr)
 	}
 	if err := n.cmd.Process.Signal(sigStop); err != nil {
-		return fmt.Errorf("redistest: pause %s: %w", n.Addr, err)
+		return fmt.Errorf("localredis: pause %s: %w", n.Addr, err)
 	}
 	n.paused = true
 	n.s.log.printf("paused %s (pid %d)", n.Addr, n.Pid)
@@ -281,10 +281,10 @@ func (n *Node) Resume() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.runningLocked() {
-		return fmt.Errorf("redistest: resume %s: not running", n.Addr)
+		return fmt.Errorf("localredis: resume %s: not running", n.Addr)
 	}
 	if err := n.cmd.Process.Signal(sigCont); err != nil {
-		return fmt.Errorf("redistest: resume %s: %w", n.Addr, err)
+		return fmt.Errorf("localredis: resume %s: %w", n.Addr, err)
 	}
 	n.paused = false
 	n.s.log.printf("resumed %s (pid %d)", n.Addr, n.Pid)
@@ -304,12 +304,12 @@ func (n *Node) killLocked() error {
 		return nil
 	}
 	if err := n.cmd.Process.Signal(sigKill); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("redistest: kill %s: %w", n.Addr, err)
+		return fmt.Errorf("localredis: kill %s: %w", n.Addr, err)
 	}
 	select {
 	case <-n.done:
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("redistest: kill %s: pid %d still running 10s after SIGKILL", n.Addr, n.Pid)
+		return fmt.Errorf("localredis: kill %s: pid %d still running 10s after SIGKILL", n.Addr, n.Pid)
 	}
 	n.paused = false
 	n.s.log.printf("killed %s (pid %d)", n.Addr, n.Pid)
@@ -371,7 +371,7 @@ func (n *Node) Stop() error {
 	if n.rmDir != "" {
 		n.closeClient()
 		if rmErr := os.RemoveAll(n.rmDir); rmErr != nil {
-			err = errors.Join(err, fmt.Errorf("redistest: %w", rmErr))
+			err = errors.Join(err, fmt.Errorf("localredis: %w", rmErr))
 		}
 	}
 	return err

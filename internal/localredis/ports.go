@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import (
 	"fmt"
@@ -46,7 +46,7 @@ func freePorts(n int) ([]int, error) {
 		} else {
 			// No room below the ephemeral range: let the kernel choose.
 			if first, err = listen(0); err != nil {
-				return nil, fmt.Errorf("redistest: listen on 127.0.0.1:0: %w", err)
+				return nil, fmt.Errorf("localredis: listen on 127.0.0.1:0: %w", err)
 			}
 			p = first.Addr().(*net.TCPAddr).Port
 			if p+busPortOffset > 65535 {

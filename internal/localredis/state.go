@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import (
 	"context"
@@ -52,7 +52,7 @@ type procInfo struct {
 // servers that still run.
 func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Dir == "" {
-		return nil, errors.New("redistest: Up needs a Dir, to keep its state file in")
+		return nil, errors.New("localredis: Up needs a Dir, to keep its state file in")
 	}
 	cfg.Detach = true
 	c, err := startCluster(ctx, cfg, true)
@@ -82,11 +82,11 @@ func (c *Cluster) saveState() error {
 func writeState(dir string, st State) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("localredis: %w", err)
 	}
 	tmp, err := os.CreateTemp(dir, StateFile+".tmp*")
 	if err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("localredis: %w", err)
 	}
 	_, err = tmp.Write(append(data, '\n'))
 	err = errors.Join(err, tmp.Close())
@@ -95,7 +95,7 @@ func writeState(dir string, st State) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("redistest: write state: %w", err)
+		return fmt.Errorf("localredis: write state: %w", err)
 	}
 	return nil
 }
@@ -105,11 +105,11 @@ func writeState(dir string, st State) error {
 func ReadState(dir string) (*State, error) {
 	data, err := os.ReadFile(filepath.Join(dir, StateFile))
 	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
+		return nil, fmt.Errorf("localredis: %w", err)
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("redistest: %s: %w", filepath.Join(dir, StateFile), err)
+		return nil, fmt.Errorf("localredis: %s: %w", filepath.Join(dir, StateFile), err)
 	}
 	return &st, nil
 }
@@ -161,7 +161,7 @@ func Down(dir string) error {
 		return err
 	}
 	if err := os.Remove(filepath.Join(dir, StateFile)); err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("localredis: %w", err)
 	}
 	return nil
 }
@@ -171,7 +171,7 @@ func (sn StateNode) stop(grace time.Duration) error {
 		return nil
 	}
 	if err := signalPid(sn.Pid, sigTerm); err != nil {
-		return fmt.Errorf("redistest: stop %s (pid %d): %w", sn.Addr, sn.Pid, err)
+		return fmt.Errorf("localredis: stop %s (pid %d): %w", sn.Addr, sn.Pid, err)
 	}
 	_ = signalPid(sn.Pid, sigCont) // in case it was paused
 	if sn.waitGone(grace) {
@@ -181,12 +181,12 @@ func (sn StateNode) stop(grace time.Duration) error {
 		return nil
 	}
 	if err := signalPid(sn.Pid, sigKill); err != nil {
-		return fmt.Errorf("redistest: kill %s (pid %d): %w", sn.Addr, sn.Pid, err)
+		return fmt.Errorf("localredis: kill %s (pid %d): %w", sn.Addr, sn.Pid, err)
 	}
 	if sn.waitGone(5 * time.Second) {
 		return nil
 	}
-	return fmt.Errorf("redistest: %s (pid %d) still runs after SIGKILL", sn.Addr, sn.Pid)
+	return fmt.Errorf("localredis: %s (pid %d) still runs after SIGKILL", sn.Addr, sn.Pid)
 }
 
 // waitGone polls until the server has exited (a zombie counts: it only

@@ -1,6 +1,6 @@
 //go:build linux
 
-package redistest
+package localredis
 
 import (
 	"bytes"
@@ -38,11 +38,11 @@ func readProc(pid int) (p procInfo, ok bool, err error) {
 	// and parentheses, so count from the last ')'.
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return procInfo{}, false, fmt.Errorf("redistest: cannot parse %s/stat", dir)
+		return procInfo{}, false, fmt.Errorf("localredis: cannot parse %s/stat", dir)
 	}
 	f := strings.Fields(string(stat[i+1:]))
 	if len(f) < 20 {
-		return procInfo{}, false, fmt.Errorf("redistest: cannot parse %s/stat", dir)
+		return procInfo{}, false, fmt.Errorf("localredis: cannot parse %s/stat", dir)
 	}
 	p.zombie = f[0] == "Z" || f[0] == "X"
 	p.start = f[19]

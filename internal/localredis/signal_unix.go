@@ -1,6 +1,6 @@
 //go:build unix
 
-package redistest
+package localredis
 
 import "syscall"
 

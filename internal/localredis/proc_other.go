@@ -1,6 +1,6 @@
 //go:build !unix
 
-package redistest
+package localredis
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 // On systems without POSIX signals the package builds, so that a binary
 // importing it builds too, but it cannot pause, resume or reap servers.
 
-var errUnsupported = errors.New("redistest: not supported on this operating system")
+var errUnsupported = errors.New("localredis: not supported on this operating system")
 
 const (
 	sigStop = syscall.Signal(0x13)

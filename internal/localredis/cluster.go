@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	cmd.SysProcAttr = sysProcAttr(false)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+		return fmt.Errorf("localredis: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.s.log.printf("redis-cli --cluster create took %v", since(created))
 
@@ -140,7 +140,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 	for i, p := range ports {
 		n := newNode(c.s, filepath.Join(c.dir, "node-"+strconv.Itoa(i)), p, true)
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
-			return fmt.Errorf("redistest: %w", err)
+			return fmt.Errorf("localredis: %w", err)
 		}
 		// A stale nodes.conf would make the node remember an old cluster.
 		removeData(n.Dir)
@@ -167,18 +167,18 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 // prepareDir returns the working folder, making a temporary one for "".
 func prepareDir(dir string) (string, bool, error) {
 	if dir == "" {
-		d, err := os.MkdirTemp("", "redistest-")
+		d, err := os.MkdirTemp("", "localredis-")
 		if err != nil {
-			return "", false, fmt.Errorf("redistest: %w", err)
+			return "", false, fmt.Errorf("localredis: %w", err)
 		}
 		return d, true, nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", false, fmt.Errorf("redistest: %w", err)
+		return "", false, fmt.Errorf("localredis: %w", err)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return "", false, fmt.Errorf("redistest: %w", err)
+		return "", false, fmt.Errorf("localredis: %w", err)
 	}
 	if st, err := ReadState(abs); err == nil && len(st.alive()) > 0 {
 		return "", false, fmt.Errorf("%w: %s (pids %v); run Down on it first", ErrRunning, abs, st.alive())
@@ -214,12 +214,12 @@ func (c *Cluster) Stop() error {
 	}
 	if c.record && errors.Join(errs...) == nil {
 		if err := os.Remove(filepath.Join(c.dir, StateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("redistest: %w", err))
+			errs = append(errs, fmt.Errorf("localredis: %w", err))
 		}
 	}
 	if c.ownsDir {
 		if err := os.RemoveAll(c.dir); err != nil {
-			errs = append(errs, fmt.Errorf("redistest: %w", err))
+			errs = append(errs, fmt.Errorf("localredis: %w", err))
 		}
 	}
 	c.s.log.printf("stopped %d nodes", len(c.nodes))
@@ -316,11 +316,11 @@ func (c *Cluster) PrimaryForKey(ctx context.Context, key string) (*Node, error) 
 			if owner := c.nodeByAddr(r.Nodes[0].Addr); owner != nil {
 				return owner, nil
 			}
-			return nil, fmt.Errorf("redistest: slot %d of %q is owned by %s, not a node of this cluster", slot, key, r.Nodes[0].Addr)
+			return nil, fmt.Errorf("localredis: slot %d of %q is owned by %s, not a node of this cluster", slot, key, r.Nodes[0].Addr)
 		}
-		return nil, fmt.Errorf("redistest: slot %d of %q has no owner in the CLUSTER SLOTS of %s", slot, key, n.Addr)
+		return nil, fmt.Errorf("localredis: slot %d of %q has no owner in the CLUSTER SLOTS of %s", slot, key, n.Addr)
 	}
-	return nil, fmt.Errorf("redistest: no live node answered CLUSTER SLOTS: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("localredis: no live node answered CLUSTER SLOTS: %w", errors.Join(errs...))
 }
 
 // ScriptFlushAll runs SCRIPT FLUSH on every live node, so that the next
@@ -353,7 +353,7 @@ func (c *Cluster) eachLive(ctx context.Context, f func(context.Context, *Node) e
 	for i, n := range live {
 		wg.Go(func() {
 			if err := f(ctx, n); err != nil {
-				errs[i] = fmt.Errorf("redistest: %s: %w", n.Addr, err)
+				errs[i] = fmt.Errorf("localredis: %s: %w", n.Addr, err)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package redistest
+package localredis
 
 import (
 	"crypto/ecdsa"
@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 )
 
@@ -33,12 +32,12 @@ type TLSFiles struct {
 func WriteTLSFiles(dir string) (*TLSFiles, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
+		return nil, fmt.Errorf("localredis: %w", err)
 	}
 	now := time.Now()
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "redistest CA"},
+		Subject:               pkix.Name{CommonName: "localredis CA"},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(time.Hour),
 		IsCA:                  true,
@@ -47,11 +46,11 @@ func WriteTLSFiles(dir string) (*TLSFiles, error) {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
+		return nil, fmt.Errorf("localredis: %w", err)
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
+		return nil, fmt.Errorf("localredis: %w", err)
 	}
 	f := &TLSFiles{
 		CA:         filepath.Join(dir, "ca.pem"),
@@ -68,7 +67,7 @@ func WriteTLSFiles(dir string) (*TLSFiles, error) {
 	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, certPath, keyPath string) error {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
-			return fmt.Errorf("redistest: %w", err)
+			return fmt.Errorf("localredis: %w", err)
 		}
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial),
@@ -84,11 +83,11 @@ func WriteTLSFiles(dir string) (*TLSFiles, error) {
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
-			return fmt.Errorf("redistest: %w", err)
+			return fmt.Errorf("localredis: %w", err)
 		}
 		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 		if err != nil {
-			return fmt.Errorf("redistest: %w", err)
+			return fmt.Errorf("localredis: %w", err)
 		}
 		if err := writePEM(certPath, "CERTIFICATE", der); err != nil {
 			return err
@@ -98,21 +97,10 @@ func WriteTLSFiles(dir string) (*TLSFiles, error) {
 	if err := leaf(2, "localhost", x509.ExtKeyUsageServerAuth, f.Cert, f.Key); err != nil {
 		return nil, err
 	}
-	if err := leaf(3, "redistest client", x509.ExtKeyUsageClientAuth, f.ClientCert, f.ClientKey); err != nil {
+	if err := leaf(3, "localredis client", x509.ExtKeyUsageClientAuth, f.ClientCert, f.ClientKey); err != nil {
 		return nil, err
 	}
 	return f, nil
-}
-
-// NewTLSFiles is WriteTLSFiles into a folder of the test's, failing the test
-// on error.
-func NewTLSFiles(tb testing.TB) *TLSFiles {
-	tb.Helper()
-	f, err := WriteTLSFiles(tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return f
 }
 
 // ClientConfig returns a TLS client configuration that trusts the test CA;
@@ -122,7 +110,7 @@ func (f *TLSFiles) ClientConfig(withCert bool) (*tls.Config, error) {
 	if withCert {
 		cert, err := tls.LoadX509KeyPair(f.ClientCert, f.ClientKey)
 		if err != nil {
-			return nil, fmt.Errorf("redistest: %w", err)
+			return nil, fmt.Errorf("localredis: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
@@ -134,7 +122,7 @@ func (f *TLSFiles) ClientConfig(withCert bool) (*tls.Config, error) {
 func (f *TLSFiles) ServerConfig() (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
+		return nil, fmt.Errorf("localredis: %w", err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
@@ -142,7 +130,7 @@ func (f *TLSFiles) ServerConfig() (*tls.Config, error) {
 func writePEM(path, typ string, der []byte) error {
 	b := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("localredis: %w", err)
 	}
 	return nil
 }

@@ -1,15 +1,18 @@
-package redistest
+package localredis_test
 
 import (
 	"errors"
 	"io/fs"
 	"os"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 func TestSingle(t *testing.T) {
 	t.Parallel()
-	n := NewSingle(t)
+	n := redistest.NewSingle(t)
 	ctx := t.Context()
 	rdb := n.Client()
 	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
@@ -35,8 +38,8 @@ func TestSingle(t *testing.T) {
 
 func TestSingleStopRemovesTempDir(t *testing.T) {
 	t.Parallel()
-	requireRedis(t, "", "-")
-	n, err := StartSingle(t.Context(), Config{})
+	redistest.RequireRedis(t, "", "-")
+	n, err := localredis.StartSingle(t.Context(), localredis.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
