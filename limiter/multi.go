@@ -17,15 +17,24 @@ import (
 // given back with OpReturn. Between that take and its refund, one store
 // round trip, other callers can see those tokens missing: a concurrent
 // request may be refused that would otherwise have passed, never the
-// other way round. A rule whose policy is shadow never blocks the others.
-// The hot-key path is not used.
+// other way round. The hot-key path is not used.
+//
+// A rule whose policy is shadow is no part of the all-or-nothing: it is
+// decided apart, as RL.TAKE of it alone would be (it takes when it would
+// allow alone, whatever the other rules do, and is never refunded), so it
+// can neither block the others nor, by sharing their atomic group, unblock
+// them. Its reply is its own bucket's, with allowed 1, retry_after -1 and
+// decided_by shadow.
 //
 // It reports whether everything was admitted. out[i] is each rule's own
 // verdict: for a refused call, the rules that allowed show allowed with
 // their remaining after the refund. An error (no policy, or one Redis
-// returned) fails the whole call: it is returned, and nothing is spent.
+// returned) fails the whole call: it is returned, and nothing of the
+// enforced rules is spent (a shadow rule decided apart keeps its take).
 func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.Result) (bool, error) {
 	l.stats.MTakes.Add(1)
+	enforced := make([]int, 0, len(reqs))
+	var shadow []int
 	for i := range reqs {
 		if reqs[i].Policy == nil {
 			reqs[i].Policy = l.policies.Match(reqs[i].Key)
@@ -34,20 +43,31 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 			return false, l.failed(fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key))
 		}
 		reqs[i].Op = limit.OpTake
-	}
-	groups := l.groups(reqs)
-	spent := make([]bool, len(reqs))
-	dctx, cancel := context.WithTimeout(ctx, l.timeout())
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		run := func() { l.takeGroup(dctx, reqs, out, spent, g) }
-		if len(groups) == 1 {
-			run()
+		if reqs[i].Policy.Shadow {
+			shadow = append(shadow, i)
 		} else {
-			wg.Go(run)
+			enforced = append(enforced, i)
 		}
 	}
-	wg.Wait()
+	groups := l.groups(reqs, enforced)
+	spent := make([]bool, len(reqs))
+	dctx, cancel := context.WithTimeout(ctx, l.timeout())
+	jobs := make([]func(), 0, len(groups)+1)
+	for _, g := range groups {
+		jobs = append(jobs, func() { l.takeGroup(dctx, reqs, out, spent, g) })
+	}
+	if len(shadow) > 0 {
+		jobs = append(jobs, func() { l.takeApart(dctx, reqs, out, shadow) })
+	}
+	if len(jobs) == 1 {
+		jobs[0]()
+	} else {
+		var wg sync.WaitGroup
+		for _, job := range jobs {
+			wg.Go(job)
+		}
+		wg.Wait()
+	}
 	cancel()
 
 	ok := true
@@ -56,7 +76,7 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 		if r.Err != nil && errors.Is(r.Err, limit.ErrUnavailable) {
 			l.stats.StoreErrors.Add(1)
 			l.onStoreError(ctx, &reqs[i], r)
-			spent[i] = r.Allowed && r.DecidedBy == limit.ByFallbackLocal
+			spent[i] = r.Allowed && r.DecidedBy == limit.ByFallbackLocal && !reqs[i].Policy.Shadow
 		}
 	}
 	var err error
@@ -90,20 +110,21 @@ func (l *Limiter) failed(err error) error {
 	return err
 }
 
-// groups splits reqs by the store's atomic groups, in order of first
-// appearance; without limit.Atomic every request is its own group.
-func (l *Limiter) groups(reqs []limit.Request) [][]int {
+// groups splits the requests reqs[idx…] by the store's atomic groups, in
+// order of first appearance; without limit.Atomic every request is its own
+// group.
+func (l *Limiter) groups(reqs []limit.Request, idx []int) [][]int {
 	at, _ := l.store.(limit.Atomic)
 	if at == nil {
-		g := make([][]int, len(reqs))
-		for i := range reqs {
-			g[i] = []int{i}
+		g := make([][]int, len(idx))
+		for j, i := range idx {
+			g[j] = []int{i}
 		}
 		return g
 	}
 	var groups [][]int
 	index := map[int]int{}
-	for i := range reqs {
+	for _, i := range idx {
 		id := at.Group(reqs[i].Key)
 		j, seen := index[id]
 		if !seen {
@@ -114,6 +135,21 @@ func (l *Limiter) groups(reqs []limit.Request) [][]int {
 		groups[j] = append(groups[j], i)
 	}
 	return groups
+}
+
+// takeApart takes the requests reqs[idx…] one by one in one store batch,
+// as RL.TAKE of each alone would: the shadow rules of an RL.MTAKE, which
+// are no part of its all-or-nothing.
+func (l *Limiter) takeApart(ctx context.Context, reqs []limit.Request, out []limit.Result, idx []int) {
+	sub := make([]limit.Request, len(idx))
+	res := make([]limit.Result, len(idx))
+	for j, i := range idx {
+		sub[j] = reqs[i]
+	}
+	l.store.Do(ctx, sub, res)
+	for j, i := range idx {
+		out[i] = res[j]
+	}
 }
 
 // takeGroup takes one group: alone with Do, several with DoAll.

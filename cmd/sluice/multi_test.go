@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
 )
 
 // mtake sends RL.MTAKE and parses [allowed, [six fields per key]].
@@ -72,10 +73,13 @@ func takeOp(ctx context.Context, c *redis.Client, cmd, key string, cost int64) (
 	return reply{Allowed: n[0] == 1, Limit: n[1], Remaining: n[2], Retry: n[3], ResetMs: n[4], DecidedBy: by}, nil
 }
 
-const multiConfig = `defaults:
+// multiConfig starts with, for each algorithm, an enforced rule of 4 an
+// hour and a shadow rule of 1 an hour on keys of one hash tag:
+// {t}:win:<algorithm> and {t}:dark:<algorithm>[...].
+var multiConfig = `defaults:
   on_store_error: closed
 policies:
-  - name: per-ip
+` + tagPolicies() + `  - name: per-ip
     match: "ip:*"
     limit: 50
     rate: 50
@@ -102,6 +106,61 @@ policies:
     period: 1h
     shadow: true
 `
+
+func tagPolicies() string {
+	var b strings.Builder
+	for _, alg := range limit.Algorithms {
+		fmt.Fprintf(&b, "  - {name: win-%s, match: \"{t}:win:%s\", algorithm: %s, limit: 4, rate: 4, period: 1h}\n", alg, alg, alg)
+		fmt.Fprintf(&b, "  - {name: dark-%s, match: \"{t}:dark:%s*\", algorithm: %s, limit: 1, rate: 1, period: 1h, shadow: true}\n", alg, alg, alg)
+	}
+	return b.String()
+}
+
+// The issue's config for RL.MTAKE with a shadow rule.
+const shadowConfig = `defaults: {on_store_error: closed}
+policies:
+  - {name: win,  match: "win:*",  limit: 4, rate: 4, period: 1h}
+  - {name: dark, match: "dark:*", limit: 1, rate: 1, period: 1h, shadow: true}
+`
+
+// shadowApart checks that a shadow rule neither blocks nor unblocks an
+// RL.MTAKE: eight calls of win 1 dark 1 admit exactly win's 4 and spend
+// them, the shadow rule's reply is its own bucket as RL.TAKE would report
+// it (allowed, decided_by shadow), and a shadow rule of a refused call
+// still takes, decided as if alone.
+func shadowApart(ctx context.Context, t *testing.T, cl *redis.Client, win, dark, fresh string) {
+	t.Helper()
+	admitted := 0
+	for i := range 8 {
+		ok, rules, err := mtake(ctx, cl, win, 1, dark, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			admitted++
+		}
+		if d := rules[1]; !d.Allowed || d.DecidedBy != "shadow" || d.Limit != 1 || d.Remaining != 0 || d.Retry != -1 {
+			t.Fatalf("call %d: the shadow rule's reply %+v, want allowed, limit 1, remaining 0, retry -1, shadow", i+1, d)
+		}
+	}
+	if r := peek(ctx, t, cl, win); admitted != 4 || r.Remaining != 0 {
+		t.Fatalf("8 calls of RL.MTAKE %s 1 %s 1 admitted %d, and RL.PEEK %s says %d remaining; want 4 and 0", win, dark, admitted, win, r.Remaining)
+	}
+	ok, rules, err := mtake(ctx, cl, win, 1, fresh, 1)
+	if err != nil || ok || rules[0].Allowed || !rules[1].Allowed || rules[1].Remaining != 0 {
+		t.Fatalf("a call refused by %s: %v %+v %v", win, ok, rules, err)
+	}
+	if r := peek(ctx, t, cl, fresh); r.Remaining != 0 {
+		t.Fatalf("the shadow rule %s of a refused call holds %d, want 0 (decided as alone)", fresh, r.Remaining)
+	}
+}
+
+// The issue's example in embedded mode, through the binary.
+func TestMTakeShadowEmbedded(t *testing.T) {
+	t.Parallel()
+	p := startSluice(t, "--config", writeConfig(t, shadowConfig))
+	shadowApart(context.Background(), t, p.client(t), "win:x", "dark:x", "dark:y")
+}
 
 // RL.MTAKE through the sluice binary on a real cluster: the note's login
 // example with its keys on different slots (take, reject, refund), the
@@ -184,6 +243,18 @@ func TestMTakeOnCluster(t *testing.T) {
 		ok, rules, err := mtake(ctx, cl, "win:x", 1, "dark:x", 1)
 		if err != nil || ok || rules[0].Allowed {
 			t.Fatalf("fifth: %v %+v %v: the window of 4 must refuse", ok, rules, err)
+		}
+	})
+
+	t.Run("a shadow rule on the same hash tag, every algorithm", func(t *testing.T) {
+		for _, alg := range limit.Algorithms {
+			win, dark := "{t}:win:"+string(alg), "{t}:dark:"+string(alg)
+			if cluster.Slot(cluster.Key(win)) != cluster.Slot(cluster.Key(dark)) {
+				t.Fatal("hash-tagged keys must share a slot")
+			}
+			t.Run(string(alg), func(t *testing.T) {
+				shadowApart(ctx, t, cl, win, dark, dark+":y")
+			})
 		}
 	})
 
