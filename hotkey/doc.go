@@ -12,7 +12,10 @@
 //
 // Per instance: a blocked count-min sketch of the current and the previous
 // second (the previous weighted by the share of it still inside the last
-// second), 2 MiB whatever the number of keys, counted with atomics. A key
+// second), 2 MiB whatever the number of keys, counted with atomics. No
+// request clears a window: each cache line of counters carries the second
+// it counts, and the first request into it in a new second zeroes that one
+// line (O(1)), so no request stalls at a second's boundary. A key
 // turns hot when its rate reaches the policy's hot.threshold (req/s on this
 // instance) and cools once it has stayed below threshold/2 for a second
 // (hysteresis), or has had no request for a second and is below
