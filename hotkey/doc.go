@@ -41,15 +41,20 @@
 // by partial grants. Tokens unused for the lease TTL (100ms) go back
 // (limit.OpReturn, capped at the limit) within 1.5 TTLs; so do the tokens of
 // a lease evicted from the bounded lease cache (golang-lru/v2), and all of
-// them on Close.
+// them on Close. A lease answers for one TTL after its last claim, no
+// longer: a take that finds it older expires it at once (its tokens go
+// back) and claims again, so a change to the shared bucket that the lease
+// cannot see, such as an RL.RESET on another instance, shows within one
+// TTL.
 //
 // Every leased token was taken from the shared bucket, so leases never
 // over-admit: across all instances, admitted ≤ limit + rate × elapsed. They
 // can under-admit by what other instances hold unused (at most one block
 // each, for at most 1.5 lease TTLs), and by returns capped at a full bucket.
 // When a claim finds no whole token, the instance rejects takes of that key
-// without a round trip until the time the store said a token would exist,
-// so a flood of rejected requests does not reach the shard either. After a
+// without a round trip until the time the store said a token would exist
+// (or the lease's TTL ends, if sooner), so a flood of rejected requests
+// does not reach the shard either. After a
 // partial grant it waits between one and two token intervals (at random)
 // before claiming again, which keeps the instance that last won a token from
 // winning every refill.
@@ -133,4 +138,12 @@
 //
 // Lease mode, which draws on the one shared bucket, has none of these
 // errors; prefer it when exactness matters more than shard load.
+//
+// # Reset
+//
+// RL.RESET of a hot key (Reset, after the store has reset the key) deletes
+// its split sub-buckets in the store and, on this instance, drops its
+// lease (tokens and the wait of an empty claim; the tokens came from the
+// bucket just reset, so they are dropped, not given back) and its hot
+// entry. Other instances' leases answer for at most one more lease TTL.
 package hotkey

@@ -29,6 +29,7 @@ type lease struct {
 	gen         uint64        // claims completed
 	err         error         // of the last claim, nil when it answered
 	dead        bool          // evicted or expired: find or make another
+	dropped     bool          // by RL.RESET: held tokens are dropped, not given back
 }
 
 // claim is a claim of this batch: the lease, tokens asked, and the requests
@@ -75,6 +76,17 @@ func (b *batch) lease(i int, ns int64, gen uint64) {
 		l.mu.Lock()
 		if l.dead {
 			l.mu.Unlock()
+			gen = noGen
+			continue
+		}
+		if l.gen > 0 && l.claiming == nil && ns >= l.expires {
+			// Expired, and the sweep has not come yet: expire it now, so a
+			// lease answers for one TTL after its last claim, no longer
+			// (a reset elsewhere is then seen within one TTL).
+			l.mu.Unlock()
+			if cur, ok := cache.Peek(r.Key); ok && cur == l {
+				cache.Remove(r.Key) // calls evicted: dead, its tokens go back
+			}
 			gen = noGen
 			continue
 		}
@@ -187,6 +199,9 @@ func (b *batch) claimed(c *claim, res limit.Result, ns int64) {
 	var back int64
 	if dead {
 		back, l.held = l.held, 0
+		if l.dropped {
+			back = 0
+		}
 	}
 	l.mu.Unlock()
 	if dead {
@@ -246,6 +261,9 @@ func (h *Layer) evicted(_ string, l *lease) {
 	l.dead = true
 	back := l.held
 	l.held = 0
+	if l.dropped {
+		back = 0
+	}
 	l.mu.Unlock()
 	h.giveBack(l, back)
 }

@@ -32,6 +32,10 @@ type HotPath interface {
 	// Decide decides requests whose key is hot; a connectivity failure
 	// comes back as limit.ErrUnavailable, for on_store_error.
 	Decide(ctx context.Context, reqs []limit.Request, out []limit.Result)
+	// Reset forgets key's hot state for RL.RESET, after the store has
+	// reset the key: on this instance, and the key's hot buckets in the
+	// store. It reports whether any of those existed.
+	Reset(ctx context.Context, key string, p *limit.Policy) (bool, error)
 }
 
 // Config configures a Limiter.
@@ -298,7 +302,13 @@ func (l *Limiter) count(reqs []limit.Request, out []limit.Result) {
 	}
 }
 
-// Reset forgets the state of key in the store and in the fallback.
+// Reset forgets the state of key (RL.RESET) in the store, in the
+// fallback and, for a hot key, on the hot-key path: its split sub-buckets
+// in the store, its lease and hot state here. The store goes first, so a
+// lease claimed meanwhile is dropped with the rest (an under-admission of
+// one block at most, never an over-admission). It reports whether the key
+// or one of its sub-buckets existed; the error is the store's, else the
+// hot path's, and this instance's state is cleared either way.
 func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 	p := l.policies.Match(key)
 	if p == nil {
@@ -307,7 +317,15 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 	_, _ = l.fallback.Reset(ctx, key, p)
 	dctx, cancel := context.WithTimeout(ctx, l.timeout())
 	defer cancel()
-	return l.store.Reset(dctx, key, p)
+	existed, err := l.store.Reset(dctx, key, p)
+	if l.hot != nil {
+		hot, herr := l.hot.Reset(dctx, key, p)
+		existed = existed || hot
+		if err == nil {
+			err = herr
+		}
+	}
+	return existed, err
 }
 
 // Snapshot is a copy of the counters.

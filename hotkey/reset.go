@@ -1,0 +1,74 @@
+package hotkey
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"sync"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// Reset forgets key's hot state, for RL.RESET; the caller resets the key's
+// own bucket in the store first. It deletes the key's split sub-buckets in
+// the store (whenever p is in split mode: another instance may have made
+// them), then, on this instance, drops the key's lease (its tokens were
+// taken from the bucket just reset, so they are dropped, not given back;
+// so are its returns still queued), and with it the wait of an empty
+// claim, and takes the key out of the hot map, so that a key still hot
+// hands its fresh budget over to fresh sub-buckets again. A claim in
+// flight when Reset runs answers the requests waiting for it; what is
+// left of it is dropped too: RL.RESET can under-admit by one block, never
+// over-admit. Other instances' leases are not reached: each answers for
+// at most one lease TTL after its last claim.
+//
+// It reports whether a sub-bucket existed; an error is the first a
+// sub-bucket's reset returned (the state on this instance is cleared all
+// the same).
+func (h *Layer) Reset(ctx context.Context, key string, p *limit.Policy) (bool, error) {
+	existed, err := h.resetSubs(ctx, key, p)
+	hash := maphash.String(h.seed, key)
+	cache := h.leases[hash%leaseShards]
+	if l, ok := cache.Peek(key); ok {
+		l.mu.Lock()
+		l.dropped = true
+		l.mu.Unlock()
+		cache.Remove(key)
+	}
+	h.retMu.Lock()
+	kept := h.returns[:0]
+	for _, r := range h.returns {
+		if r.Key != key {
+			kept = append(kept, r)
+		}
+	}
+	clear(h.returns[len(kept):])
+	h.returns = kept
+	h.retMu.Unlock()
+	sh := &h.hot[hash%hotShards]
+	if e := (*sh.m.Load())[key]; e != nil {
+		h.cool(sh, e)
+	}
+	return existed, err
+}
+
+// resetSubs deletes the split sub-buckets of key in the store, all at once.
+func (h *Layer) resetSubs(ctx context.Context, key string, p *limit.Policy) (bool, error) {
+	if p == nil || p.Hot.Mode != limit.HotSplit {
+		return false, nil
+	}
+	subs := h.subPolicies(p)
+	existed := make([]bool, len(subs))
+	errs := make([]error, len(subs))
+	var wg sync.WaitGroup
+	for i, sp := range subs {
+		wg.Go(func() { existed[i], errs[i] = h.store.Reset(ctx, subKey(key, i), sp) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil { // the first only: it may become a one-line RESP error
+			return slices.Contains(existed, true), err
+		}
+	}
+	return slices.Contains(existed, true), nil
+}
