@@ -54,10 +54,9 @@
 // When a claim finds no whole token, the instance rejects takes of that key
 // without a round trip until the time the store said a token would exist
 // (or the lease's TTL ends, if sooner), so a flood of rejected requests
-// does not reach the shard either. After a
-// partial grant it waits between one and two token intervals (at random)
-// before claiming again, which keeps the instance that last won a token from
-// winning every refill.
+// does not reach the shard either. After a partial grant it waits between
+// one and two token intervals (at random) before claiming again, which
+// keeps the instance that last won a token from winning every refill.
 //
 // Reply of a lease decision: limit is the policy's; remaining is an
 // estimate, the shared bucket's remaining at the last claim plus the tokens
@@ -145,5 +144,6 @@
 // its split sub-buckets in the store and, on this instance, drops its
 // lease (tokens and the wait of an empty claim; the tokens came from the
 // bucket just reset, so they are dropped, not given back) and its hot
-// entry. Other instances' leases answer for at most one more lease TTL.
+// entry. Other instances' leases answer for at most one lease TTL after
+// their last claim.
 package hotkey
