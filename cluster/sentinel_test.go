@@ -166,7 +166,9 @@ func TestSentinelStoreFailover(t *testing.T) {
 			{"unknown name", Config{MasterName: "nosuch", SentinelAddrs: g.SentinelAddrs(), SentinelPassword: "s3ntinel"},
 				func(err error) bool { return errors.Is(err, ErrUnknownPrimary) }},
 			{"no sentinel password", Config{MasterName: g.MasterName(), SentinelAddrs: g.SentinelAddrs()},
-				func(err error) bool { return err != nil && strings.Contains(err.Error(), "NOAUTH") && !errors.Is(err, limit.ErrUnavailable) }},
+				func(err error) bool {
+					return err != nil && strings.Contains(err.Error(), "NOAUTH") && !errors.Is(err, limit.ErrUnavailable)
+				}},
 			{"no sentinel answers", Config{MasterName: g.MasterName(), SentinelAddrs: []string{"127.0.0.1:1"}},
 				func(err error) bool { return errors.Is(err, limit.ErrUnavailable) }},
 		} {
