@@ -22,10 +22,10 @@ import (
 // --store-pass-file). --store-tls* apply to the sentinels and the primary
 // alike: go-redis dials both with one TLS configuration.
 type sentinelFlags struct {
-	sentinel                         string
-	sentinelUser, sentinelPassFile   string
-	sentinelPass, masterName         string   // resolved
-	sentinelAddrs                    []string // resolved
+	sentinel                       string
+	sentinelUser, sentinelPassFile string
+	sentinelPass, masterName       string   // resolved
+	sentinelAddrs                  []string // resolved
 }
 
 func (s *sentinelFlags) registerSentinel(fs *flag.FlagSet) {
