@@ -122,7 +122,7 @@ func snapshot(l *load) map[string]int64 {
 	return m
 }
 
-// since is b minus a, per path, dropping zeros.
+// sinceSnap is b minus a, per path, dropping zeros.
 func sinceSnap(a, b map[string]int64) map[string]int64 {
 	d := map[string]int64{}
 	for k, v := range b {
