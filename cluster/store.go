@@ -16,13 +16,23 @@ import (
 	"github.com/sluice-rl/sluice/lua"
 )
 
-// Config configures a Store. Exactly one of Addrs and URL is set.
+// Config configures a Store. Exactly one of Addrs, URL and SentinelAddrs
+// is set.
 type Config struct {
 	// Addrs are Redis Cluster seed nodes, host:port.
 	Addrs []string
 	// URL is a single Redis node, redis://[user:pass@]host:port[/db], or
 	// rediss://… for TLS.
 	URL string
+	// MasterName and SentinelAddrs (host:port) are a primary watched by
+	// Redis Sentinel: the store asks the sentinels for the primary's address
+	// and follows it through failovers (see sentinel.go).
+	MasterName    string
+	SentinelAddrs []string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// (their own requirepass or ACL); "" means none. Username and Password
+	// below authenticate to the primary. TLS applies to both.
+	SentinelUsername, SentinelPassword string
 	// TLS, when not nil, makes every connection to Redis use TLS with this
 	// configuration: cluster nodes, the URL's node (whatever its scheme),
 	// and the direct connections that follow MOVED and ASK. An empty
@@ -92,6 +102,14 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, breakers: map[string]*breaker{}, direct: map[string]*redis.Client{}, closing: make(chan struct{})}
 	switch {
+	case (len(cfg.SentinelAddrs) > 0 || cfg.MasterName != "") && (len(cfg.Addrs) > 0 || cfg.URL != ""):
+		return nil, errors.New("cluster: set one of Addrs, URL and SentinelAddrs")
+	case len(cfg.SentinelAddrs) > 0 || cfg.MasterName != "":
+		c, err := newFailoverClient(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.single = c
 	case len(cfg.Addrs) > 0 && cfg.URL != "":
 		return nil, errors.New("cluster: set Addrs or URL, not both")
 	case len(cfg.Addrs) > 0:

@@ -43,6 +43,7 @@ type serveFlags struct {
 	logFormat, logLevel                           string
 	timeoutSet                                    bool
 	securityFlags
+	sentinelFlags
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -58,6 +59,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.requirePass, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file or SLUICE_REQUIREPASS)")
 	fs.StringVar(&f.requirePassFile, "requirepass-file", "", "file holding the password")
 	f.registerSecurity(fs)
+	f.registerSentinel(fs)
 	fs.IntVar(&f.maxClients, "max-clients", 10000, "connections beyond this get -ERR max number of clients reached")
 	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", 64<<10, "a request larger than this closes its connection")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", 1024, "longest key accepted")
@@ -79,6 +81,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Visit(func(fl *flag.Flag) { f.timeoutSet = f.timeoutSet || fl.Name == "timeout" })
 	if f.clusterAddrs != "" && f.redisURL != "" {
 		return nil, errors.New("serve: --cluster and --redis are exclusive")
+	}
+	if err := f.resolveSentinel(); err != nil {
+		return nil, err
 	}
 	if f.timeout <= 0 {
 		return nil, errors.New("serve: --timeout must be positive")
@@ -149,8 +154,13 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	if mode == "sentinel" {
+		if err := checkSentinel(ctx, store, f, log); err != nil {
+			return err
+		}
+	}
 	if mode == "embedded" {
-		log.Warn("embedded mode: no --cluster or --redis, so limits are per process; two sluice processes admit twice the limit")
+		log.Warn("embedded mode: no --cluster, --redis or --sentinel, so limits are per process; two sluice processes admit twice the limit")
 	} else if cs, ok := store.(*cluster.Store); ok {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := cs.Ping(pctx); err != nil {
@@ -279,9 +289,13 @@ func sourceOf(path string) string {
 	return path
 }
 
-// openStore picks the store: a cluster, a single node, or in-process.
+// openStore picks the store: a cluster, a single node, a primary under
+// Sentinel, or in-process.
 func openStore(f *serveFlags, timeout time.Duration, obs cluster.Observer) (limit.Store, string, error) {
 	switch {
+	case f.sentinel != "":
+		s, err := f.openSentinel(timeout, obs)
+		return s, "sentinel", err
 	case f.clusterAddrs != "":
 		s, err := f.newStore(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines, Observer: obs})
 		return s, "cluster", err

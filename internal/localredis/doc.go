@@ -20,4 +20,8 @@
 // it imports no other sluice package.
 //
 // When redis-server is not on PATH, Start and StartSingle return ErrNoRedis.
+//
+// StartSentinel starts the other shape of Redis with failover: one primary
+// and its replicas, watched by redis-sentinel processes (Sentinel), for
+// `sluice serve --sentinel`; it also needs the redis-sentinel binary.
 package localredis

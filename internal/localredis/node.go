@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,12 @@ type Node struct {
 	cluster bool
 	rmDir   string // removed by Stop; set for a single server in a temp dir
 
+	// Set before the first spawn, for the nodes of a Sentinel group.
+	bin      string   // the binary; "" means s.server
+	head     []string // arguments before the options: a sentinel's config file
+	tail     []string // arguments after them: --replicaof, passwords
+	password string   // requirepass, for the readiness check and Client
+
 	mu     sync.Mutex // serialises process changes
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when cmd has exited
@@ -63,7 +70,7 @@ func newNode(s *settings, dir string, port int, cluster bool) *Node {
 }
 
 func (n *Node) args() []string {
-	a := []string{
+	a := append(slices.Clone(n.head),
 		"--port", strconv.Itoa(n.Port),
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
@@ -75,7 +82,7 @@ func (n *Node) args() []string {
 		// Start a replica's full sync at once instead of waiting 5s for
 		// more replicas to share it.
 		"--repl-diskless-sync-delay", "0",
-	}
+	)
 	if n.s.version[0] >= 7 {
 		a = append(a,
 			// Without persistence, keep no RDB left over from a sync, so
@@ -99,7 +106,7 @@ func (n *Node) args() []string {
 			"--cluster-replica-validity-factor", "0",
 		)
 	}
-	return a
+	return append(a, n.tail...)
 }
 
 // spawn starts the server process. The caller holds n.mu.
@@ -112,13 +119,17 @@ func (n *Node) spawn() error {
 		return fmt.Errorf("localredis: %w", err)
 	}
 	defer out.Close() // the child has its own copy
-	cmd := exec.Command(n.s.server, n.args()...)
+	bin := n.s.server
+	if n.bin != "" {
+		bin = n.bin
+	}
+	cmd := exec.Command(bin, n.args()...)
 	cmd.Dir = n.Dir
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = sysProcAttr(n.s.Detach)
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("localredis: start %s: %w", n.s.server, err)
+		return fmt.Errorf("localredis: start %s: %w", bin, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -143,7 +154,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 			return n.exitError()
 		default:
 		}
-		got, err := serverPid(ctx, n.Addr)
+		got, err := serverPidAuth(ctx, n.Addr, n.password)
 		if err == nil && got == pid {
 			return nil
 		}
@@ -178,6 +189,12 @@ func (n *Node) exitError() error {
 // serverPid asks the server at addr for its process_id with a raw INFO
 // command: no pool and no dial back-off between polls.
 func serverPid(ctx context.Context, addr string) (int, error) {
+	return serverPidAuth(ctx, addr, "")
+}
+
+// serverPidAuth is serverPid on a server with requirepass password ("" for
+// none).
+func serverPidAuth(ctx context.Context, addr, password string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	var d net.Dialer
@@ -188,10 +205,23 @@ func serverPid(ctx context.Context, addr string) (int, error) {
 	defer conn.Close()
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
-	if _, err := io.WriteString(conn, "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"); err != nil {
+	req := "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"
+	if password != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password) + req
+	}
+	if _, err := io.WriteString(conn, req); err != nil {
 		return 0, err
 	}
 	r := bufio.NewReader(conn)
+	if password != "" {
+		ok, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
+		}
+		if ok = strings.TrimRight(ok, "\r\n"); ok != "+OK" {
+			return 0, fmt.Errorf("AUTH: %s", ok)
+		}
+	}
 	head, err := r.ReadString('\n')
 	if err != nil {
 		return 0, err
@@ -387,6 +417,7 @@ func (n *Node) Client() *redis.Client {
 	if n.client == nil {
 		n.client = redis.NewClient(&redis.Options{
 			Addr:                  n.Addr,
+			Password:              n.password,
 			Protocol:              2,
 			DisableIdentity:       true,
 			DialTimeout:           time.Second,

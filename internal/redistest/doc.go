@@ -1,8 +1,9 @@
-// Package redistest gives tests real Redis servers: NewCluster and NewSingle
-// start them from internal/localredis for one test and stop them in
-// t.Cleanup, and NewTLSFiles writes a test CA and certificates.
+// Package redistest gives tests real Redis servers: NewCluster, NewSingle
+// and NewSentinel (a primary, replicas and redis-sentinel processes) start
+// them from internal/localredis for one test and stop them in t.Cleanup, and
+// NewTLSFiles writes a test CA and certificates.
 //
-// When redis-server is not on PATH the test is skipped, except when the CI
+// When redis-server (or redis-sentinel) is not on PATH the test is skipped, except when the CI
 // environment variable is set: there it fails, so a CI job cannot pass by
 // testing nothing. It holds only what needs a testing.TB; the launcher itself
 // (used by `sluice cluster up`, the labs and these helpers) is localredis.

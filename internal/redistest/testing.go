@@ -56,18 +56,52 @@ func NewSingle(tb testing.TB) *localredis.Node {
 	return n
 }
 
+// NewSentinel starts a primary, its replicas and redis-sentinel processes
+// for the test (see localredis.StartSentinel) and stops them in t.Cleanup,
+// with the same skip and CI rules as NewCluster; it needs redis-sentinel.
+func NewSentinel(tb testing.TB, cfg localredis.SentinelConfig) *localredis.Sentinel {
+	tb.Helper()
+	if err := localredis.CheckSentinelBinaries(cfg.RedisServer, cfg.RedisSentinel); err != nil {
+		missing(tb, err, "redis-server redis-sentinel")
+		return nil // reached only with a testing.TB whose Skip returns
+	}
+	if cfg.Log == nil {
+		cfg.Log = tbWriter{tb}
+	}
+	g, err := localredis.StartSentinel(tb.Context(), cfg)
+	if err != nil {
+		tb.Fatalf("redistest: start sentinel group: %v", err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			for _, n := range append(g.Nodes(), g.Sentinels()...) {
+				tb.Logf("%s (pid %d):\n%s", n.Addr, n.Pid, n.LogTail(20))
+			}
+		}
+		if err := g.Stop(); err != nil {
+			tb.Errorf("redistest: stop sentinel group: %v", err)
+		}
+	})
+	return g
+}
+
 // RequireRedis skips the test, or fails it on CI, when a binary is missing.
 // cli "-" means redis-cli is not needed.
 func RequireRedis(tb testing.TB, server, cli string) {
 	tb.Helper()
-	err := localredis.CheckBinaries(server, cli)
-	if err == nil {
-		return
+	if err := localredis.CheckBinaries(server, cli); err != nil {
+		missing(tb, err, "redis-server")
 	}
+}
+
+// missing skips the test, or fails it on CI, for err from a binary check;
+// packages are the Debian packages that bring the binaries.
+func missing(tb testing.TB, err error, packages string) {
+	tb.Helper()
 	msg := "redistest: " + strings.TrimPrefix(err.Error(), localredis.ErrNoRedis.Error()+": ") +
-		"; install Redis 7 (for example `apt-get install redis-server`) to run this test"
+		"; install Redis 7 (for example `apt-get install " + packages + "`) to run this test"
 	if os.Getenv("CI") != "" {
-		tb.Fatal(msg + " (CI is set: a missing redis-server fails the build instead of skipping)")
+		tb.Fatal(msg + " (CI is set: a missing binary fails the build instead of skipping)")
 		return
 	}
 	tb.Skip(msg)
