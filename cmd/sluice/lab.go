@@ -112,7 +112,7 @@ instance and stops it after each mode.
 	if cfg.Duration <= 0 || cfg.MaxRequests <= 0 || cfg.Instances <= 0 || cfg.Workers <= 0 || cfg.Pipeline <= 0 || cfg.Split <= 0 {
 		return errors.New("lab hot: --duration, --max-requests, --instances, --workers, --pipeline and --split must be positive")
 	}
-	rep, err := bench.HotLab(ctx, cfg, stderr)
+	rep, err := bench.RunLab(ctx, &bench.HotLabReport{Config: cfg}, stderr)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ redis-cli on PATH); it starts this binary as 'sluice serve' for each process.
 		return errors.New("lab global: --duration, --max-requests and --workers must be positive")
 	}
 	cfg.Cluster = seedList(clusterS)
-	rep, err := bench.GlobalLab(ctx, cfg, stderr)
+	rep, err := bench.RunLab(ctx, &bench.GlobalLabReport{Config: cfg}, stderr)
 	if err != nil {
 		return err
 	}
@@ -240,7 +240,7 @@ It always starts its own cluster (it must signal a node).
 	if cfg.Pause <= 0 || cfg.MaxRequests <= 0 || cfg.Instances <= 0 || cfg.Workers <= 0 || cfg.Timeout <= 0 {
 		return errors.New("lab partition: --pause, --max-requests, --instances, --workers and --timeout must be positive")
 	}
-	rep, err := bench.PartitionLab(ctx, cfg, stderr)
+	rep, err := bench.RunLab(ctx, &bench.PartitionLabReport{Config: cfg}, stderr)
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ on the owner, the time to strict decisions and decided_by, and writes it to
 	if cfg.Down <= 0 || cfg.Window <= 0 || cfg.NodeTimeout <= 0 || cfg.MaxRequests <= 0 || cfg.Instances <= 0 || cfg.Workers <= 0 || cfg.Timeout <= 0 {
 		return errors.New("lab restart: every flag must be positive")
 	}
-	rep, err := bench.RestartLab(ctx, cfg, stderr)
+	rep, err := bench.RunLab(ctx, &bench.RestartLabReport{Config: cfg}, stderr)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ starts a local 3+3 Redis Cluster.
 		return fmt.Errorf("lab latency: --samples %d: want 1…%d", cfg.Samples, bench.MaxLatencyLabSamples)
 	}
 	cfg.Cluster = seedList(clusterS)
-	rep, err := bench.LatencyLab(ctx, cfg, stderr)
+	rep, err := bench.RunLab(ctx, &bench.LatencyLabReport{Config: cfg}, stderr)
 	if err != nil {
 		return err
 	}
