@@ -172,7 +172,10 @@ func (c *HotLabConfig) rig() rigSpec {
 	return rigSpec{name: "lab hot", binary: c.Binary, cluster: c.Cluster, now: c.Now, tool: "go-redis " + redis.Version() + " pipelines"}
 }
 
-// policyYAML is the policy file of one arm.
+// config is the report's config, for RunLab.
+func (rep *HotLabReport) config() labConfig { return &rep.Config }
+
+// PolicyYAML is the policy file of one arm.
 func (cfg HotLabConfig) PolicyYAML(m HotLabMode) string {
 	return policyFile("written by sluice lab hot: the "+string(m)+" arm", cfg.Timeout, labPolicy{
 		name: "tenant", match: "*", limit: cfg.Limit, rate: cfg.Rate, period: cfg.Period, onError: "closed",
@@ -190,8 +193,6 @@ func (cfg HotLabConfig) Budget(elapsed time.Duration) float64 {
 func (cfg HotLabConfig) refill() time.Duration {
 	return time.Duration(float64(cfg.Period) * float64(cfg.Limit) / float64(cfg.Rate))
 }
-
-func (rep *HotLabReport) config() labConfig { return &rep.Config }
 
 // run is the hot-tenant experiment: for each arm it starts
 // Config.Instances sluice processes with the arm's policy in front of one

@@ -1,11 +1,8 @@
 package bench
 
 import (
-	"fmt"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,34 +101,27 @@ type HotLabReport struct {
 // policy.
 func (r *HotLabReport) Markdown() string { return render("hot", r) }
 
-// Write prints the markdown to w and writes it to path when path is set;
-// missing folders are made.
-func (r *HotLabReport) Write(w io.Writer, path string) error {
-	return WriteMarkdown(w, path, r.Markdown())
-}
-
-// WriteMarkdown prints md to w and writes it to path when path is set;
-// missing folders are made.
-func WriteMarkdown(w io.Writer, path, md string) error {
-	if _, err := io.WriteString(w, md); err != nil {
-		return err
-	}
-	if path == "" {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	return nil
-}
-
 func joinInts(v []int64) string {
 	s := make([]string, len(v))
 	for i, n := range v {
 		s[i] = strconv.FormatInt(n, 10)
 	}
 	return strings.Join(s, " / ")
+}
+
+// formatCounts renders decided_by counts as "lease=123 store=4", sorted.
+func formatCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+strconv.FormatInt(m[k], 10))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }

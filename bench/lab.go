@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -130,21 +128,4 @@ func errorCell(n int64, first string) string {
 		s += " (first: " + cell(first) + ")"
 	}
 	return s
-}
-
-// formatCounts renders decided_by counts as "lease=123 store=4", sorted.
-func formatCounts(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+strconv.FormatInt(m[k], 10))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, " ")
 }

@@ -51,14 +51,12 @@ func (c *GlobalLabConfig) resolve() error {
 }
 
 func (c *GlobalLabConfig) rig() rigSpec {
-	return rigSpec{name: "lab global", binary: c.Binary, cluster: c.Cluster, policy: c.PolicyYAML(),
-		now: c.Now, tool: "go-redis, one request in flight per goroutine"}
+	return rigSpec{name: "lab global", binary: c.Binary, cluster: c.Cluster, now: c.Now,
+		tool: "go-redis, one request in flight per goroutine", policy: seedPolicy("global", 0, c.Limit, c.Rate, "closed", 0)}
 }
 
-func (cfg GlobalLabConfig) PolicyYAML() string {
-	return policyFile("written by sluice lab global", 0,
-		labPolicy{name: "acme", match: "*", limit: cfg.Limit, rate: cfg.Rate, onError: "closed"})
-}
+// config is the report's config, for RunLab.
+func (r *GlobalLabReport) config() labConfig { return &r.Config }
 
 // GlobalLabRow is one setup of the experiment.
 type GlobalLabRow struct {
@@ -108,8 +106,6 @@ type GlobalLabReport struct {
 	Rows   []GlobalLabRow
 	LabRun
 }
-
-func (r *GlobalLabReport) config() labConfig { return &r.Config }
 
 // run is the seed lab's experiment 1: one key through one sluice in front
 // of the cluster, through two, and through two in embedded mode (each its

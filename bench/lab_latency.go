@@ -30,11 +30,11 @@ type LatencyLabConfig struct {
 	Cluster []string
 	// Binary is the sluice binary; "" means this executable.
 	Binary string
+	// Limit and Rate (per second) are the bucket; 0 means 100 and 50.
+	Limit, Rate int64
 	// Samples is the decisions timed on each path, after a warm-up of
 	// 500; 0 means 20,000, at most 1,000,000.
 	Samples int
-	// Limit and Rate (per second) are the bucket; 0 means 100 and 50.
-	Limit, Rate int64
 	// Now is the clock of the report's date; nil means time.Now.
 	Now func() time.Time
 }
@@ -53,14 +53,12 @@ func (c *LatencyLabConfig) resolve() error {
 }
 
 func (c *LatencyLabConfig) rig() rigSpec {
-	return rigSpec{name: "lab latency", binary: c.Binary, cluster: c.Cluster, policy: c.PolicyYAML(),
-		now: c.Now, tool: "go-redis, one client, sequential requests"}
+	return rigSpec{name: "lab latency", binary: c.Binary, cluster: c.Cluster, now: c.Now,
+		policy: seedPolicy("latency", 0, c.Limit, c.Rate, "closed", 0), tool: "go-redis, one client, sequential requests"}
 }
 
-func (cfg LatencyLabConfig) PolicyYAML() string {
-	return policyFile("written by sluice lab latency", 0,
-		labPolicy{name: "acme", match: "*", limit: cfg.Limit, rate: cfg.Rate, onError: "closed"})
-}
+// config is the report's config, for RunLab.
+func (rep *LatencyLabReport) config() labConfig { return &rep.Config }
 
 // LatencyLabRow is one path of a decision.
 type LatencyLabRow struct {
@@ -79,8 +77,6 @@ type LatencyLabReport struct {
 	LabRun
 }
 
-func (rep *LatencyLabReport) config() labConfig { return &rep.Config }
-
 // run times one decision at a time on four paths: the Go token
 // bucket in this process (local.Store.Do), RL.TAKE through sluice in
 // embedded mode (a RESP round trip, no Redis), RL.TAKE through sluice in
@@ -89,7 +85,7 @@ func (rep *LatencyLabReport) config() labConfig { return &rep.Config }
 // not throughput.
 func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 	c := rep.Config
-	set, err := policy.Parse([]byte(c.PolicyYAML()), rig.policy)
+	set, err := policy.Parse([]byte(rig.rules), rig.policy)
 	if err != nil {
 		return rig.errorf("the policy: %w", err)
 	}

@@ -77,14 +77,17 @@ func (c *PartitionLabConfig) resolve() error {
 
 // rig: the lab always starts its own cluster, as it must signal a node.
 func (c *PartitionLabConfig) rig() rigSpec {
-	return rigSpec{name: "lab partition", binary: c.Binary, nodeTimeout: partitionNodeTimeout, policy: c.PolicyYAML(),
+	return rigSpec{name: "lab partition", binary: c.Binary, nodeTimeout: partitionNodeTimeout, policy: c.policyYAML(),
 		now: c.Now, tool: "go-redis, one request in flight per goroutine"}
 }
+
+// config is the report's config, for RunLab.
+func (rep *PartitionLabReport) config() labConfig { return &rep.Config }
 
 // partitionModes are the rows, in order.
 var partitionModes = []string{"open", "closed", "local"}
 
-func (cfg PartitionLabConfig) PolicyYAML() string {
+func (cfg PartitionLabConfig) policyYAML() string {
 	var ps []labPolicy
 	for _, m := range partitionModes {
 		p := labPolicy{name: m, match: m + ":*", limit: cfg.Limit, rate: cfg.Rate, onError: m}
@@ -153,8 +156,6 @@ type PartitionLabReport struct {
 	Pids   []int
 	LabRun
 }
-
-func (rep *PartitionLabReport) config() labConfig { return &rep.Config }
 
 // run is the seed lab's experiment 2, on a cluster that does not fail over
 // within the pause: it starts Config.Instances sluice processes, checks

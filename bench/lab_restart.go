@@ -79,14 +79,12 @@ func (c *RestartLabConfig) resolve() error {
 
 // rig: the lab always starts its own cluster, as it must kill a node.
 func (c *RestartLabConfig) rig() rigSpec {
-	return rigSpec{name: "lab restart", binary: c.Binary, nodeTimeout: c.NodeTimeout, policy: c.PolicyYAML(),
-		now: c.Now, tool: "go-redis, one request in flight per goroutine"}
+	return rigSpec{name: "lab restart", binary: c.Binary, nodeTimeout: c.NodeTimeout, now: c.Now,
+		policy: seedPolicy("restart", c.Timeout, c.Limit, c.Rate, "local", 0.5), tool: "go-redis, one request in flight per goroutine"}
 }
 
-func (cfg RestartLabConfig) PolicyYAML() string {
-	return policyFile("written by sluice lab restart", cfg.Timeout,
-		labPolicy{name: "acme", match: "*", limit: cfg.Limit, rate: cfg.Rate, onError: "local", localShare: 0.5})
-}
+// config is the report's config, for RunLab.
+func (rep *RestartLabReport) config() labConfig { return &rep.Config }
 
 // RestartLabRow is one event on the key's primary.
 type RestartLabRow struct {
@@ -128,8 +126,6 @@ type RestartLabReport struct {
 	Pids   []int
 	LabRun
 }
-
-func (rep *RestartLabReport) config() labConfig { return &rep.Config }
 
 // run is three events on the primary that owns one key while two sluice
 // processes decide it: SCRIPT FLUSH on the owner; SIGKILL and a restart

@@ -54,10 +54,12 @@ func goldenReports(t *testing.T) map[string]interface{ Markdown() string } {
 				DecidedBy: map[string]int64{"lease": 490_000, "store": 10_000}, Elapsed: 5 * time.Second, Budget: 3500,
 				P50: 1.5, P99: 4.25, ScriptCalls: []int64{0, 1200, 0}, Pids: []int{43, 44}},
 		}}
-	for _, c := range []labConfig{&global.Config, &partition.Config, &restart.Config, &latency.Config, &hot.Config} {
+	for _, rep := range []Experiment{global, partition, restart, latency, hot} {
+		c := rep.config()
 		if err := c.resolve(); err != nil {
 			t.Fatal(err)
 		}
+		rep.frame().Policy = c.rig().policy
 	}
 	return map[string]interface{ Markdown() string }{
 		"global": global, "partition": partition, "restart": restart, "latency": latency, "hot": hot,

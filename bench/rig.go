@@ -28,6 +28,7 @@ type rig struct {
 	bin      string
 	dir      string
 	policy   string // the path of rigSpec.policy's file; "" without one
+	rules    string // rigSpec.policy, the text of that file
 	seeds    []string
 	rc       *localredis.Cluster // nil when the cluster was given
 	progress io.Writer
@@ -64,6 +65,9 @@ type LabRun struct {
 	// Elapsed is the whole run, the set-up of the cluster and the sluice
 	// processes included.
 	Elapsed time.Duration
+	// Policy is the policy file the sluice processes ran with; "" when
+	// the experiment writes its own.
+	Policy string
 }
 
 func (f *LabRun) frame() *LabRun { return f }
@@ -75,14 +79,23 @@ type labConfig interface {
 	rig() rigSpec
 }
 
-// experiment is what a lab file holds: a report type with its config, the
-// experiment itself (run, which fills the report it is a method of) and
-// the report's frame (LabRun, embedded); RunLab does the rest.
-type experiment interface {
+// Experiment is a lab's report type, which is what a lab file holds: its
+// config, the experiment itself (run, which fills the report it is a
+// method of), the report's frame (LabRun, embedded) and the report's
+// text; RunLab does the rest. The types: *GlobalLabReport,
+// *PartitionLabReport, *RestartLabReport, *LatencyLabReport,
+// *HotLabReport.
+type Experiment interface {
+	Markdown() string
 	config() labConfig
 	run(ctx context.Context, r *rig) error
 	frame() *LabRun
 }
+
+// Defaults applies the experiment's defaults to the zero fields of its
+// config, as RunLab does: for a command line's flag defaults. It fails on
+// a config RunLab would refuse.
+func Defaults(rep Experiment) error { return rep.config().resolve() }
 
 // RunLab runs the experiment whose report rep is, with rep.Config as it
 // is given (zero fields take their defaults): it sets up a rig as the
@@ -95,7 +108,7 @@ type experiment interface {
 // *PartitionLabReport (the owning primary frozen), *RestartLabReport
 // (flushed, restarted, failed over), *LatencyLabReport (what a decision
 // costs), *HotLabReport (one hot key in each hot-key mode).
-func RunLab[R experiment](ctx context.Context, rep R, progress io.Writer) (R, error) {
+func RunLab[R Experiment](ctx context.Context, rep R, progress io.Writer) (R, error) {
 	began := time.Now()
 	cfg := rep.config()
 	if err := cfg.resolve(); err != nil {
@@ -108,7 +121,7 @@ func RunLab[R experiment](ctx context.Context, rep R, progress io.Writer) (R, er
 	}
 	defer r.close()
 	err = rep.run(ctx, r)
-	*rep.frame() = LabRun{Machine: r.machine(spec.now(), spec.tool), Elapsed: time.Since(began)}
+	*rep.frame() = LabRun{Machine: r.machine(spec.now(), spec.tool), Elapsed: time.Since(began), Policy: spec.policy}
 	return rep, err
 }
 
@@ -142,7 +155,7 @@ func newRig(ctx context.Context, spec rigSpec, progress io.Writer) (*rig, error)
 		r.seeds = rc.Addrs()
 	}
 	r.redis = redisVersion(ctx, r.seeds)
-	if spec.policy != "" {
+	if r.rules = spec.policy; spec.policy != "" {
 		if r.policy, err = r.writePolicy(file+".yaml", spec.policy); err != nil {
 			r.close()
 			return nil, err
@@ -266,6 +279,14 @@ type labPolicy struct {
 	hot       string
 	threshold int64
 	split     int
+}
+
+// seedPolicy is the policy file of the seed lab's experiments: one
+// catch-all token bucket, "acme", of limit tokens refilled rate per
+// second; timeout and share 0 are not written (the defaults).
+func seedPolicy(lab string, timeout time.Duration, limit, rate int64, onError string, share float64) string {
+	return policyFile("written by sluice lab "+lab, timeout,
+		labPolicy{name: "acme", match: "*", limit: limit, rate: rate, onError: onError, localShare: share})
 }
 
 // policyFile renders an experiment's policy file: a comment line, the

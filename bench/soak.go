@@ -15,6 +15,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Defaults of SoakConfig.
+const (
+	DefaultSoakDuration = 3 * time.Minute
+	DefaultSoakSample   = 10 * time.Second
+	DefaultSoakFault    = 20 * time.Second
+	DefaultSoakWorkers  = 16
+)
+
 // SoakConfig configures Soak. Zero values mean the defaults in brackets.
 type SoakConfig struct {
 	Binary   string        // the sluice binary (os.Executable())
@@ -78,16 +86,16 @@ policies:
 // must end where they started once the load is gone.
 func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport, error) {
 	if cfg.Duration <= 0 {
-		cfg.Duration = 3 * time.Minute
+		cfg.Duration = DefaultSoakDuration
 	}
 	if cfg.Sample <= 0 {
-		cfg.Sample = 10 * time.Second
+		cfg.Sample = DefaultSoakSample
 	}
 	if cfg.Fault <= 0 {
-		cfg.Fault = 20 * time.Second
+		cfg.Fault = DefaultSoakFault
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
+		cfg.Workers = DefaultSoakWorkers
 	}
 	if progress == nil {
 		progress = io.Discard
