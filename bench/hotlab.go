@@ -75,7 +75,7 @@ const (
 // DefaultHotLabModes are the arms of HotLabConfig.Modes' zero value.
 var DefaultHotLabModes = []HotLabMode{LabStrict, LabSplit, LabLease}
 
-// HotLabConfig says what HotLab measures. The zero value is the
+// HotLabConfig says what `sluice lab hot` measures. The zero value is the
 // experiment of the hot-tenant issue against a new local cluster: two
 // sluice instances, 25 goroutines each sending pipelines of 16 RL.TAKE of
 // one key for 5 s, once per arm.

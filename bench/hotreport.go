@@ -87,7 +87,7 @@ func (r *HotLabResult) fill(ld loadResult, cfg HotLabConfig) {
 	r.P99 = Percentile(ld.lat, 99)
 }
 
-// HotLabReport is what HotLab measured.
+// HotLabReport is `sluice lab hot`: the experiment (run) and what it measured.
 type HotLabReport struct {
 	Config    HotLabConfig // with every default applied
 	Key       string       // the one key

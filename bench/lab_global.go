@@ -15,7 +15,7 @@ const (
 	DefaultGlobalLabWorkers     = 16        // per process
 )
 
-// GlobalLabConfig says what GlobalLab measures. The zero value is the seed
+// GlobalLabConfig says what `sluice lab global` measures. The zero value is the seed
 // lab's experiment 1: capacity 100, refill 50/s, 16 goroutines per process
 // each sending one RL.TAKE at a time for 10 s per row, against a new local
 // cluster.
@@ -100,7 +100,7 @@ func (r GlobalLabRow) Verdict() string {
 	return "cap holds"
 }
 
-// GlobalLabReport is what GlobalLab measured.
+// GlobalLabReport is `sluice lab global`: the experiment (run) and what it measured.
 type GlobalLabReport struct {
 	Config GlobalLabConfig
 	Rows   []GlobalLabRow

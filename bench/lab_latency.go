@@ -21,7 +21,7 @@ const (
 	latencyLabWarmup         = 500
 )
 
-// LatencyLabConfig says what LatencyLab measures. The zero value: 20,000
+// LatencyLabConfig says what `sluice lab latency` measures. The zero value: 20,000
 // sequential decisions from one client on each path, against a new local
 // cluster.
 type LatencyLabConfig struct {
@@ -69,7 +69,7 @@ type LatencyLabRow struct {
 	Allowed    int
 }
 
-// LatencyLabReport is what LatencyLab measured.
+// LatencyLabReport is `sluice lab latency`: the experiment (run) and what it measured.
 type LatencyLabReport struct {
 	Config LatencyLabConfig
 	Owner  string

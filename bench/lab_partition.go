@@ -28,7 +28,7 @@ const (
 // failed over and the experiment stays a partition.
 const partitionNodeTimeout = 60 * time.Second
 
-// PartitionLabConfig says what PartitionLab measures. The zero value is the
+// PartitionLabConfig says what `sluice lab partition` measures. The zero value is the
 // seed lab's experiment 2 on sluice: two sluice processes, the primary
 // owning the tenant paused (SIGSTOP) for 3 s while 4 goroutines per process
 // and policy send RL.TAKE, once for each on_store_error. It always starts
@@ -147,7 +147,7 @@ func (r PartitionLabRow) Verdict() string {
 	return fmt.Sprintf("over its share: %.2f× the cap", float64(r.Allowed)/r.Cap)
 }
 
-// PartitionLabReport is what PartitionLab measured.
+// PartitionLabReport is `sluice lab partition`: the experiment (run) and what it measured.
 type PartitionLabReport struct {
 	Config PartitionLabConfig
 	Owner  string // the paused primary

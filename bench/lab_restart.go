@@ -30,7 +30,7 @@ const (
 // for a restart: long enough that its replica is not promoted meanwhile.
 const restartHoldTimeout = 60 * time.Second
 
-// RestartLabConfig says what RestartLab measures. The zero value: two
+// RestartLabConfig says what `sluice lab restart` measures. The zero value: two
 // sluice processes, 4 goroutines each sending RL.TAKE of one key, through
 // three events on the key's primary: SCRIPT FLUSH, a SIGKILL and restart
 // (empty, 1 s down, no failover) and a SIGKILL with the replica promoted
@@ -118,7 +118,7 @@ func (r RestartLabRow) Verdict() string {
 	return "no error reply"
 }
 
-// RestartLabReport is what RestartLab measured.
+// RestartLabReport is `sluice lab restart`: the experiment (run) and what it measured.
 type RestartLabReport struct {
 	Config RestartLabConfig
 	Key    string

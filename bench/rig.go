@@ -82,9 +82,11 @@ type labConfig interface {
 // Experiment is a lab's report type, which is what a lab file holds: its
 // config, the experiment itself (run, which fills the report it is a
 // method of), the report's frame (LabRun, embedded) and the report's
-// text; RunLab does the rest. The types: *GlobalLabReport,
-// *PartitionLabReport, *RestartLabReport, *LatencyLabReport,
-// *HotLabReport.
+// text; RunLab does the rest. The experiments: *GlobalLabReport (is the
+// limit global?), *PartitionLabReport (the owning primary frozen),
+// *RestartLabReport (flushed, restarted, failed over), *LatencyLabReport
+// (what one decision costs), *HotLabReport (one hot key in each hot-key
+// mode).
 type Experiment interface {
 	Markdown() string
 	config() labConfig
@@ -103,11 +105,6 @@ func Defaults(rep Experiment) error { return rep.config().resolve() }
 // rep, stops whatever the rig started, by pid, and notes the machine and
 // the time the whole run took. Progress lines go to progress (nil
 // discards them). On an error rep holds what was measured so far.
-//
-// The experiments: *GlobalLabReport (is the limit global?),
-// *PartitionLabReport (the owning primary frozen), *RestartLabReport
-// (flushed, restarted, failed over), *LatencyLabReport (what a decision
-// costs), *HotLabReport (one hot key in each hot-key mode).
 func RunLab[R Experiment](ctx context.Context, rep R, progress io.Writer) (R, error) {
 	began := time.Now()
 	cfg := rep.config()
@@ -311,12 +308,14 @@ func policyFile(comment string, timeout time.Duration, ps ...labPolicy) string {
 	return b.String()
 }
 
-// labTemplates are the labs' reports, one markdown template a lab: the
-// words and the tables are there, the numbers come from the report.
+// labTemplateFiles are the labs' reports, one markdown template a lab:
+// the words and the tables are there, the numbers come from the report.
 //
 //go:embed templates/*.md.tmpl
 var labTemplateFiles embed.FS
 
+// labTemplates are labTemplateFiles parsed, with the functions that format
+// their numbers; parsed once, read only.
 var labTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"thousands": func(v any) string {
 		switch n := v.(type) {

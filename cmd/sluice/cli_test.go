@@ -455,3 +455,18 @@ func TestLabWritesOnlyWithOut(t *testing.T) {
 		t.Errorf("a bench/ folder exists after --out latency.md (%v)", err)
 	}
 }
+
+// A lab's counts and durations must be positive: 0 would quietly mean the
+// default, a negative value makes no sense. The check names each bad flag
+// and runs nothing.
+func TestLabFlagsMustBePositive(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"lab", "global", "--workers", "0", "--duration", "-1s"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--workers 0") || !strings.Contains(err.Error(), "--duration -1s") {
+		t.Fatalf("lab global --workers 0 --duration -1s: %v", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("printed a report:\n%s", stdout.String())
+	}
+}
