@@ -10,11 +10,12 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -53,61 +54,33 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
 	}
 
-	seeds := c.Cluster
-	var ownPids []int
-	if len(seeds) == 0 {
-		h.logf("starting a Redis Cluster (3 primaries, 3 replicas)")
-		rc, err := localredis.Start(ctx, localredis.Config{Log: prefixWriter{progress}})
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err := rc.Stop(); err != nil {
-				h.logf("stopping the cluster: %v", err)
-			}
-		}()
-		seeds = rc.Addrs()
-		for _, n := range rc.Nodes() {
-			ownPids = append(ownPids, n.Pid)
-		}
-		slices.Sort(ownPids)
+	rig, err := newRig(ctx, rigSpec{name: "bench", binary: c.Binary, cluster: c.Cluster, policy: Policy}, progress)
+	if err != nil {
+		return nil, err
 	}
-	if h.store, err = openStore(ctx, seeds, bucket); err != nil {
+	defer rig.close()
+	if h.store, err = openStore(ctx, rig.seeds, bucket); err != nil {
 		return nil, err
 	}
 	defer h.store.close()
-	if ownPids != nil && !slices.Equal(ownPids, h.store.pids) {
-		return nil, fmt.Errorf("bench: the cluster's nodes report pids %v, but its processes are %v", h.store.pids, ownPids)
+	if rig.rc != nil {
+		var ownPids []int
+		for _, n := range rig.rc.Nodes() {
+			ownPids = append(ownPids, n.Pid)
+		}
+		slices.Sort(ownPids)
+		if !slices.Equal(ownPids, h.store.pids) {
+			return nil, fmt.Errorf("bench: the cluster's nodes report pids %v, but its processes are %v", h.store.pids, ownPids)
+		}
 	}
 
 	addr := c.SluiceAddr
 	if addr == "" {
-		bin := c.Binary
-		if bin == "" {
-			if bin, err = os.Executable(); err != nil {
-				return nil, fmt.Errorf("bench: finding the sluice binary: %w", err)
-			}
-		}
-		dir, err := os.MkdirTemp("", "sluice-bench-")
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		path, err := writePolicy(dir)
-		if err != nil {
+		if _, err := rig.startSluice(ctx, 1, rig.seeds, rig.policy, 0); err != nil {
 			return nil, err
 		}
-		h.logf("starting %s serve --cluster %s", bin, strings.Join(seeds, ","))
-		ch, err := startChild(ctx, bin, seeds, path)
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			ch.stop()
-			h.logf("sluice (pid %d) stopped", ch.pid())
-		}()
-		h.child = ch
-		addr = ch.addr
+		h.child = rig.children[0]
+		addr = h.child.addr
 	}
 	if h.front, err = newFront(ctx, addr); err != nil {
 		return nil, err
@@ -150,16 +123,6 @@ type harness struct {
 
 func (h *harness) logf(format string, args ...any) {
 	fmt.Fprintf(h.progress, "bench: "+format+"\n", args...)
-}
-
-// prefixWriter marks the cluster's progress lines as the harness's.
-type prefixWriter struct{ w io.Writer }
-
-func (p prefixWriter) Write(b []byte) (int, error) {
-	if _, err := p.w.Write(append([]byte("bench: "), b...)); err != nil {
-		return 0, err
-	}
-	return len(b), nil
 }
 
 // measure checks both sides once, warms them up and runs the rounds.
@@ -271,47 +234,34 @@ func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scena
 	run := Trial{Round: round, Scenario: sc, Pipeline: in.Pipeline, Side: side, Requests: in.Requests,
 		Command: in.String(), RedisCPU: math.NaN(), SluiceCPU: math.NaN()}
 
-	before, err := h.store.stats(ctx)
+	before, err := h.counters(ctx, false)
 	if err != nil {
 		return run, err
 	}
-	fBefore, err := h.front.stats(ctx)
-	if err != nil {
-		return run, err
-	}
-	rBefore, rErr := h.redisTicks()
-	sBefore, sErr := h.sluiceTicks()
-
 	res, took, err := runBenchmark(ctx, h.bin, in, h.cfg.RunTimeout)
 	if err != nil {
 		return run, err
 	}
 	run.Result, run.Elapsed = res, took
-
-	rAfter, rErr2 := h.redisTicks()
-	sAfter, sErr2 := h.sluiceTicks()
-	if rErr == nil && rErr2 == nil {
-		run.RedisCPU = h.perDecision(rAfter-rBefore, in.Requests)
-	}
-	if side == Sluice && sErr == nil && sErr2 == nil {
-		run.SluiceCPU = h.perDecision(sAfter-sBefore, in.Requests)
-	}
-	after, err := h.store.stats(ctx)
+	after, err := h.counters(ctx, true)
 	if err != nil {
 		return run, err
 	}
-	fAfter, err := h.front.stats(ctx)
-	if err != nil {
-		return run, err
+	if before.redisErr == nil && after.redisErr == nil {
+		run.RedisCPU = h.perDecision(after.redisTicks-before.redisTicks, in.Requests)
 	}
+	if side == Sluice && before.sluiceErr == nil && after.sluiceErr == nil {
+		run.SluiceCPU = h.perDecision(after.sluiceTicks-before.sluiceTicks, in.Requests)
+	}
+	fBefore, fAfter := before.front, after.front
 
 	var calls, failed, redisErrors int64
 	for _, addr := range h.store.primaries {
-		d := after[addr].scriptCalls - before[addr].scriptCalls
-		run.ScriptCalls = append(run.ScriptCalls, d)
-		calls += d
-		failed += after[addr].failed - before[addr].failed
-		redisErrors += after[addr].errors - before[addr].errors
+		b, a := before.nodes[addr], after.nodes[addr]
+		run.ScriptCalls = append(run.ScriptCalls, a.scriptCalls-b.scriptCalls)
+		calls += a.scriptCalls - b.scriptCalls
+		failed += a.failed - b.failed
+		redisErrors += a.errors - b.errors
 	}
 	byStore := fAfter.byStore - fBefore.byStore
 	if side == Sluice {
@@ -361,6 +311,39 @@ func (h *harness) check(run Trial, calls, failed, redisErrors, byStore, fallback
 	return nil
 }
 
+// counters are what runOne reads before and after a run: the primaries'
+// counters, sluice's, and the CPU of both (an error where it cannot be
+// read here). The CPU is read next to the run, so that the INFO calls
+// that read the counters do not count: last before it, first after it.
+type counters struct {
+	nodes                   map[string]nodeStats
+	front                   frontStats
+	redisTicks, sluiceTicks uint64
+	redisErr, sluiceErr     error
+}
+
+func (h *harness) counters(ctx context.Context, after bool) (counters, error) {
+	var c counters
+	cpu := func() {
+		c.redisTicks, c.redisErr = h.redisTicks()
+		c.sluiceTicks, c.sluiceErr = h.sluiceTicks()
+	}
+	if after {
+		cpu()
+	}
+	var err error
+	if c.nodes, err = h.store.stats(ctx); err != nil {
+		return c, err
+	}
+	if c.front, err = h.front.stats(ctx); err != nil {
+		return c, err
+	}
+	if !after {
+		cpu()
+	}
+	return c, nil
+}
+
 func (h *harness) redisTicks() (uint64, error) {
 	if h.store.pids == nil {
 		return 0, errors.ErrUnsupported
@@ -404,4 +387,75 @@ func machine(now time.Time, sluiceVersion, redisVersion, benchVersion string) Ma
 		}
 	}
 	return m
+}
+
+// front is the sluice under test, seen through its RESP port.
+type front struct {
+	c       *redis.Client
+	addr    string
+	pid     int    // 0 when its CPU cannot be read here
+	version string // sluice_version of INFO
+}
+
+func newFront(ctx context.Context, addr string) (*front, error) {
+	f := &front{addr: addr, c: redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true, Protocol: 2})}
+	text, err := f.c.Do(ctx, "INFO", "server").Text()
+	if err != nil {
+		_ = f.c.Close()
+		return nil, fmt.Errorf("bench: INFO on sluice %s: %w", addr, err)
+	}
+	fields := infoFields(text)
+	if pid, err := strconv.Atoi(fields["process_id"]); err == nil && isLoopback(addr) && procName(pid) != "" {
+		f.pid = pid
+	}
+	f.version = fields["sluice_version"]
+	return f, nil
+}
+
+func (f *front) close() { _ = f.c.Close() }
+
+// sanity takes one token of key and checks the reply: 6 elements, the
+// first five integers, admitted, decided by the store.
+func (f *front) sanity(ctx context.Context, key string) error {
+	v, err := f.c.Do(ctx, "RL.TAKE", key, 1).Slice()
+	if err != nil {
+		return fmt.Errorf("bench: RL.TAKE %s on sluice %s: %w", key, f.addr, err)
+	}
+	if len(v) != 6 {
+		return fmt.Errorf("bench: RL.TAKE %s replied %d elements, want 6: %v", key, len(v), v)
+	}
+	for i := range 5 {
+		if _, ok := v[i].(int64); !ok {
+			return fmt.Errorf("bench: RL.TAKE %s: element %d is %T, want an integer: %v", key, i+1, v[i], v)
+		}
+	}
+	if v[0] != int64(1) || v[5] != "store" {
+		return fmt.Errorf("bench: RL.TAKE %s = %v: want admitted (1) and decided by store; the benchmark needs a policy that admits everything and a reachable cluster", key, v)
+	}
+	return nil
+}
+
+// frontStats are sluice's counters that a run checks.
+type frontStats struct {
+	decisions, byStore, byLease, errorReplies int64
+}
+
+var errNoStats = errors.New("bench: sluice INFO lacks decisions or decided_by_store")
+
+func (f *front) stats(ctx context.Context) (frontStats, error) {
+	text, err := f.c.Do(ctx, "INFO").Text()
+	if err != nil {
+		return frontStats{}, fmt.Errorf("bench: INFO on sluice: %w", err)
+	}
+	m := infoFields(text)
+	var st frontStats
+	var err1, err2 error
+	st.decisions, err1 = strconv.ParseInt(m["decisions"], 10, 64)
+	st.byStore, err2 = strconv.ParseInt(m["decided_by_store"], 10, 64)
+	if err1 != nil || err2 != nil {
+		return frontStats{}, errNoStats
+	}
+	st.errorReplies, _ = strconv.ParseInt(m["total_error_replies"], 10, 64)
+	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64) // 0 when absent
+	return st, nil
 }

@@ -18,11 +18,15 @@
 // (INFO commandstats), so a benchmark cannot quietly measure fallback
 // answers or one shard.
 //
-// HotLab is `sluice lab hot`, the hot-tenant experiment: one key driven by
-// go-redis pipelines through several sluice children in front of one
-// cluster, once per hot-key mode (strict, split, lease), reporting
-// requests/s, p99, admitted against the budget limit + rate × elapsed, and
-// the decided_by counts of the replies.
+// RunLab runs the experiments of `sluice lab` on one rig (rig.go): it
+// starts the cluster (or takes the user's), writes the policy file, starts
+// and stops the sluice processes, drives the load (drive) and collects the
+// replies, and renders the report from templates/<lab>.md.tmpl. A lab file
+// holds only its experiment: its config, its rows, the fault it injects.
+// The experiments: global (is the limit global?), partition (the owning
+// primary frozen), restart (flushed, restarted, failed over), latency
+// (what one decision costs), hot (one hot key in each hot-key mode); Soak
+// runs mixed load with faults on the same rig.
 //
 // What it must not do: put wall-clock thresholds in tests, signal a process
 // it did not start (the sluice child and the cluster are stopped by their

@@ -1,20 +1,15 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
@@ -80,7 +75,7 @@ const (
 // DefaultHotLabModes are the arms of HotLabConfig.Modes' zero value.
 var DefaultHotLabModes = []HotLabMode{LabStrict, LabSplit, LabLease}
 
-// HotLabConfig says what HotLab measures. The zero value is the
+// HotLabConfig says what `sluice lab hot` measures. The zero value is the
 // experiment of the hot-tenant issue against a new local cluster: two
 // sluice instances, 25 goroutines each sending pipelines of 16 RL.TAKE of
 // one key for 5 s, once per arm.
@@ -132,40 +127,17 @@ type HotLabConfig struct {
 
 // resolve returns cfg with every default applied, or an error naming the
 // first bad field.
-func (cfg HotLabConfig) resolve() (HotLabConfig, error) {
-	c := cfg
+func (c *HotLabConfig) resolve() error {
 	if len(c.Modes) == 0 {
 		c.Modes = slices.Clone(DefaultHotLabModes)
 	}
-	def := func(v *int64, d int64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defInt := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur(&c.Duration, DefaultHotLabDuration)
-	def(&c.MaxRequests, DefaultHotLabMaxRequests)
-	defInt(&c.Instances, DefaultHotLabInstances)
-	defInt(&c.Workers, DefaultHotLabWorkers)
-	defInt(&c.Pipeline, DefaultHotLabPipeline)
-	def(&c.Limit, DefaultHotLabLimit)
-	def(&c.Rate, DefaultHotLabRate)
-	defDur(&c.Period, DefaultHotLabPeriod)
-	def(&c.Threshold, DefaultHotLabThreshold)
-	defInt(&c.Split, DefaultHotLabSplit)
-	defDur(&c.Timeout, DefaultHotLabTimeout)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Duration, c.MaxRequests = cmp.Or(c.Duration, DefaultHotLabDuration), cmp.Or(c.MaxRequests, DefaultHotLabMaxRequests)
+	c.Instances, c.Workers = cmp.Or(c.Instances, DefaultHotLabInstances), cmp.Or(c.Workers, DefaultHotLabWorkers)
+	c.Pipeline = cmp.Or(c.Pipeline, DefaultHotLabPipeline)
+	c.Limit, c.Rate, c.Period = cmp.Or(c.Limit, DefaultHotLabLimit), cmp.Or(c.Rate, DefaultHotLabRate), cmp.Or(c.Period, DefaultHotLabPeriod)
+	c.Threshold, c.Split = cmp.Or(c.Threshold, DefaultHotLabThreshold), cmp.Or(c.Split, DefaultHotLabSplit)
+	c.Timeout = cmp.Or(c.Timeout, DefaultHotLabTimeout)
+	orNow(&c.Now)
 	var errs []error
 	for _, m := range c.Modes {
 		if m != LabStrict && m != LabSplit && m != LabLease {
@@ -185,32 +157,30 @@ func (cfg HotLabConfig) resolve() (HotLabConfig, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return HotLabConfig{}, fmt.Errorf("lab: %w", err)
+		return fmt.Errorf("lab hot: %w", err)
 	}
 	for _, m := range c.Modes {
-		if _, err := policy.Parse([]byte(c.policyYAML(m)), "hotlab-"+string(m)+".yaml"); err != nil {
-			return HotLabConfig{}, fmt.Errorf("lab: the %s policy: %w", m, err)
+		if _, err := policy.Parse([]byte(c.PolicyYAML(m)), "hotlab-"+string(m)+".yaml"); err != nil {
+			return fmt.Errorf("lab hot: the %s policy: %w", m, err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
-// policyYAML is the policy file of one arm.
-func (cfg HotLabConfig) policyYAML(m HotLabMode) string {
-	return fmt.Sprintf(`# written by sluice lab hot: the %s arm
-timeout: %s
-policies:
-  - name: tenant
-    match: "*"
-    limit: %d
-    rate: %d
-    period: %s
-    on_store_error: closed
-    hot:
-      mode: %s
-      threshold: %d
-      split: %d
-`, m, cfg.Timeout, cfg.Limit, cfg.Rate, cfg.Period, m.Hot(), cfg.Threshold, cfg.Split)
+// rig: each arm writes its own policy file.
+func (c *HotLabConfig) rig() rigSpec {
+	return rigSpec{name: "lab hot", binary: c.Binary, cluster: c.Cluster, now: c.Now, tool: "go-redis " + redis.Version() + " pipelines"}
+}
+
+// config is the report's config, for RunLab.
+func (rep *HotLabReport) config() labConfig { return &rep.Config }
+
+// PolicyYAML is the policy file of one arm.
+func (cfg HotLabConfig) PolicyYAML(m HotLabMode) string {
+	return policyFile("written by sluice lab hot: the "+string(m)+" arm", cfg.Timeout, labPolicy{
+		name: "tenant", match: "*", limit: cfg.Limit, rate: cfg.Rate, period: cfg.Period, onError: "closed",
+		hot: string(m.Hot()), threshold: cfg.Threshold, split: cfg.Split,
+	})
 }
 
 // Budget is the most a bucket of the config's policy can admit in elapsed
@@ -224,155 +194,74 @@ func (cfg HotLabConfig) refill() time.Duration {
 	return time.Duration(float64(cfg.Period) * float64(cfg.Limit) / float64(cfg.Rate))
 }
 
-// HotLab runs the hot-tenant experiment: for each arm it starts
-// cfg.Instances sluice processes with the arm's policy in front of one
+// run is the hot-tenant experiment: for each arm it starts
+// Config.Instances sluice processes with the arm's policy in front of one
 // cluster, waits until the key's bucket is full, drives the one key
 // through all of them at once at the machine's top rate, counts every
-// reply and stops the processes. Progress lines go to progress (nil
-// discards them). Error replies are counted, not fatal; HotLab fails when
-// a process or the cluster fails, or when the replies show a policy other
-// than the arm's. It then returns the arms so far with the error.
-func HotLab(ctx context.Context, cfg HotLabConfig, progress io.Writer) (*HotLabReport, error) {
-	began := time.Now()
-	c, err := cfg.resolve()
+// reply and stops the processes. Error replies are counted, not fatal; the
+// run fails when a process or the cluster fails, or when the replies show
+// a policy other than the arm's.
+func (rep *HotLabReport) run(ctx context.Context, rig *rig) error {
+	c := rep.Config
+	set, err := policy.Parse([]byte(c.PolicyYAML(LabStrict)), "hotlab.yaml")
 	if err != nil {
-		return nil, err
-	}
-	if progress == nil {
-		progress = io.Discard
-	}
-	l := &hotLab{cfg: c, progress: progress}
-	if l.bin = c.Binary; l.bin == "" {
-		if l.bin, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("lab: finding the sluice binary: %w", err)
-		}
-	}
-	set, err := policy.Parse([]byte(c.policyYAML(LabStrict)), "hotlab.yaml")
-	if err != nil {
-		return nil, fmt.Errorf("lab: the policy: %w", err)
+		return rig.errorf("the policy: %w", err)
 	}
 	bucket, err := set.Match(HotLabKey).Bucket()
 	if err != nil {
-		return nil, fmt.Errorf("lab: the policy: %w", err)
+		return rig.errorf("the policy: %w", err)
 	}
-
-	l.seeds = c.Cluster
-	if len(l.seeds) == 0 {
-		l.logf("starting a Redis Cluster (3 primaries, 3 replicas)")
-		rc, err := localredis.Start(ctx, localredis.Config{Log: linePrefix{progress, "lab: "}})
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err := rc.Stop(); err != nil {
-				l.logf("stopping the cluster: %v", err)
-			}
-		}()
-		l.seeds = rc.Addrs()
-	}
-	if l.store, err = openStore(ctx, l.seeds, bucket); err != nil {
-		return nil, err
+	l := &hotLab{cfg: c, rig: rig}
+	if l.store, err = openStore(ctx, rig.seeds, bucket); err != nil {
+		return err
 	}
 	defer l.store.close()
-	owner, err := l.store.owner(ctx, redisKey(HotLabKey))
-	if err != nil {
-		return nil, err
+	rep.Key, rep.Primaries = HotLabKey, l.store.primaries
+	if rep.Owner, err = l.store.owner(ctx, redisKey(HotLabKey)); err != nil {
+		return err
 	}
-	if l.dir, err = os.MkdirTemp("", "sluice-lab-"); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
-	}
-	defer os.RemoveAll(l.dir)
-
-	rep := &HotLabReport{
-		Config:    c,
-		Key:       HotLabKey,
-		Owner:     owner,
-		Primaries: l.store.primaries,
-		Machine:   machine(c.Now(), "unknown", l.store.version, "go-redis "+redis.Version()+" pipelines"),
-	}
-	l.logf("%s is %s on %s; %d primaries; %d instances × %d goroutines × pipelines of %d, %v per arm",
-		HotLabKey, redisKey(HotLabKey), owner, len(l.store.primaries), c.Instances, c.Workers, c.Pipeline, c.Duration)
+	rig.logf("%s is %s on %s; %d primaries; %d instances × %d goroutines × pipelines of %d, %v per arm",
+		HotLabKey, redisKey(HotLabKey), rep.Owner, len(l.store.primaries), c.Instances, c.Workers, c.Pipeline, c.Duration)
 	var lastEnd time.Time
 	for i, m := range c.Modes {
-		res, err := l.arm(ctx, m, fmt.Sprintf("[%d/%d] %s", i+1, len(c.Modes), m), lastEnd, &rep.Machine)
+		res, err := l.arm(ctx, m, fmt.Sprintf("[%d/%d] %s", i+1, len(c.Modes), m), lastEnd)
 		rep.Arms = append(rep.Arms, res)
-		rep.Elapsed = time.Since(began)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		lastEnd = res.end
 	}
-	rep.Elapsed = time.Since(began)
-	return rep, nil
+	return nil
 }
 
 // hotLab holds what the arms share.
 type hotLab struct {
-	cfg      HotLabConfig
-	bin      string
-	dir      string
-	seeds    []string
-	store    *store
-	progress io.Writer
-}
-
-func (l *hotLab) logf(format string, args ...any) {
-	fmt.Fprintf(l.progress, "lab: "+format+"\n", args...)
+	cfg   HotLabConfig
+	rig   *rig
+	store *store
 }
 
 // arm runs one mode: the sluice processes, a full bucket, the load. A
 // previous arm's last reply at lastEnd (zero for none) left the key's
 // buckets, sub-buckets included, empty; they are full again one refill
 // time later.
-func (l *hotLab) arm(ctx context.Context, m HotLabMode, title string, lastEnd time.Time, mach *Machine) (HotLabResult, error) {
+func (l *hotLab) arm(ctx context.Context, m HotLabMode, title string, lastEnd time.Time) (HotLabResult, error) {
 	res := HotLabResult{Mode: m}
-	path := filepath.Join(l.dir, "hotlab-"+string(m)+".yaml")
-	if err := os.WriteFile(path, []byte(l.cfg.policyYAML(m)), 0o600); err != nil {
-		return res, fmt.Errorf("lab: %w", err)
+	path, err := l.rig.writePolicy("hotlab-"+string(m)+".yaml", l.cfg.PolicyYAML(m))
+	if err != nil {
+		return res, err
 	}
-	var clients []*redis.Client
-	defer func() {
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
-	var children []*child
-	defer func() {
-		for _, ch := range children {
-			ch.stop()
-		}
-		if len(children) > 0 {
-			l.logf("%s: sluice pids %v stopped", m, res.Pids)
-		}
-	}()
-	for range l.cfg.Instances {
-		ch, err := startChild(ctx, l.bin, l.seeds, path)
-		if err != nil {
-			return res, err
-		}
-		children = append(children, ch)
-		res.Pids = append(res.Pids, ch.pid())
-		clients = append(clients, redis.NewClient(&redis.Options{
-			Addr: ch.addr, PoolSize: l.cfg.Workers + 1, MinIdleConns: l.cfg.Workers,
-			MaxRetries: -1, DisableIdentity: true, Protocol: 2,
-		}))
+	defer l.rig.stopSluice()
+	clients, err := l.rig.startSluice(ctx, l.cfg.Instances, l.rig.seeds, path, l.cfg.Workers)
+	if err != nil {
+		return res, err
 	}
-	l.logf("%s: started %s serve --cluster %s --config %s: pids %v", m, l.bin, strings.Join(l.seeds, ","), path, res.Pids)
-	if mach.Sluice == "unknown" {
-		if info, err := clients[0].Do(ctx, "INFO", "server").Text(); err == nil {
-			if v := infoFields(info)["sluice_version"]; v != "" {
-				mach.Sluice = v
-			}
-		}
-	}
-
+	res.Pids = l.rig.pids()
 	if !lastEnd.IsZero() {
 		if wait := time.Until(lastEnd.Add(l.cfg.refill() + 100*time.Millisecond)); wait > 0 {
-			l.logf("%s: waiting %v for the buckets to refill", m, wait.Round(time.Millisecond))
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return res, ctx.Err()
+			l.rig.logf("%s: waiting %v for the buckets to refill", m, wait.Round(time.Millisecond))
+			if err := sleep(ctx, wait); err != nil {
+				return res, err
 			}
 		}
 	}
@@ -384,7 +273,7 @@ func (l *hotLab) arm(ctx context.Context, m HotLabMode, title string, lastEnd ti
 	if err != nil {
 		return res, err
 	}
-	ld := driveHot(ctx, clients, loadSpec{
+	ld := drive(ctx, clients, loadSpec{
 		key: HotLabKey, workers: l.cfg.Workers, pipeline: l.cfg.Pipeline,
 		duration: l.cfg.Duration, maxRequests: l.cfg.MaxRequests, limit: l.cfg.Limit,
 	})
@@ -396,17 +285,17 @@ func (l *hotLab) arm(ctx context.Context, m HotLabMode, title string, lastEnd ti
 		res.ScriptCalls = append(res.ScriptCalls, after[addr].scriptCalls-before[addr].scriptCalls)
 	}
 	res.fill(ld, l.cfg)
-	l.logf("%s: %.0f req/s  p99 %.3f ms  admitted %d of budget %.0f (%.3f)  decided_by %s  errors %d  script calls %s",
+	l.rig.logf("%s: %.0f req/s  p99 %.3f ms  admitted %d of budget %.0f (%.3f)  decided_by %s  errors %d  script calls %s",
 		title, res.RPS(), res.P99, res.Admitted, res.Budget, res.Ratio(), formatCounts(res.DecidedBy), res.Errors, joinInts(res.ScriptCalls))
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	if ld.wrongLimit > 0 {
-		return res, fmt.Errorf("lab: %s: %d replies carry a limit other than %d: the sluice processes do not run the lab's policy", m, ld.wrongLimit, l.cfg.Limit)
+		return res, l.rig.errorf("%s: %d replies carry a limit other than %d: the sluice processes do not run the lab's policy", m, ld.wrongLimit, l.cfg.Limit)
 	}
 	for i, n := range res.PerInstance {
 		if n == 0 {
-			return res, fmt.Errorf("lab: %s: instance %d (pid %d) answered nothing: %v", m, i+1, res.Pids[i], res.FirstError)
+			return res, l.rig.errorf("%s: instance %d (pid %d) answered nothing: %v", m, i+1, res.Pids[i], res.FirstError)
 		}
 	}
 	return res, nil
@@ -416,58 +305,22 @@ func (l *hotLab) arm(ctx context.Context, m HotLabMode, title string, lastEnd ti
 // starts where its budget assumes; a key that someone else keeps using
 // fails the arm.
 func (l *hotLab) waitFull(ctx context.Context, c *redis.Client) error {
-	deadline := time.Now().Add(l.cfg.refill() + 10*time.Second)
-	for {
+	var last []any
+	err := poll(ctx, 50*time.Millisecond, l.cfg.refill()+10*time.Second, func() (bool, error) {
 		v, err := c.Do(ctx, "RL.PEEK", HotLabKey, 1).Slice()
-		if err != nil {
-			return fmt.Errorf("lab: RL.PEEK %s: %w", HotLabKey, err)
+		switch {
+		case err != nil:
+			return false, l.rig.errorf("RL.PEEK %s: %w", HotLabKey, err)
+		case len(v) != 6:
+			return false, l.rig.errorf("RL.PEEK %s replied %d elements, want 6: %v", HotLabKey, len(v), v)
+		case v[1] != l.cfg.Limit:
+			return false, l.rig.errorf("RL.PEEK %s = %v: limit %v, want %d: sluice does not run the lab's policy", HotLabKey, v, v[1], l.cfg.Limit)
 		}
-		if len(v) != 6 {
-			return fmt.Errorf("lab: RL.PEEK %s replied %d elements, want 6: %v", HotLabKey, len(v), v)
-		}
-		if v[1] != l.cfg.Limit {
-			return fmt.Errorf("lab: RL.PEEK %s = %v: limit %v, want %d: sluice does not run the lab's policy", HotLabKey, v, v[1], l.cfg.Limit)
-		}
-		if v[2] == l.cfg.Limit {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lab: the bucket of %s is not full (RL.PEEK %v) after waiting: is something else taking from it?", HotLabKey, v)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		last = v
+		return v[2] == l.cfg.Limit, nil
+	})
+	if errors.Is(err, errNotYet) {
+		err = l.rig.errorf("the bucket of %s is not full (RL.PEEK %v) after waiting: is something else taking from it?", HotLabKey, last)
 	}
-}
-
-// linePrefix marks the lines written through it.
-type linePrefix struct {
-	w      io.Writer
-	prefix string
-}
-
-func (p linePrefix) Write(b []byte) (int, error) {
-	if _, err := p.w.Write(append([]byte(p.prefix), b...)); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-// formatCounts renders decided_by counts as "lease=123 store=4", sorted.
-func formatCounts(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+strconv.FormatInt(m[k], 10))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, " ")
+	return err
 }

@@ -47,7 +47,7 @@ func TestHotLabTwoInstancesOneBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cfg := HotLabConfig{Cluster: c.Addrs(), Binary: bin, Duration: 4 * time.Second, MaxRequests: 5_000_000}
-	rep, err := HotLab(ctx, cfg, testLog{t})
+	rep, err := RunLab(ctx, &HotLabReport{Config: cfg}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +113,8 @@ func TestBenchHotLeaseScenario(t *testing.T) {
 
 func TestHotLabConfigResolve(t *testing.T) {
 	t.Parallel()
-	c, err := HotLabConfig{}.resolve()
-	if err != nil {
+	var c HotLabConfig
+	if err := c.resolve(); err != nil {
 		t.Fatal(err)
 	}
 	if c.Duration != 5*time.Second || c.Instances != 2 || c.Workers != 25 || c.Pipeline != 16 || c.Limit != 1000 ||
@@ -128,7 +128,7 @@ func TestHotLabConfigResolve(t *testing.T) {
 		t.Errorf("refill = %v, want 2s", got)
 	}
 	for _, m := range c.Modes {
-		set, err := policy.Parse([]byte(c.policyYAML(m)), "x.yaml")
+		set, err := policy.Parse([]byte(c.PolicyYAML(m)), "x.yaml")
 		if err != nil {
 			t.Fatalf("%s: %v", m, err)
 		}
@@ -147,7 +147,7 @@ func TestHotLabConfigResolve(t *testing.T) {
 		{HotLabConfig{Split: 1}, "split"},
 		{HotLabConfig{Duration: -time.Second}, "duration"},
 	} {
-		if _, err := tt.cfg.resolve(); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := tt.cfg.resolve(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("resolve(%+v) = %v, want an error about %s", tt.cfg, err, tt.want)
 		}
 	}
@@ -192,8 +192,8 @@ func TestCheckTake(t *testing.T) {
 
 func TestHotLabMarkdown(t *testing.T) {
 	t.Parallel()
-	cfg, err := HotLabConfig{}.resolve()
-	if err != nil {
+	var cfg HotLabConfig
+	if err := cfg.resolve(); err != nil {
 		t.Fatal(err)
 	}
 	rep := &HotLabReport{

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// loadSpec is the load of one arm.
+// loadSpec is the load of one row or arm of an experiment.
 type loadSpec struct {
 	key         string
 	workers     int // goroutines per client
@@ -36,6 +36,23 @@ type loadResult struct {
 	first, last                time.Time       // first request sent, last reply received
 }
 
+// elapsed runs from the first request sent to the last reply received; 0
+// when nothing was sent.
+func (ld loadResult) elapsed() time.Duration {
+	if ld.first.IsZero() {
+		return 0
+	}
+	return ld.last.Sub(ld.first)
+}
+
+// firstError is the first error's text, "" for none.
+func (ld loadResult) firstError() string {
+	if ld.firstErr == nil {
+		return ""
+	}
+	return ld.firstErr.Error()
+}
+
 // worker is the tally of one goroutine, merged when all are done.
 type worker struct {
 	admitted, rejected, errors int64
@@ -46,11 +63,11 @@ type worker struct {
 	first, last                time.Time
 }
 
-// driveHot sends pipelines of RL.TAKE spec.key 1 from spec.workers
+// drive sends pipelines of RL.TAKE spec.key 1 from spec.workers
 // goroutines on each client until spec.duration has passed, spec.maxRequests
 // have been sent or ctx is done, and counts every reply. A request in
 // flight at the end is waited for, so every request sent is counted.
-func driveHot(ctx context.Context, clients []*redis.Client, spec loadSpec) loadResult {
+func drive(ctx context.Context, clients []*redis.Client, spec loadSpec) loadResult {
 	var sent atomic.Int64
 	end := time.Now().Add(spec.duration)
 	workers := make([][]*worker, len(clients))
@@ -92,7 +109,7 @@ func driveHot(ctx context.Context, clients []*redis.Client, spec loadSpec) loadR
 	return out
 }
 
-// run is one goroutine of driveHot.
+// run is one goroutine of drive.
 func (w *worker) run(ctx context.Context, c *redis.Client, spec loadSpec, end time.Time, sent *atomic.Int64) {
 	pipe := c.Pipeline()
 	cmds := make([]*redis.Cmd, spec.pipeline)

@@ -2,19 +2,15 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // The bucket of the seed lab's experiments: capacity 100, refill 50/s.
@@ -27,127 +23,6 @@ const (
 // admits in elapsed when it starts full: limit + rate × elapsed.
 func labBudget(limit, rate int64, elapsed time.Duration) float64 {
 	return float64(limit) + float64(rate)*elapsed.Seconds()
-}
-
-// labRig is what one `sluice lab` experiment runs on: the sluice binary, a
-// temporary folder for policy files, the cluster (its own or the user's)
-// and the sluice processes it started, stopped by pid in close.
-type labRig struct {
-	name     string
-	bin      string
-	dir      string
-	seeds    []string
-	rc       *localredis.Cluster // nil when the cluster was given
-	progress io.Writer
-	children []*child
-	clients  []*redis.Client
-}
-
-// newLabRig finds the binary ("" is this executable), makes the folder and,
-// when seeds is empty, starts a 3+3 cluster with cluster-node-timeout
-// nodeTimeout (0: localredis.s default). The caller must call close.
-func newLabRig(ctx context.Context, name, bin string, seeds []string, nodeTimeout time.Duration, progress io.Writer) (*labRig, error) {
-	if progress == nil {
-		progress = io.Discard
-	}
-	r := &labRig{name: name, bin: bin, seeds: seeds, progress: progress}
-	if r.bin == "" {
-		var err error
-		if r.bin, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("lab %s: finding the sluice binary: %w", name, err)
-		}
-	}
-	dir, err := os.MkdirTemp("", "sluice-lab-"+name+"-")
-	if err != nil {
-		return nil, fmt.Errorf("lab %s: %w", name, err)
-	}
-	r.dir = dir
-	if len(seeds) == 0 {
-		r.logf("starting a Redis Cluster (3 primaries, 3 replicas, cluster-node-timeout %v)", nodeTimeout)
-		rc, err := localredis.Start(ctx, localredis.Config{NodeTimeout: nodeTimeout, Log: linePrefix{progress, "lab " + name + ": "}})
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		r.rc = rc
-		r.seeds = rc.Addrs()
-	}
-	return r, nil
-}
-
-func (r *labRig) logf(format string, args ...any) {
-	fmt.Fprintf(r.progress, "lab "+r.name+": "+format+"\n", args...)
-}
-
-// close stops the sluice processes and the cluster this rig started and
-// removes its folder.
-func (r *labRig) close() {
-	r.stopSluice()
-	if r.rc != nil {
-		if err := r.rc.Stop(); err != nil {
-			r.logf("stopping the cluster: %v", err)
-		}
-	}
-	_ = os.RemoveAll(r.dir)
-}
-
-// stopSluice stops every sluice process started so far, each by its pid.
-func (r *labRig) stopSluice() {
-	for _, c := range r.clients {
-		_ = c.Close()
-	}
-	r.clients = nil
-	var pids []int
-	for _, ch := range r.children {
-		ch.stop()
-		pids = append(pids, ch.pid())
-	}
-	if len(pids) > 0 {
-		r.logf("sluice pids %v stopped", pids)
-	}
-	r.children = nil
-}
-
-// writePolicy writes a policy file named name into the folder, after
-// checking that sluice will accept it, and returns its path.
-func (r *labRig) writePolicy(name, yaml string) (string, error) {
-	if _, err := policy.Parse([]byte(yaml), name); err != nil {
-		return "", fmt.Errorf("lab %s: the policy: %w", r.name, err)
-	}
-	path := filepath.Join(r.dir, name)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		return "", fmt.Errorf("lab %s: %w", r.name, err)
-	}
-	return path, nil
-}
-
-// startSluice starts n `sluice serve` processes with the policy file at
-// config, in front of seeds (nil: embedded mode, each process its own
-// in-process store), and returns one client for each with a pool of
-// workers connections.
-func (r *labRig) startSluice(ctx context.Context, n int, seeds []string, config string, workers int) ([]*redis.Client, error) {
-	var out []*redis.Client
-	var pids []int
-	for range n {
-		ch, err := startChild(ctx, r.bin, seeds, config)
-		if err != nil {
-			return nil, err
-		}
-		r.children = append(r.children, ch)
-		pids = append(pids, ch.pid())
-		c := redis.NewClient(&redis.Options{
-			Addr: ch.addr, PoolSize: workers + 1, MinIdleConns: workers,
-			MaxRetries: -1, DisableIdentity: true, Protocol: 2,
-		})
-		r.clients = append(r.clients, c)
-		out = append(out, c)
-	}
-	store := "embedded"
-	if len(seeds) > 0 {
-		store = "cluster " + strings.Join(seeds, ",")
-	}
-	r.logf("started %d × %s serve (%s) --config %s: pids %v", n, r.bin, store, config, pids)
-	return out, nil
 }
 
 // sluiceVersion asks a sluice process for its version; "unknown" if it
@@ -206,24 +81,17 @@ func mustStore(ctx context.Context, c *redis.Client, key string) error {
 // it, and returns when that reply came. An error reply or within passing
 // ends it with an error.
 func waitStore(ctx context.Context, c *redis.Client, key string, within time.Duration) (time.Time, error) {
-	deadline := time.Now().Add(within)
-	for {
+	var at time.Time
+	var last []any
+	err := poll(ctx, 5*time.Millisecond, within, func() (bool, error) {
 		v, err := takeOnce(ctx, c, key)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if v[5] == limit.ByStore {
-			return time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("%s: no strict decision within %v: %v", key, within, v)
-		}
-		select {
-		case <-time.After(5 * time.Millisecond):
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		}
+		at, last = time.Now(), v
+		return err == nil && v[5] == limit.ByStore, err
+	})
+	if errors.Is(err, errNotYet) {
+		err = fmt.Errorf("%s: no strict decision within %v: %v", key, within, last)
 	}
+	return at, err
 }
 
 // maxDuration is the largest of d, 0 when empty.
@@ -251,3 +119,13 @@ func ms(v float64) string {
 
 // cell escapes a table cell.
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// errorCell is a table's cell of error replies: the count, and the first
+// one's text when there was one.
+func errorCell(n int64, first string) string {
+	s := thousands(float64(n))
+	if first != "" {
+		s += " (first: " + cell(first) + ")"
+	}
+	return s
+}

@@ -1,11 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 )
 
@@ -16,7 +15,7 @@ const (
 	DefaultGlobalLabWorkers     = 16        // per process
 )
 
-// GlobalLabConfig says what GlobalLab measures. The zero value is the seed
+// GlobalLabConfig says what `sluice lab global` measures. The zero value is the seed
 // lab's experiment 1: capacity 100, refill 50/s, 16 goroutines per process
 // each sending one RL.TAKE at a time for 10 s per row, against a new local
 // cluster.
@@ -39,43 +38,25 @@ type GlobalLabConfig struct {
 	Now func() time.Time
 }
 
-func (cfg GlobalLabConfig) resolve() (GlobalLabConfig, error) {
-	c := cfg
-	if c.Duration == 0 {
-		c.Duration = DefaultGlobalLabDuration
-	}
-	if c.MaxRequests == 0 {
-		c.MaxRequests = DefaultGlobalLabMaxRequests
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultGlobalLabWorkers
-	}
-	if c.Limit == 0 {
-		c.Limit = DefaultLabLimit
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultLabRate
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+func (c *GlobalLabConfig) resolve() error {
+	c.Duration = cmp.Or(c.Duration, DefaultGlobalLabDuration)
+	c.MaxRequests = cmp.Or(c.MaxRequests, DefaultGlobalLabMaxRequests)
+	c.Workers = cmp.Or(c.Workers, DefaultGlobalLabWorkers)
+	c.Limit, c.Rate = cmp.Or(c.Limit, DefaultLabLimit), cmp.Or(c.Rate, DefaultLabRate)
+	orNow(&c.Now)
 	if c.Duration < 0 || c.MaxRequests < 0 || c.Workers < 0 || c.Limit < 0 || c.Rate < 0 {
-		return c, errors.New("lab global: duration, max requests, workers, limit and rate must not be negative")
+		return errors.New("lab global: duration, max requests, workers, limit and rate must not be negative")
 	}
-	return c, nil
+	return nil
 }
 
-func (cfg GlobalLabConfig) policyYAML() string {
-	return fmt.Sprintf(`# written by sluice lab global
-policies:
-  - name: acme
-    match: "*"
-    limit: %d
-    rate: %d
-    period: 1s
-    on_store_error: closed
-`, cfg.Limit, cfg.Rate)
+func (c *GlobalLabConfig) rig() rigSpec {
+	return rigSpec{name: "lab global", binary: c.Binary, cluster: c.Cluster, now: c.Now,
+		tool: "go-redis, one request in flight per goroutine", policy: seedPolicy("global", 0, c.Limit, c.Rate, "closed", 0)}
 }
+
+// config is the report's config, for RunLab.
+func (r *GlobalLabReport) config() labConfig { return &r.Config }
 
 // GlobalLabRow is one setup of the experiment.
 type GlobalLabRow struct {
@@ -119,125 +100,57 @@ func (r GlobalLabRow) Verdict() string {
 	return "cap holds"
 }
 
-// GlobalLabReport is what GlobalLab measured.
+// GlobalLabReport is `sluice lab global`: the experiment (run) and what it measured.
 type GlobalLabReport struct {
-	Config  GlobalLabConfig
-	Machine Machine
-	Rows    []GlobalLabRow
-	Elapsed time.Duration
+	Config GlobalLabConfig
+	Rows   []GlobalLabRow
+	LabRun
 }
 
-// GlobalLab runs the seed lab's experiment 1: one key through one sluice
-// in front of the cluster, through two, and through two in embedded mode
-// (each its own in-process bucket), each row on a fresh key for
-// cfg.Duration. It stops the processes it started and returns the rows so
-// far with any error.
-func GlobalLab(ctx context.Context, cfg GlobalLabConfig, progress io.Writer) (*GlobalLabReport, error) {
-	began := time.Now()
-	c, err := cfg.resolve()
-	if err != nil {
-		return nil, err
-	}
-	rig, err := newLabRig(ctx, "global", c.Binary, c.Cluster, 0, progress)
-	if err != nil {
-		return nil, err
-	}
-	defer rig.close()
-	path, err := rig.writePolicy("global.yaml", c.policyYAML())
-	if err != nil {
-		return nil, err
-	}
-	rep := &GlobalLabReport{Config: c, Machine: machine(c.Now(), "unknown", redisVersion(ctx, rig.seeds), "go-redis, one request in flight per goroutine")}
+// run is the seed lab's experiment 1: one key through one sluice in front
+// of the cluster, through two, and through two in embedded mode (each its
+// own in-process bucket), each row on a fresh key for Config.Duration.
+func (r *GlobalLabReport) run(ctx context.Context, rig *rig) error {
+	c := r.Config
 	// A fresh key per run and row starts full, also on a cluster someone
 	// used before.
 	stamp := c.Now().UnixNano()
-	rows := []struct {
-		setup     string
-		processes int
-		embedded  bool
-	}{
-		{"1 process, Redis (cluster)", 1, false},
-		{"2 processes, Redis (shared bucket)", 2, false},
-		{"2 processes, in-process bucket (embedded mode)", 2, true},
+	rows := []GlobalLabRow{
+		{Setup: "1 process, Redis (cluster)", Processes: 1},
+		{Setup: "2 processes, Redis (shared bucket)", Processes: 2},
+		{Setup: "2 processes, in-process bucket (embedded mode)", Processes: 2, Embedded: true},
 	}
 	for i, row := range rows {
 		seeds := rig.seeds
-		if row.embedded {
+		if row.Embedded {
 			seeds = nil
 		}
-		clients, err := rig.startSluice(ctx, row.processes, seeds, path, c.Workers)
+		clients, err := rig.startSluice(ctx, row.Processes, seeds, rig.policy, c.Workers)
 		if err != nil {
-			return rep, err
+			return err
 		}
-		if rep.Machine.Sluice == "unknown" {
-			rep.Machine.Sluice = sluiceVersion(ctx, clients[0])
-		}
-		res := GlobalLabRow{Setup: row.setup, Processes: row.processes, Embedded: row.embedded}
-		for _, ch := range rig.children {
-			res.Pids = append(res.Pids, ch.pid())
-		}
-		key := fmt.Sprintf("acme:%d:%d", stamp, i)
-		ld := driveHot(ctx, clients, loadSpec{
-			key: key, workers: c.Workers, pipeline: 1,
+		row.Pids = rig.pids()
+		ld := drive(ctx, clients, loadSpec{
+			key: fmt.Sprintf("acme:%d:%d", stamp, i), workers: c.Workers, pipeline: 1,
 			duration: c.Duration, maxRequests: c.MaxRequests, limit: c.Limit,
 		})
 		rig.stopSluice()
-		res.Allowed, res.Rejected, res.Errors = ld.admitted, ld.rejected, ld.errors
-		res.AllowedPer = ld.admittedPerClient
-		res.DecidedBy = ld.by
-		if ld.firstErr != nil {
-			res.FirstError = ld.firstErr.Error()
-		}
-		if !ld.first.IsZero() {
-			res.Elapsed = ld.last.Sub(ld.first)
-		}
-		res.Expected = labBudget(c.Limit, c.Rate, res.Elapsed)
-		rep.Rows = append(rep.Rows, res)
+		row.Allowed, row.Rejected, row.Errors, row.AllowedPer = ld.admitted, ld.rejected, ld.errors, ld.admittedPerClient
+		row.DecidedBy, row.FirstError, row.Elapsed = ld.by, ld.firstError(), ld.elapsed()
+		row.Expected = labBudget(c.Limit, c.Rate, row.Elapsed)
+		r.Rows = append(r.Rows, row)
 		rig.logf("[%d/%d] %s: allowed %d (%s per process) of expected %.0f (%.2f×), rejected %d, errors %d, decided_by %s, %v",
-			i+1, len(rows), row.setup, res.Allowed, joinInts(res.AllowedPer), res.Expected, res.Ratio(), res.Rejected, res.Errors,
-			formatCounts(res.DecidedBy), res.Elapsed.Round(time.Millisecond))
+			i+1, len(rows), row.Setup, row.Allowed, joinInts(row.AllowedPer), row.Expected, row.Ratio(), row.Rejected, row.Errors,
+			formatCounts(row.DecidedBy), row.Elapsed.Round(time.Millisecond))
 		if err := ctx.Err(); err != nil {
-			return rep, err
+			return err
 		}
 		if ld.wrongLimit > 0 {
-			return rep, fmt.Errorf("lab global: %s: %d replies carry a limit other than %d", row.setup, ld.wrongLimit, c.Limit)
+			return rig.errorf("%s: %d replies carry a limit other than %d", row.Setup, ld.wrongLimit, c.Limit)
 		}
 	}
-	rep.Elapsed = time.Since(began)
-	return rep, nil
+	return nil
 }
 
 // Markdown renders the seed lab's table with the measured numbers.
-func (r *GlobalLabReport) Markdown() string {
-	c := r.Config
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("# sluice lab global: is the limit global?\n\n")
-	w("Machine: %s.\n\n", r.Machine)
-	w("One tenant key, a token bucket of capacity %d refilled %d/s (`on_store_error: closed`). "+
-		"Each sluice process gets %d goroutines, each sending one `RL.TAKE <key> 1` at a time, for %s per row (at most %s requests); "+
-		"every row uses a fresh key, so its bucket starts full. The whole run took %s.\n\n",
-		c.Limit, c.Rate, c.Workers, c.Duration, thousands(float64(c.MaxRequests)), r.Elapsed.Round(time.Second))
-	w("| Setup | allowed (global) | rejected | expected (%d + %d × elapsed) | allowed ÷ expected | verdict |\n", c.Limit, c.Rate)
-	w("|---|--:|--:|--:|--:|---|\n")
-	for _, row := range r.Rows {
-		w("| %s | %s | %s | %s | %s | %s |\n", row.Setup, thousands(float64(row.Allowed)), thousands(float64(row.Rejected)),
-			thousands(row.Expected), fixed(row.Ratio(), 2), row.Verdict())
-	}
-	w("\n")
-	w("- **expected** is what ONE shared bucket admits from full in the row's elapsed time (first request sent to last reply received). " +
-		"The verdict is computed from allowed ÷ expected: 0.9–1.1 the cap holds, 1.5 and above an overshoot of that many buckets.\n")
-	w("- The embedded row runs the same binary without `--cluster`: each process decides in its own memory, " +
-		"and sluice logs a warning at start that limits are then per process.\n\n")
-	w("| Setup | allowed per process | error replies | decided_by | elapsed | sluice pids |\n|---|--:|--:|---|--:|---|\n")
-	for _, row := range r.Rows {
-		errs := thousands(float64(row.Errors))
-		if row.FirstError != "" {
-			errs += " (first: " + cell(row.FirstError) + ")"
-		}
-		w("| %s | %s | %s | %s | %s | %v |\n", row.Setup, joinInts(row.AllowedPer), errs, formatCounts(row.DecidedBy),
-			row.Elapsed.Round(time.Millisecond), row.Pids)
-	}
-	w("\nThe policy file:\n\n```yaml\n%s```\n", c.policyYAML())
-	return b.String()
-}
+func (r *GlobalLabReport) Markdown() string { return render("global", r) }

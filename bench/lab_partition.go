@@ -1,10 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"sync"
@@ -28,7 +28,7 @@ const (
 // failed over and the experiment stays a partition.
 const partitionNodeTimeout = 60 * time.Second
 
-// PartitionLabConfig says what PartitionLab measures. The zero value is the
+// PartitionLabConfig says what `sluice lab partition` measures. The zero value is the
 // seed lab's experiment 2 on sluice: two sluice processes, the primary
 // owning the tenant paused (SIGSTOP) for 3 s while 4 goroutines per process
 // and policy send RL.TAKE, once for each on_store_error. It always starts
@@ -55,61 +55,48 @@ type PartitionLabConfig struct {
 	Now func() time.Time
 }
 
-func (cfg PartitionLabConfig) resolve() (PartitionLabConfig, error) {
-	c := cfg
-	if c.Pause == 0 {
-		c.Pause = DefaultPartitionLabPause
-	}
-	if c.MaxRequests == 0 {
-		c.MaxRequests = DefaultPartitionLabMaxRequests
-	}
-	if c.Instances == 0 {
-		c.Instances = DefaultPartitionLabInstances
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultPartitionLabWorkers
-	}
-	if c.Limit == 0 {
-		c.Limit = DefaultLabLimit
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultLabRate
-	}
-	if c.LocalShare == 0 {
-		c.LocalShare = DefaultPartitionLabLocalShare
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultPartitionLabTimeout
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+func (c *PartitionLabConfig) resolve() error {
+	c.Pause = cmp.Or(c.Pause, DefaultPartitionLabPause)
+	c.MaxRequests = cmp.Or(c.MaxRequests, DefaultPartitionLabMaxRequests)
+	c.Instances, c.Workers = cmp.Or(c.Instances, DefaultPartitionLabInstances), cmp.Or(c.Workers, DefaultPartitionLabWorkers)
+	c.Limit, c.Rate = cmp.Or(c.Limit, DefaultLabLimit), cmp.Or(c.Rate, DefaultLabRate)
+	c.LocalShare = cmp.Or(c.LocalShare, DefaultPartitionLabLocalShare)
+	c.Timeout = cmp.Or(c.Timeout, DefaultPartitionLabTimeout)
+	orNow(&c.Now)
 	if c.Pause < 0 || c.MaxRequests < 0 || c.Instances < 0 || c.Workers < 0 || c.Limit < 0 || c.Rate < 0 || c.Timeout < 0 {
-		return c, errors.New("lab partition: pause, max requests, instances, workers, limit, rate and timeout must not be negative")
+		return errors.New("lab partition: pause, max requests, instances, workers, limit, rate and timeout must not be negative")
 	}
 	if c.LocalShare < 0 || c.LocalShare > 1 {
-		return c, fmt.Errorf("lab partition: local share %v: want 0 < share ≤ 1", c.LocalShare)
+		return fmt.Errorf("lab partition: local share %v: want 0 < share ≤ 1", c.LocalShare)
 	}
 	if c.Pause >= partitionNodeTimeout/2 {
-		return c, fmt.Errorf("lab partition: pause %v: want under %v, or the primary is failed over", c.Pause, partitionNodeTimeout/2)
+		return fmt.Errorf("lab partition: pause %v: want under %v, or the primary is failed over", c.Pause, partitionNodeTimeout/2)
 	}
-	return c, nil
+	return nil
 }
+
+// rig: the lab always starts its own cluster, as it must signal a node.
+func (c *PartitionLabConfig) rig() rigSpec {
+	return rigSpec{name: "lab partition", binary: c.Binary, nodeTimeout: partitionNodeTimeout, policy: c.policyYAML(),
+		now: c.Now, tool: "go-redis, one request in flight per goroutine"}
+}
+
+// config is the report's config, for RunLab.
+func (rep *PartitionLabReport) config() labConfig { return &rep.Config }
 
 // partitionModes are the rows, in order.
 var partitionModes = []string{"open", "closed", "local"}
 
 func (cfg PartitionLabConfig) policyYAML() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# written by sluice lab partition\ntimeout: %s\npolicies:\n", cfg.Timeout)
+	var ps []labPolicy
 	for _, m := range partitionModes {
-		fmt.Fprintf(&b, "  - name: %s\n    match: \"%s:*\"\n    limit: %d\n    rate: %d\n    period: 1s\n    on_store_error: %s\n",
-			m, m, cfg.Limit, cfg.Rate, m)
+		p := labPolicy{name: m, match: m + ":*", limit: cfg.Limit, rate: cfg.Rate, onError: m}
 		if m == "local" {
-			fmt.Fprintf(&b, "    local_share: %g\n", cfg.LocalShare)
+			p.localShare = cfg.LocalShare
 		}
+		ps = append(ps, p)
 	}
-	return b.String()
+	return policyFile("written by sluice lab partition", cfg.Timeout, ps...)
 }
 
 // shareBudget is what the local fallback buckets of every instance admit
@@ -160,70 +147,52 @@ func (r PartitionLabRow) Verdict() string {
 	return fmt.Sprintf("over its share: %.2f× the cap", float64(r.Allowed)/r.Cap)
 }
 
-// PartitionLabReport is what PartitionLab measured.
+// PartitionLabReport is `sluice lab partition`: the experiment (run) and what it measured.
 type PartitionLabReport struct {
-	Config  PartitionLabConfig
-	Machine Machine
-	Owner   string // the paused primary
-	Paused  time.Duration
-	Rows    []PartitionLabRow
-	Pids    []int
-	Elapsed time.Duration
+	Config PartitionLabConfig
+	Owner  string // the paused primary
+	Paused time.Duration
+	Rows   []PartitionLabRow
+	Pids   []int
+	LabRun
 }
 
-// PartitionLab runs the seed lab's experiment 2: it starts a cluster that
-// does not fail over within the pause, cfg.Instances sluice processes in
-// front of it, checks that three keys (one per on_store_error, one hash
-// tag, so one owner) are decided by the store, stops the owner with
-// SIGSTOP, drives the three keys at once through every instance for
-// cfg.Pause, resumes the owner with SIGCONT and waits until each key is
-// decided by the store again.
-func PartitionLab(ctx context.Context, cfg PartitionLabConfig, progress io.Writer) (*PartitionLabReport, error) {
-	began := time.Now()
-	c, err := cfg.resolve()
+// run is the seed lab's experiment 2, on a cluster that does not fail over
+// within the pause: it starts Config.Instances sluice processes, checks
+// that three keys (one per on_store_error, one hash tag, so one owner) are
+// decided by the store, stops the owner with SIGSTOP, drives the three
+// keys at once through every instance for Config.Pause, resumes the owner
+// with SIGCONT and waits until each key is decided by the store again.
+func (rep *PartitionLabReport) run(ctx context.Context, rig *rig) error {
+	c := rep.Config
+	clients, err := rig.startSluice(ctx, c.Instances, rig.seeds, rig.policy, c.Workers*len(partitionModes))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rig, err := newLabRig(ctx, "partition", c.Binary, nil, partitionNodeTimeout, progress)
-	if err != nil {
-		return nil, err
-	}
-	defer rig.close()
-	path, err := rig.writePolicy("partition.yaml", c.policyYAML())
-	if err != nil {
-		return nil, err
-	}
-	clients, err := rig.startSluice(ctx, c.Instances, rig.seeds, path, c.Workers*len(partitionModes))
-	if err != nil {
-		return nil, err
-	}
-	rep := &PartitionLabReport{Config: c, Machine: machine(c.Now(), sluiceVersion(ctx, clients[0]), redisVersion(ctx, rig.seeds), "go-redis, one request in flight per goroutine")}
-	for _, ch := range rig.children {
-		rep.Pids = append(rep.Pids, ch.pid())
-	}
+	rep.Pids = rig.pids()
 	keys := make([]string, len(partitionModes))
 	for i, m := range partitionModes {
 		keys[i] = m + ":{acme}"
 		for _, cl := range clients {
 			if err := mustStore(ctx, cl, keys[i]); err != nil {
-				return rep, fmt.Errorf("lab partition: %w", err)
+				return rig.errorf("%w", err)
 			}
 		}
 	}
 	owner, err := rig.rc.PrimaryForKey(ctx, cluster.Key(keys[0]))
 	if err != nil {
-		return rep, err
+		return err
 	}
 	for _, k := range keys[1:] {
 		if o, err := rig.rc.PrimaryForKey(ctx, cluster.Key(k)); err != nil || o != owner {
-			return rep, fmt.Errorf("lab partition: %s is not on %s with %s (%v)", k, owner.Addr, keys[0], err)
+			return rig.errorf("%s is not on %s with %s (%v)", k, owner.Addr, keys[0], err)
 		}
 	}
 	rep.Owner = owner.Addr
 
 	rig.logf("SIGSTOP %s (pid %d), the owner of %s, for %v", owner.Addr, owner.Pid, strings.Join(keys, ", "), c.Pause)
 	if err := owner.Pause(); err != nil {
-		return rep, err
+		return err
 	}
 	paused := time.Now()
 	resumed := false
@@ -236,7 +205,7 @@ func PartitionLab(ctx context.Context, cfg PartitionLabConfig, progress io.Write
 	var wg sync.WaitGroup
 	for i, k := range keys {
 		wg.Go(func() {
-			loads[i] = driveHot(ctx, clients, loadSpec{
+			loads[i] = drive(ctx, clients, loadSpec{
 				key: k, workers: c.Workers, pipeline: 1,
 				duration: c.Pause, maxRequests: c.MaxRequests, limit: c.Limit,
 			})
@@ -244,7 +213,7 @@ func PartitionLab(ctx context.Context, cfg PartitionLabConfig, progress io.Write
 	}
 	wg.Wait()
 	if err := owner.Resume(); err != nil {
-		return rep, err
+		return err
 	}
 	resumed = true
 	back := time.Now()
@@ -254,25 +223,19 @@ func PartitionLab(ctx context.Context, cfg PartitionLabConfig, progress io.Write
 	for i, m := range partitionModes {
 		ld := loads[i]
 		row := PartitionLabRow{Mode: m, Key: keys[i], Allowed: ld.admitted, Rejected: ld.rejected, Errors: ld.errors,
-			DecidedBy: ld.by, Slowest: maxDuration(ld.lat)}
-		if ld.firstErr != nil {
-			row.FirstError = ld.firstErr.Error()
-		}
-		if !ld.first.IsZero() {
-			row.Elapsed = ld.last.Sub(ld.first)
-		}
+			DecidedBy: ld.by, Slowest: maxDuration(ld.lat), FirstError: ld.firstError(), Elapsed: ld.elapsed()}
 		row.Cap = labBudget(c.Limit, c.Rate, row.Elapsed)
 		row.Share = c.shareBudget(row.Elapsed)
 		// The local fallback answers with its share's limit.
 		if ld.wrongLimit > 0 && m != "local" {
-			return rep, fmt.Errorf("lab partition: %s: %d replies carry a limit other than %d", keys[i], ld.wrongLimit, c.Limit)
+			return rig.errorf("%s: %d replies carry a limit other than %d", keys[i], ld.wrongLimit, c.Limit)
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
 	for i := range rep.Rows {
 		at, err := waitStore(ctx, clients[0], keys[i], 15*time.Second)
 		if err != nil {
-			return rep, fmt.Errorf("lab partition: after SIGCONT: %w", err)
+			return rig.errorf("after SIGCONT: %w", err)
 		}
 		rep.Rows[i].Strict = at.Sub(back)
 	}
@@ -281,51 +244,18 @@ func PartitionLab(ctx context.Context, cfg PartitionLabConfig, progress io.Write
 			row.Mode, row.Allowed, row.Rejected, row.Errors, row.Slowest.Round(time.Millisecond), formatCounts(row.DecidedBy),
 			row.Strict.Round(time.Millisecond), row.Verdict())
 	}
-	rep.Elapsed = time.Since(began)
-	return rep, ctx.Err()
+	return ctx.Err()
 }
 
 // Markdown renders the seed lab's partition rows with the measured numbers.
-func (r *PartitionLabReport) Markdown() string {
-	c := r.Config
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("# sluice lab partition: the owning primary frozen mid-flight\n\n")
-	w("Machine: %s.\n\n", r.Machine)
-	w("%d sluice processes (pids %v) in front of a 3+3 Redis Cluster with cluster-node-timeout %v, so nothing fails over. "+
-		"Three keys with one hash tag, so one owner (%s), one per `on_store_error`; each policy: capacity %d, refill %d/s, store timeout %s. "+
-		"The owner is stopped with SIGSTOP (the seed lab's `docker pause`: the socket stays open, no reply comes) "+
-		"while %d goroutines per process and key send one `RL.TAKE` at a time; SIGCONT %s later. The whole run took %s.\n\n",
-		c.Instances, r.Pids, partitionNodeTimeout, r.Owner, c.Limit, c.Rate, c.Timeout, c.Workers, r.Paused.Round(time.Millisecond),
-		r.Elapsed.Round(time.Second))
-	w("| Setup | allowed | rejected | error replies | slowest reply | decided_by | cap (%d + %d × elapsed) | strict again after SIGCONT | verdict |\n", c.Limit, c.Rate)
-	w("|---|--:|--:|--:|--:|---|--:|--:|---|\n")
-	for _, row := range r.Rows {
-		setup := fmt.Sprintf("%d processes, primary paused, on_store_error %s", c.Instances, row.Mode)
-		if row.Mode == "local" {
-			setup += fmt.Sprintf(" (local_share %g)", c.LocalShare)
-		}
-		w("| %s | %s | %s | %s | %s ms | %s | %s | %s ms | %s |\n", setup, thousands(float64(row.Allowed)), thousands(float64(row.Rejected)),
-			thousands(float64(row.Errors)), ms(float64(row.Slowest)/1e6), formatCounts(row.DecidedBy), thousands(row.Cap),
-			ms(float64(row.Strict)/1e6), row.Verdict())
-	}
-	w("\n")
-	w("- **cap** is what the one shared bucket would admit from full over the load's elapsed time; the local row's bound is each process's share: "+
-		"%d × (⌊%d × %g⌋ + ⌊%d × %g⌋ × elapsed) = %s here.\n", c.Instances, c.Limit, c.LocalShare, c.Rate, c.LocalShare, thousands(r.shareOf("local")))
-	w("- **slowest reply** is the longest RL.TAKE round trip seen by a client: the store timeout bounds it, and once a node's circuit breaker opens the policy answers without waiting.\n")
-	w("- **strict again** is from SIGCONT to the first reply of the key decided by `store`.\n")
-	w("- The verdict is computed from the numbers: 0 allowed is \"cap kept, tenant down\"; 0 rejected and more than the cap is \"availability kept, cap lost\"; " +
-		"allowed within the local shares is \"degraded\".\n\n")
-	for _, row := range r.Rows {
-		if row.FirstError != "" {
-			w("First error reply of %s: `%s`\n\n", row.Key, row.FirstError)
-		}
-	}
-	w("The policy file:\n\n```yaml\n%s```\n", c.policyYAML())
-	return b.String()
-}
+func (r *PartitionLabReport) Markdown() string { return render("partition", r) }
 
-func (r *PartitionLabReport) shareOf(mode string) float64 {
+// NodeTimeout is the cluster-node-timeout of the lab's cluster.
+func (r *PartitionLabReport) NodeTimeout() time.Duration { return partitionNodeTimeout }
+
+// ShareOf is the local fallback's bound of the row of mode: what the local
+// buckets of every instance admit together; NaN without such a row.
+func (r *PartitionLabReport) ShareOf(mode string) float64 {
 	for _, row := range r.Rows {
 		if row.Mode == mode {
 			return row.Share

@@ -1,10 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +30,7 @@ const (
 // for a restart: long enough that its replica is not promoted meanwhile.
 const restartHoldTimeout = 60 * time.Second
 
-// RestartLabConfig says what RestartLab measures. The zero value: two
+// RestartLabConfig says what `sluice lab restart` measures. The zero value: two
 // sluice processes, 4 goroutines each sending RL.TAKE of one key, through
 // three events on the key's primary: SCRIPT FLUSH, a SIGKILL and restart
 // (empty, 1 s down, no failover) and a SIGKILL with the replica promoted
@@ -60,57 +60,31 @@ type RestartLabConfig struct {
 	Now func() time.Time
 }
 
-func (cfg RestartLabConfig) resolve() (RestartLabConfig, error) {
-	c := cfg
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur(&c.Down, DefaultRestartLabDown)
-	defDur(&c.Window, DefaultRestartLabWindow)
-	defDur(&c.NodeTimeout, DefaultRestartLabNodeTimeout)
-	defDur(&c.Timeout, DefaultRestartLabTimeout)
-	if c.MaxRequests == 0 {
-		c.MaxRequests = DefaultRestartLabMaxRequests
-	}
-	if c.Instances == 0 {
-		c.Instances = DefaultRestartLabInstances
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultRestartLabWorkers
-	}
-	if c.Limit == 0 {
-		c.Limit = DefaultLabLimit
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultLabRate
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+func (c *RestartLabConfig) resolve() error {
+	c.Down, c.Window = cmp.Or(c.Down, DefaultRestartLabDown), cmp.Or(c.Window, DefaultRestartLabWindow)
+	c.NodeTimeout = cmp.Or(c.NodeTimeout, DefaultRestartLabNodeTimeout)
+	c.Timeout = cmp.Or(c.Timeout, DefaultRestartLabTimeout)
+	c.MaxRequests = cmp.Or(c.MaxRequests, DefaultRestartLabMaxRequests)
+	c.Instances, c.Workers = cmp.Or(c.Instances, DefaultRestartLabInstances), cmp.Or(c.Workers, DefaultRestartLabWorkers)
+	c.Limit, c.Rate = cmp.Or(c.Limit, DefaultLabLimit), cmp.Or(c.Rate, DefaultLabRate)
+	orNow(&c.Now)
 	if c.Down < 0 || c.Window < 0 || c.NodeTimeout < 0 || c.Timeout < 0 || c.MaxRequests < 0 || c.Instances < 0 || c.Workers < 0 || c.Limit < 0 || c.Rate < 0 {
-		return c, errors.New("lab restart: durations, counts, limit and rate must not be negative")
+		return errors.New("lab restart: durations, counts, limit and rate must not be negative")
 	}
 	if c.Down >= restartHoldTimeout/2 {
-		return c, fmt.Errorf("lab restart: down %v: want under %v, or the primary is failed over", c.Down, restartHoldTimeout/2)
+		return fmt.Errorf("lab restart: down %v: want under %v, or the primary is failed over", c.Down, restartHoldTimeout/2)
 	}
-	return c, nil
+	return nil
 }
 
-func (cfg RestartLabConfig) policyYAML() string {
-	return fmt.Sprintf(`# written by sluice lab restart
-timeout: %s
-policies:
-  - name: acme
-    match: "*"
-    limit: %d
-    rate: %d
-    period: 1s
-    on_store_error: local
-    local_share: 0.5
-`, cfg.Timeout, cfg.Limit, cfg.Rate)
+// rig: the lab always starts its own cluster, as it must kill a node.
+func (c *RestartLabConfig) rig() rigSpec {
+	return rigSpec{name: "lab restart", binary: c.Binary, nodeTimeout: c.NodeTimeout, now: c.Now,
+		policy: seedPolicy("restart", c.Timeout, c.Limit, c.Rate, "local", 0.5), tool: "go-redis, one request in flight per goroutine"}
 }
+
+// config is the report's config, for RunLab.
+func (rep *RestartLabReport) config() labConfig { return &rep.Config }
 
 // RestartLabRow is one event on the key's primary.
 type RestartLabRow struct {
@@ -144,51 +118,32 @@ func (r RestartLabRow) Verdict() string {
 	return "no error reply"
 }
 
-// RestartLabReport is what RestartLab measured.
+// RestartLabReport is `sluice lab restart`: the experiment (run) and what it measured.
 type RestartLabReport struct {
-	Config  RestartLabConfig
-	Machine Machine
-	Key     string
-	Rows    []RestartLabRow
-	Pids    []int
-	Elapsed time.Duration
+	Config RestartLabConfig
+	Key    string
+	Rows   []RestartLabRow
+	Pids   []int
+	LabRun
 }
 
-// RestartLab runs three events on the primary that owns one key while two
-// sluice processes decide it: SCRIPT FLUSH on the owner; SIGKILL and a
-// restart cfg.Down later with an empty data set and script cache (the
+// run is three events on the primary that owns one key while two sluice
+// processes decide it: SCRIPT FLUSH on the owner; SIGKILL and a restart
+// Config.Down later with an empty data set and script cache (the
 // cluster holds off failover meanwhile); SIGKILL with the replica promoted
-// after cfg.NodeTimeout. For each it counts the replies from the event
+// after Config.NodeTimeout. For each it counts the replies from the event
 // until the key is decided by the store again, the error replies (there
 // must be none), and the NOSCRIPT replies and EVAL reloads on the owner.
-func RestartLab(ctx context.Context, cfg RestartLabConfig, progress io.Writer) (*RestartLabReport, error) {
-	began := time.Now()
-	c, err := cfg.resolve()
+func (rep *RestartLabReport) run(ctx context.Context, rig *rig) error {
+	clients, err := rig.startSluice(ctx, rep.Config.Instances, rig.seeds, rig.policy, rep.Config.Workers)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rig, err := newLabRig(ctx, "restart", c.Binary, nil, c.NodeTimeout, progress)
-	if err != nil {
-		return nil, err
-	}
-	defer rig.close()
-	path, err := rig.writePolicy("restart.yaml", c.policyYAML())
-	if err != nil {
-		return nil, err
-	}
-	clients, err := rig.startSluice(ctx, c.Instances, rig.seeds, path, c.Workers)
-	if err != nil {
-		return nil, err
-	}
-	l := &restartLab{cfg: c, rig: rig, clients: clients, key: "acme"}
-	rep := &RestartLabReport{Config: c, Key: l.key,
-		Machine: machine(c.Now(), sluiceVersion(ctx, clients[0]), redisVersion(ctx, rig.seeds), "go-redis, one request in flight per goroutine")}
-	for _, ch := range rig.children {
-		rep.Pids = append(rep.Pids, ch.pid())
-	}
+	l := &restartLab{cfg: rep.Config, rig: rig, clients: clients, key: "acme"}
+	rep.Key, rep.Pids = l.key, rig.pids()
 	for _, cl := range clients {
 		if err := mustStore(ctx, cl, l.key); err != nil {
-			return rep, fmt.Errorf("lab restart: %w", err)
+			return rig.errorf("%w", err)
 		}
 	}
 	for _, ev := range []func(context.Context) (RestartLabRow, error){l.flush, l.restart, l.failover} {
@@ -200,16 +155,15 @@ func RestartLab(ctx context.Context, cfg RestartLabConfig, progress io.Writer) (
 				row.NoScript, row.Evals, row.Strict.Round(time.Millisecond), row.Note)
 		}
 		if err != nil {
-			return rep, err
+			return err
 		}
 	}
-	rep.Elapsed = time.Since(began)
-	return rep, nil
+	return nil
 }
 
 type restartLab struct {
 	cfg     RestartLabConfig
-	rig     *labRig
+	rig     *rig
 	clients []*redis.Client
 	key     string
 }
@@ -226,7 +180,7 @@ func (l *restartLab) setNodeTimeout(ctx context.Context, d time.Duration) error 
 			continue
 		}
 		if err := n.Client().ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(d.Milliseconds(), 10)).Err(); err != nil {
-			return fmt.Errorf("lab restart: CONFIG SET cluster-node-timeout on %s: %w", n.Addr, err)
+			return l.rig.errorf("CONFIG SET cluster-node-timeout on %s: %w", n.Addr, err)
 		}
 	}
 	return nil
@@ -253,7 +207,7 @@ func (l *restartLab) run(ctx context.Context, name string, fault, heal func() (n
 	stop := make(chan struct{})
 	done := make(chan loadResult, 1)
 	go func() {
-		done <- driveHot(ctx, l.clients, loadSpec{
+		done <- drive(ctx, l.clients, loadSpec{
 			key: l.key, workers: l.cfg.Workers, pipeline: 1, duration: time.Minute,
 			maxRequests: l.cfg.MaxRequests, limit: l.cfg.Limit, stop: stop,
 		})
@@ -296,23 +250,16 @@ func (l *restartLab) run(ctx context.Context, name string, fault, heal func() (n
 	row.Note = note
 	st := <-strictc
 	if st.err != nil {
-		return row, fmt.Errorf("lab restart: %s: %w", name, st.err)
+		return row, l.rig.errorf("%s: %w", name, st.err)
 	}
 	row.Strict = st.at.Sub(began)
-	if wait := time.Until(began.Add(l.cfg.Window)); wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return row, ctx.Err()
-		}
+	if err := sleep(ctx, time.Until(began.Add(l.cfg.Window))); err != nil {
+		return row, err
 	}
 	ld := finish()
 	row.Requests = ld.admitted + ld.rejected + ld.errors
 	row.Allowed, row.Errors, row.DecidedBy = ld.admitted, ld.errors, ld.by
-	row.Slowest = maxDuration(ld.lat)
-	if ld.firstErr != nil {
-		row.FirstError = ld.firstErr.Error()
-	}
+	row.Slowest, row.FirstError = maxDuration(ld.lat), ld.firstError()
 	return row, nil
 }
 
@@ -326,13 +273,26 @@ func (l *restartLab) flush(ctx context.Context) (RestartLabRow, error) {
 	ns0, ev0 := scriptStats(ctx, owner)
 	row, err := l.run(ctx, "SCRIPT FLUSH on the owning primary", func() (string, error) {
 		if err := owner.Client().ScriptFlush(ctx).Err(); err != nil {
-			return "", fmt.Errorf("lab restart: SCRIPT FLUSH on %s: %w", owner.Addr, err)
+			return "", l.rig.errorf("SCRIPT FLUSH on %s: %w", owner.Addr, err)
 		}
 		return "the script cache emptied, the node kept serving", nil
 	}, nil)
 	ns1, ev1 := scriptStats(ctx, owner)
 	row.NoScript, row.Evals, row.Owner = ns1-ns0, ev1-ev0, owner.Addr
 	return row, err
+}
+
+// kill is the fault that SIGKILLs node and notes when in *at.
+func (l *restartLab) kill(node *localredis.Node, at *time.Time) func() (string, error) {
+	return func() (string, error) {
+		pid := node.Pid
+		if err := node.Kill(); err != nil {
+			return "", err
+		}
+		*at = time.Now()
+		l.rig.logf("SIGKILL %s (pid %d)", node.Addr, pid)
+		return "", nil
+	}
 }
 
 // restart kills the owner, keeps it down for Down and starts it again on
@@ -347,19 +307,9 @@ func (l *restartLab) restart(ctx context.Context) (RestartLabRow, error) {
 	}
 	name := fmt.Sprintf("primary SIGKILLed, restarted empty %v later (no failover)", l.cfg.Down)
 	var t0 time.Time
-	row, err := l.run(ctx, name, func() (string, error) {
-		pid := owner.Pid
-		if err := owner.Kill(); err != nil {
+	row, err := l.run(ctx, name, l.kill(owner, &t0), func() (string, error) {
+		if err := sleep(ctx, time.Until(t0.Add(l.cfg.Down))); err != nil {
 			return "", err
-		}
-		t0 = time.Now()
-		l.rig.logf("SIGKILL %s (pid %d)", owner.Addr, pid)
-		return "", nil
-	}, func() (string, error) {
-		select {
-		case <-time.After(time.Until(t0.Add(l.cfg.Down))):
-		case <-ctx.Done():
-			return "", ctx.Err()
 		}
 		if err := owner.Restart(ctx); err != nil {
 			return "", err
@@ -377,7 +327,7 @@ func (l *restartLab) restart(ctx context.Context) (RestartLabRow, error) {
 	row.Owner = owner.Addr
 	if err == nil {
 		if now, oerr := l.owner(ctx); oerr != nil || now != owner {
-			err = fmt.Errorf("lab restart: %s is no longer the owner after its restart (failover?): %v", owner.Addr, oerr)
+			err = l.rig.errorf("%s is no longer the owner after its restart (failover?): %v", owner.Addr, oerr)
 		}
 	}
 	return row, err
@@ -400,7 +350,7 @@ func (l *restartLab) failover(ctx context.Context) (RestartLabRow, error) {
 	}
 	replicas := l.rig.rc.ReplicasOf(owner)
 	if len(replicas) == 0 {
-		return RestartLabRow{}, fmt.Errorf("lab restart: %s has no replica to promote", owner.Addr)
+		return RestartLabRow{}, l.rig.errorf("%s has no replica to promote", owner.Addr)
 	}
 	before := map[string][2]int64{}
 	for _, r := range replicas {
@@ -410,15 +360,7 @@ func (l *restartLab) failover(ctx context.Context) (RestartLabRow, error) {
 	var promoted *localredis.Node
 	name := fmt.Sprintf("primary SIGKILLed, replica promoted (cluster-node-timeout %v)", l.cfg.NodeTimeout)
 	var t0 time.Time
-	row, err := l.run(ctx, name, func() (string, error) {
-		pid := owner.Pid
-		if err := owner.Kill(); err != nil {
-			return "", err
-		}
-		t0 = time.Now()
-		l.rig.logf("SIGKILL %s (pid %d)", owner.Addr, pid)
-		return "", nil
-	}, func() (string, error) {
+	row, err := l.run(ctx, name, l.kill(owner, &t0), func() (string, error) {
 		p, err := l.rig.rc.WaitNewPrimary(ctx, owner)
 		if err != nil {
 			return "", err
@@ -435,34 +377,4 @@ func (l *restartLab) failover(ctx context.Context) (RestartLabRow, error) {
 }
 
 // Markdown renders the rows.
-func (r *RestartLabReport) Markdown() string {
-	c := r.Config
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("# sluice lab restart: the owning primary flushed, restarted, failed over\n\n")
-	w("Machine: %s.\n\n", r.Machine)
-	w("%d sluice processes (pids %v) in front of a 3+3 Redis Cluster; %d goroutines per process send one `RL.TAKE %s 1` at a time "+
-		"(capacity %d, refill %d/s, `on_store_error: local`, local_share 0.5, store timeout %s). "+
-		"Each row is one event on the primary that owns the key; its counts run from the event until the key is decided by `store` again, "+
-		"and at least %s. The whole run took %s.\n\n",
-		c.Instances, r.Pids, c.Workers, r.Key, c.Limit, c.Rate, c.Timeout, c.Window, r.Elapsed.Round(time.Second))
-	w("| Event | requests during | error replies | NOSCRIPT → reloads | strict again after | slowest reply | decided_by | what happened | verdict |\n")
-	w("|---|--:|--:|--:|--:|--:|---|---|---|\n")
-	for _, row := range r.Rows {
-		w("| %s | %s | %s | %d → %d | %s ms | %s ms | %s | %s | %s |\n", row.Event, thousands(float64(row.Requests)), thousands(float64(row.Errors)),
-			row.NoScript, row.Evals, ms(float64(row.Strict)/1e6), ms(float64(row.Slowest)/1e6), formatCounts(row.DecidedBy), cell(row.Note), row.Verdict())
-	}
-	w("\n")
-	w("- **NOSCRIPT → reloads**: `errorstat_NOSCRIPT`, and `cmdstat_eval` plus `cmdstat_script|load` calls, on the node that owns the key after the event " +
-		"(INFO errorstats and commandstats; for the restarted node, since its restart). sluice sends EVALSHA; on NOSCRIPT it sends the script in full once.\n")
-	w("- **strict again**: from the event (SCRIPT FLUSH, SIGKILL) to the first reply decided by `store`; meanwhile the failure policy answers (`fallback-local`).\n")
-	w("- A restart with persistence off loses the bucket: it starts full again, so the tenant may get one more burst. " +
-		"A failover loses what the replica had not received yet (asynchronous replication).\n\n")
-	for _, row := range r.Rows {
-		if row.FirstError != "" {
-			w("First error reply during %q: `%s`\n\n", row.Event, row.FirstError)
-		}
-	}
-	w("The policy file:\n\n```yaml\n%s```\n", c.policyYAML())
-	return b.String()
-}
+func (r *RestartLabReport) Markdown() string { return render("restart", r) }

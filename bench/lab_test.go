@@ -44,7 +44,7 @@ func checkTable(t *testing.T, md, header string, firstCells ...string) {
 func TestGlobalLab(t *testing.T) {
 	requireRedisBinaries(t)
 	bin := buildSluice(t)
-	rep, err := GlobalLab(labCtx(t), GlobalLabConfig{Binary: bin, Duration: 2 * time.Second, Workers: 8}, testLog{t})
+	rep, err := RunLab(labCtx(t), &GlobalLabReport{Config: GlobalLabConfig{Binary: bin, Duration: 2 * time.Second, Workers: 8}}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestPartitionLab(t *testing.T) {
 	requireRedisBinaries(t)
 	bin := buildSluice(t)
 	cfg := PartitionLabConfig{Binary: bin, Pause: 1500 * time.Millisecond, Workers: 2}
-	rep, err := PartitionLab(labCtx(t), cfg, testLog{t})
+	rep, err := RunLab(labCtx(t), &PartitionLabReport{Config: cfg}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestRestartLab(t *testing.T) {
 	requireRedisBinaries(t)
 	bin := buildSluice(t)
 	cfg := RestartLabConfig{Binary: bin, Down: 500 * time.Millisecond, Window: 500 * time.Millisecond, Workers: 2}
-	rep, err := RestartLab(labCtx(t), cfg, testLog{t})
+	rep, err := RunLab(labCtx(t), &RestartLabReport{Config: cfg}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestRestartLab(t *testing.T) {
 func TestLatencyLab(t *testing.T) {
 	requireRedisBinaries(t)
 	bin := buildSluice(t)
-	rep, err := LatencyLab(labCtx(t), LatencyLabConfig{Binary: bin, Samples: 2000}, testLog{t})
+	rep, err := RunLab(labCtx(t), &LatencyLabReport{Config: LatencyLabConfig{Binary: bin, Samples: 2000}}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}

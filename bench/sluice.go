@@ -3,23 +3,17 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// child is a `sluice serve` process started by Run.
+// child is a `sluice serve` process started by the rig.
 type child struct {
 	cmd  *exec.Cmd
 	addr string
@@ -114,84 +108,4 @@ func (c *child) stop() {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
-}
-
-// writePolicy writes Policy into dir and returns the file's path.
-func writePolicy(dir string) (string, error) {
-	path := filepath.Join(dir, "bench.yaml")
-	if err := os.WriteFile(path, []byte(Policy), 0o600); err != nil {
-		return "", fmt.Errorf("bench: %w", err)
-	}
-	return path, nil
-}
-
-// front is the sluice under test, seen through its RESP port.
-type front struct {
-	c       *redis.Client
-	addr    string
-	pid     int    // 0 when its CPU cannot be read here
-	version string // sluice_version of INFO
-}
-
-func newFront(ctx context.Context, addr string) (*front, error) {
-	f := &front{addr: addr, c: redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true, Protocol: 2})}
-	text, err := f.c.Do(ctx, "INFO", "server").Text()
-	if err != nil {
-		_ = f.c.Close()
-		return nil, fmt.Errorf("bench: INFO on sluice %s: %w", addr, err)
-	}
-	fields := infoFields(text)
-	if pid, err := strconv.Atoi(fields["process_id"]); err == nil && isLoopback(addr) && procName(pid) != "" {
-		f.pid = pid
-	}
-	f.version = fields["sluice_version"]
-	return f, nil
-}
-
-func (f *front) close() { _ = f.c.Close() }
-
-// sanity takes one token of key and checks the reply: 6 elements, the
-// first five integers, admitted, decided by the store.
-func (f *front) sanity(ctx context.Context, key string) error {
-	v, err := f.c.Do(ctx, "RL.TAKE", key, 1).Slice()
-	if err != nil {
-		return fmt.Errorf("bench: RL.TAKE %s on sluice %s: %w", key, f.addr, err)
-	}
-	if len(v) != 6 {
-		return fmt.Errorf("bench: RL.TAKE %s replied %d elements, want 6: %v", key, len(v), v)
-	}
-	for i := range 5 {
-		if _, ok := v[i].(int64); !ok {
-			return fmt.Errorf("bench: RL.TAKE %s: element %d is %T, want an integer: %v", key, i+1, v[i], v)
-		}
-	}
-	if v[0] != int64(1) || v[5] != "store" {
-		return fmt.Errorf("bench: RL.TAKE %s = %v: want admitted (1) and decided by store; the benchmark needs a policy that admits everything and a reachable cluster", key, v)
-	}
-	return nil
-}
-
-// frontStats are sluice's counters that a run checks.
-type frontStats struct {
-	decisions, byStore, byLease, errorReplies int64
-}
-
-var errNoStats = errors.New("bench: sluice INFO lacks decisions or decided_by_store")
-
-func (f *front) stats(ctx context.Context) (frontStats, error) {
-	text, err := f.c.Do(ctx, "INFO").Text()
-	if err != nil {
-		return frontStats{}, fmt.Errorf("bench: INFO on sluice: %w", err)
-	}
-	m := infoFields(text)
-	var st frontStats
-	var err1, err2 error
-	st.decisions, err1 = strconv.ParseInt(m["decisions"], 10, 64)
-	st.byStore, err2 = strconv.ParseInt(m["decided_by_store"], 10, 64)
-	if err1 != nil || err2 != nil {
-		return frontStats{}, errNoStats
-	}
-	st.errorReplies, _ = strconv.ParseInt(m["total_error_replies"], 10, 64)
-	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64) // 0 when absent
-	return st, nil
 }

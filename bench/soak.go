@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,8 +13,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+)
 
-	"github.com/sluice-rl/sluice/internal/localredis"
+// Defaults of SoakConfig.
+const (
+	DefaultSoakDuration = 3 * time.Minute
+	DefaultSoakSample   = 10 * time.Second
+	DefaultSoakFault    = 20 * time.Second
+	DefaultSoakWorkers  = 16
 )
 
 // SoakConfig configures Soak. Zero values mean the defaults in brackets.
@@ -81,38 +86,30 @@ policies:
 // must end where they started once the load is gone.
 func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport, error) {
 	if cfg.Duration <= 0 {
-		cfg.Duration = 3 * time.Minute
+		cfg.Duration = DefaultSoakDuration
 	}
 	if cfg.Sample <= 0 {
-		cfg.Sample = 10 * time.Second
+		cfg.Sample = DefaultSoakSample
 	}
 	if cfg.Fault <= 0 {
-		cfg.Fault = 20 * time.Second
+		cfg.Fault = DefaultSoakFault
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
+		cfg.Workers = DefaultSoakWorkers
 	}
-	c, err := localredis.Start(ctx, localredis.Config{NodeTimeout: 30 * time.Second, Log: progress})
+	if progress == nil {
+		progress = io.Discard
+	}
+	rig, err := newRig(ctx, rigSpec{name: "lab soak", binary: cfg.Binary, nodeTimeout: 30 * time.Second, policy: soakPolicy}, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Stop()
-	dir, err := os.MkdirTemp("", "sluice-soak-")
+	defer rig.close()
+	clients, err := rig.startSluice(ctx, 1, rig.seeds, rig.policy, cfg.Workers)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "soak.yaml")
-	if err := os.WriteFile(path, []byte(soakPolicy), 0o600); err != nil {
-		return nil, err
-	}
-	ch, err := startChild(ctx, cfg.Binary, c.Addrs(), path)
-	if err != nil {
-		return nil, err
-	}
-	defer ch.stop()
-	rdb := redis.NewClient(&redis.Options{Addr: ch.addr, PoolSize: cfg.Workers * 2, MaxRetries: -1})
-	defer rdb.Close()
+	ch, rdb := rig.children[0], clients[0]
 
 	var decisions, errs atomic.Int64
 	var firstErr atomic.Value
@@ -152,13 +149,13 @@ func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport,
 	}
 	faults := []func() string{
 		func() string {
-			if err := c.ScriptFlushAll(ctx); err != nil {
+			if err := rig.rc.ScriptFlushAll(ctx); err != nil {
 				return "script flush failed: " + err.Error()
 			}
 			return "SCRIPT FLUSH on every node"
 		},
 		func() string {
-			n, err := c.PrimaryForKey(ctx, "sluice:{hot:1}")
+			n, err := rig.rc.PrimaryForKey(ctx, "sluice:{hot:1}")
 			if err != nil {
 				return "pause failed: " + err.Error()
 			}
@@ -199,12 +196,12 @@ func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport,
 	wg.Wait()
 	// The load is gone: wait for idle connections to be closed by the
 	// client pool, then take the final sample.
-	rdb.Close()
+	_ = rdb.Close()
 	rdb = redis.NewClient(&redis.Options{Addr: ch.addr, PoolSize: 1, MaxRetries: -1})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && infoInt(ctx, rdb, "connected_clients") > 1 {
-		time.Sleep(100 * time.Millisecond)
-	}
+	defer rdb.Close()
+	_ = poll(ctx, 100*time.Millisecond, 10*time.Second, func() (bool, error) {
+		return infoInt(ctx, rdb, "connected_clients") <= 1, nil
+	})
 	sample("load stopped")
 	if e, ok := firstErr.Load().(string); ok {
 		rep.Faults = append(rep.Faults, "first error reply: "+e)

@@ -19,28 +19,26 @@ type State struct {
 // whether st changed.
 func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
 	switch p.Algorithm {
-	case "", limit.TokenBucket, limit.GCRA:
-		b, err := p.Bucket()
-		if err != nil {
-			return limit.Result{}, false, err
-		}
-		if p.Algorithm == limit.GCRA {
-			res, changed := TakeGCRA(&st.GCRA, b, cost, now, op)
-			return res, changed, nil
-		}
-		res, changed := TakeBucket(&st.Bucket, b, cost, now, op)
-		return res, changed, nil
-	case limit.SlidingWindow, limit.FixedWindow:
-		w, err := p.Window()
-		if err != nil {
-			return limit.Result{}, false, err
-		}
-		if p.Algorithm == limit.SlidingWindow {
-			res, changed := TakeSlidingWindow(&st.Window, w, cost, now, op)
-			return res, changed, nil
-		}
-		res, changed := TakeFixedWindow(&st.Window, w, cost, now, op)
-		return res, changed, nil
+	case "", limit.TokenBucket:
+		return decide(&st.Bucket, p.Bucket, TakeBucket, cost, now, op)
+	case limit.GCRA:
+		return decide(&st.GCRA, p.Bucket, TakeGCRA, cost, now, op)
+	case limit.SlidingWindow:
+		return decide(&st.Window, p.Window, TakeSlidingWindow, cost, now, op)
+	case limit.FixedWindow:
+		return decide(&st.Window, p.Window, TakeFixedWindow, cost, now, op)
 	}
 	return limit.Result{}, false, fmt.Errorf("unknown algorithm %q", p.Algorithm)
+}
+
+// decide reads the algorithm's parameters from the policy (params) and
+// takes on the algorithm's state.
+func decide[S, P any](st *S, params func() (P, error), take func(*S, P, int64, int64, limit.Op) (limit.Result, bool),
+	cost, now int64, op limit.Op) (limit.Result, bool, error) {
+	x, err := params()
+	if err != nil {
+		return limit.Result{}, false, err
+	}
+	res, changed := take(st, x, cost, now, op)
+	return res, changed, nil
 }

@@ -45,6 +45,40 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
+// decideWindow is what both window algorithms do with a count c of which
+// room tokens fit now (room may be negative): OpReturn lowers c by cost,
+// never below 0; OpClaim takes as many of cost as fit, and when none
+// does, retry(1) says when one will; OpTake and OpPeek admit cost when it
+// fits (OpTake adding it to c), else retry(cost) says when it will, unless
+// cost > lim, which never fits (RetryAfterMs -1). It returns the result,
+// the count after it and whether the count changed (and must be written).
+func decideWindow(lim, c, room, cost int64, op limit.Op, retry func(need int64) int64) (limit.Result, int64, bool) {
+	res := limit.Result{Limit: lim, RetryAfterMs: -1}
+	switch {
+	case op == limit.OpReturn:
+		res.Allowed = true
+		return res, max(0, c-cost), true
+	case op == limit.OpClaim:
+		res.Granted = max(0, min(cost, room))
+		if res.Granted == 0 {
+			res.RetryAfterMs = retry(1)
+			return res, c, false
+		}
+		res.Allowed = true
+		return res, c + res.Granted, true
+	case cost > lim:
+		return res, c, false
+	case cost > room:
+		res.RetryAfterMs = retry(cost)
+		return res, c, false
+	}
+	res.Allowed = true
+	if op == limit.OpTake {
+		return res, c + cost, true
+	}
+	return res, c, false
+}
+
 // TakeFixedWindow decides op for cost on st at now (µs since the epoch), as
 // fixed_window.lua does, and reports whether st changed. Windows are
 // w.Ticks×w.Tick µs aligned to the epoch and admit w.Limit each.
@@ -59,33 +93,7 @@ func TakeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.
 	length := w.Ticks * w.Tick
 	_, start, c, _ := windowAt(st, length, w.Limit, now)
 	left := ceilDiv(start+length-now, 1000) // ms until the window ends, >= 1
-	res := limit.Result{Limit: w.Limit, RetryAfterMs: -1}
-	write := false
-	switch {
-	case op == limit.OpReturn:
-		res.Allowed = true
-		c = max(0, c-cost)
-		write = true
-	case op == limit.OpClaim:
-		res.Granted = max(0, min(cost, w.Limit-c))
-		if res.Granted > 0 {
-			res.Allowed = true
-			c += res.Granted
-			write = true
-		} else {
-			res.RetryAfterMs = left
-		}
-	case cost <= w.Limit:
-		if c+cost <= w.Limit {
-			res.Allowed = true
-			if op == limit.OpTake {
-				c += cost
-				write = true
-			}
-		} else {
-			res.RetryAfterMs = left
-		}
-	}
+	res, c, write := decideWindow(w.Limit, c, w.Limit-c, cost, op, func(int64) int64 { return left })
 	if write {
 		if c == 0 {
 			*st = WindowState{}
@@ -129,33 +137,10 @@ func TakeSlidingWindow(st *WindowState, w limit.Window, cost, now int64, op limi
 		}
 		return ws + P + max(0, P-(full-need)/c) // c×(P−e'') <= full−need in the next
 	}
-	res := limit.Result{Limit: w.Limit, RetryAfterMs: -1}
-	write := false
-	switch {
-	case op == limit.OpReturn:
-		res.Allowed = true
-		c = max(0, c-cost)
-		write = true
-	case op == limit.OpClaim:
-		res.Granted = max(0, min(cost, (full-weighted)/P))
-		if res.Granted > 0 {
-			res.Allowed = true
-			c += res.Granted
-			write = true
-		} else {
-			res.RetryAfterMs = ceilDiv(retryAt(P)*tick-now, 1000)
-		}
-	case cost <= w.Limit:
-		if weighted+cost*P <= full {
-			res.Allowed = true
-			if op == limit.OpTake {
-				c += cost
-				write = true
-			}
-		} else {
-			res.RetryAfterMs = ceilDiv(retryAt(cost*P)*tick-now, 1000)
-		}
-	}
+	// ⌊(full − weighted)/P⌋ tokens fit now: cost×P <= full − weighted.
+	res, c, write := decideWindow(w.Limit, c, floorDiv(full-weighted, P), cost, op, func(need int64) int64 {
+		return ceilDiv(retryAt(need*P)*tick-now, 1000)
+	})
 	weighted = p*(P-e) + c*P
 	res.Remaining = max(0, (full-weighted)/P)
 	switch {

@@ -17,27 +17,27 @@ type Args struct {
 // ArgsFor returns p's script arguments, or the error that makes p
 // unrepresentable (the config refuses such policies).
 func ArgsFor(p *limit.Policy) (Args, error) {
+	bucket := func(b limit.Bucket) [3]int64 { return [3]int64{b.Capacity, b.Refill, b.Scale} }
+	window := func(w limit.Window) [3]int64 { return [3]int64{w.Limit, w.Ticks, w.Tick} }
 	switch p.Algorithm {
-	case "", limit.TokenBucket, limit.GCRA:
-		b, err := p.Bucket()
-		if err != nil {
-			return Args{}, err
-		}
-		a := Args{ID: IDTokenBucket, Script: TokenBucket, A: [3]int64{b.Capacity, b.Refill, b.Scale}}
-		if p.Algorithm == limit.GCRA {
-			a.ID, a.Script = IDGCRA, GCRA
-		}
-		return a, nil
-	case limit.SlidingWindow, limit.FixedWindow:
-		w, err := p.Window()
-		if err != nil {
-			return Args{}, err
-		}
-		a := Args{ID: IDFixedWindow, Script: FixedWindow, A: [3]int64{w.Limit, w.Ticks, w.Tick}}
-		if p.Algorithm == limit.SlidingWindow {
-			a.ID, a.Script = IDSlidingWindow, SlidingWindow
-		}
-		return a, nil
+	case "", limit.TokenBucket:
+		return argsOf(p.Bucket, bucket, IDTokenBucket, TokenBucket)
+	case limit.GCRA:
+		return argsOf(p.Bucket, bucket, IDGCRA, GCRA)
+	case limit.SlidingWindow:
+		return argsOf(p.Window, window, IDSlidingWindow, SlidingWindow)
+	case limit.FixedWindow:
+		return argsOf(p.Window, window, IDFixedWindow, FixedWindow)
 	}
 	return Args{}, fmt.Errorf("unknown algorithm %q", p.Algorithm)
+}
+
+// argsOf reads the algorithm's parameters from the policy (params) and
+// lays them out as a1..a3.
+func argsOf[P any](params func() (P, error), a func(P) [3]int64, id int, script *Script) (Args, error) {
+	x, err := params()
+	if err != nil {
+		return Args{}, err
+	}
+	return Args{ID: id, Script: script, A: a(x)}, nil
 }

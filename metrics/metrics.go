@@ -284,55 +284,50 @@ func (m *Metrics) CollectBreakers(states func() map[string]string) error {
 
 // CollectHotKeys reports stats (hotkey.Layer.Stats) at every scrape.
 func (m *Metrics) CollectHotKeys(stats func() hotkey.Stats) error {
-	hot := desc("hot_keys", "Keys this instance treats as hot now.")
-	counters := []struct {
-		d *prometheus.Desc
-		v func(*hotkey.Stats) int64
-	}{
-		{desc("lease_hits_total", "Takes admitted from leased tokens, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseHits }},
-		{desc("lease_rejects_total", "Takes rejected by a lease whose shared bucket was empty, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseRejects }},
-		{desc("lease_claims_total", "Claims of tokens from a shared bucket into a lease."), func(s *hotkey.Stats) int64 { return s.Claims }},
-		{desc("lease_tokens_claimed_total", "Tokens claimed into leases."), func(s *hotkey.Stats) int64 { return s.TokensClaimed }},
-		{desc("lease_returns_total", "Returns of unused leased tokens to their shared bucket."), func(s *hotkey.Stats) int64 { return s.Returns }},
-		{desc("lease_tokens_returned_total", "Unused leased tokens given back."), func(s *hotkey.Stats) int64 { return s.TokensReturned }},
-		{desc("lease_return_errors_total", "Returns that failed: those tokens are lost until the bucket refills."), func(s *hotkey.Stats) int64 { return s.ReturnErrors }},
-		{desc("split_decisions_total", "Takes decided by a sub-bucket of a split hot key."), func(s *hotkey.Stats) int64 { return s.SplitDecisions }},
-		{desc("split_retries_total", "Split takes that tried a second sub-bucket."), func(s *hotkey.Stats) int64 { return s.SplitRetries }},
-		{desc("split_handoffs_total", "Hand-overs of a key's budget to its sub-buckets as it turned hot."), func(s *hotkey.Stats) int64 { return s.SplitHandoffs }},
-	}
-	descs := []*prometheus.Desc{hot}
-	for _, c := range counters {
-		descs = append(descs, c.d)
-	}
-	return m.reg.Register(collectorFunc{descs, func(ch chan<- prometheus.Metric) {
-		s := stats()
-		ch <- prometheus.MustNewConstMetric(hot, prometheus.GaugeValue, float64(s.HotKeys))
-		for _, c := range counters {
-			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v(&s)))
-		}
-	}})
+	return collectStats(m.reg, stats, desc("hot_keys", "Keys this instance treats as hot now."),
+		func(s *hotkey.Stats) int64 { return s.HotKeys }, []counter[hotkey.Stats]{
+			{desc("lease_hits_total", "Takes admitted from leased tokens, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseHits }},
+			{desc("lease_rejects_total", "Takes rejected by a lease whose shared bucket was empty, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseRejects }},
+			{desc("lease_claims_total", "Claims of tokens from a shared bucket into a lease."), func(s *hotkey.Stats) int64 { return s.Claims }},
+			{desc("lease_tokens_claimed_total", "Tokens claimed into leases."), func(s *hotkey.Stats) int64 { return s.TokensClaimed }},
+			{desc("lease_returns_total", "Returns of unused leased tokens to their shared bucket."), func(s *hotkey.Stats) int64 { return s.Returns }},
+			{desc("lease_tokens_returned_total", "Unused leased tokens given back."), func(s *hotkey.Stats) int64 { return s.TokensReturned }},
+			{desc("lease_return_errors_total", "Returns that failed: those tokens are lost until the bucket refills."), func(s *hotkey.Stats) int64 { return s.ReturnErrors }},
+			{desc("split_decisions_total", "Takes decided by a sub-bucket of a split hot key."), func(s *hotkey.Stats) int64 { return s.SplitDecisions }},
+			{desc("split_retries_total", "Split takes that tried a second sub-bucket."), func(s *hotkey.Stats) int64 { return s.SplitRetries }},
+			{desc("split_handoffs_total", "Hand-overs of a key's budget to its sub-buckets as it turned hot."), func(s *hotkey.Stats) int64 { return s.SplitHandoffs }},
+		})
 }
 
 // CollectServer reports stats (server.Server.Stats) at every scrape.
 func (m *Metrics) CollectServer(stats func() server.Stats) error {
-	clients := desc("connected_clients", "Client connections open now.")
-	counters := []struct {
-		d *prometheus.Desc
-		v func(*server.Stats) int64
-	}{
-		{desc("connections_total", "Client connections accepted."), func(s *server.Stats) int64 { return s.TotalConnections }},
-		{desc("rejected_connections_total", "Client connections refused over --max-clients."), func(s *server.Stats) int64 { return s.RejectedClients }},
-		{desc("commands_total", "RESP commands processed."), func(s *server.Stats) int64 { return s.CommandsProcessed }},
-		{desc("error_replies_total", "RESP error replies sent, protocol errors included."), func(s *server.Stats) int64 { return s.ErrorReplies }},
-		{desc("panics_total", "Panics recovered in a command handler: each one is a bug."), func(s *server.Stats) int64 { return s.Panics }},
-	}
-	descs := []*prometheus.Desc{clients}
+	return collectStats(m.reg, stats, desc("connected_clients", "Client connections open now."),
+		func(s *server.Stats) int64 { return s.ConnectedClients }, []counter[server.Stats]{
+			{desc("connections_total", "Client connections accepted."), func(s *server.Stats) int64 { return s.TotalConnections }},
+			{desc("rejected_connections_total", "Client connections refused over --max-clients."), func(s *server.Stats) int64 { return s.RejectedClients }},
+			{desc("commands_total", "RESP commands processed."), func(s *server.Stats) int64 { return s.CommandsProcessed }},
+			{desc("error_replies_total", "RESP error replies sent, protocol errors included."), func(s *server.Stats) int64 { return s.ErrorReplies }},
+			{desc("panics_total", "Panics recovered in a command handler: each one is a bug."), func(s *server.Stats) int64 { return s.Panics }},
+		})
+}
+
+// counter is one counter of a stats snapshot S: its description and how to
+// read it.
+type counter[S any] struct {
+	d *prometheus.Desc
+	v func(*S) int64
+}
+
+// collectStats registers a collector that takes one snapshot of stats per
+// scrape and reports one gauge and the counters from it.
+func collectStats[S any](reg *prometheus.Registry, stats func() S, gauge *prometheus.Desc, g func(*S) int64, counters []counter[S]) error {
+	descs := []*prometheus.Desc{gauge}
 	for _, c := range counters {
 		descs = append(descs, c.d)
 	}
-	return m.reg.Register(collectorFunc{descs, func(ch chan<- prometheus.Metric) {
+	return reg.Register(collectorFunc{descs, func(ch chan<- prometheus.Metric) {
 		s := stats()
-		ch <- prometheus.MustNewConstMetric(clients, prometheus.GaugeValue, float64(s.ConnectedClients))
+		ch <- prometheus.MustNewConstMetric(gauge, prometheus.GaugeValue, float64(g(&s)))
 		for _, c := range counters {
 			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v(&s)))
 		}

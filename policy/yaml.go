@@ -203,41 +203,9 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 	var msg string
 	switch field {
 	case "name", "match", "algorithm", "on_store_error", "hot.mode":
-		var s string
-		if s, msg = text(v); msg != "" {
-			break
-		}
-		switch field {
-		case "name":
-			msg, set = checkName(s), func(p *limit.Policy) { p.Name = s }
-		case "match":
-			_, msg = compileGlob(s)
-			set = func(p *limit.Policy) { p.Match = s }
-		case "algorithm":
-			a := limit.Algorithm(s)
-			msg, set = checkAlgorithm(a), func(p *limit.Policy) { p.Algorithm = a }
-		case "on_store_error":
-			m := limit.FailMode(s)
-			msg, set = checkFailMode(m), func(p *limit.Policy) { p.OnStoreError = m }
-		case "hot.mode":
-			m := limit.HotMode(s)
-			msg, set = checkHotMode(m), func(p *limit.Policy) { p.Hot.Mode = m }
-		}
+		msg, set = decode(v, text, func(s string) (string, func(*limit.Policy)) { return textField(field, s) })
 	case "limit", "rate", "hot.threshold", "hot.split":
-		var n int64
-		if n, msg = integer(v); msg != "" {
-			break
-		}
-		switch field {
-		case "limit":
-			msg, set = checkPositive(n), func(p *limit.Policy) { p.Limit = n }
-		case "rate":
-			msg, set = checkPositive(n), func(p *limit.Policy) { p.Rate = n }
-		case "hot.threshold":
-			msg, set = checkPositive(n), func(p *limit.Policy) { p.Hot.Threshold = n }
-		case "hot.split":
-			msg, set = checkSplit(n), func(p *limit.Policy) { p.Hot.Split = int(n) }
-		}
+		msg, set = decode(v, integer, func(n int64) (string, func(*limit.Policy)) { return integerField(field, n) })
 	case "period":
 		var d time.Duration
 		if d, msg = duration(v); msg == "" {
@@ -262,6 +230,53 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 		return
 	}
 	r.apply[field], r.lines[field] = set, v.Line
+}
+
+// decode reads v with dec and, when it reads, checks the value with use,
+// which also says how to set it: the error message ("" for none) and the
+// setter.
+func decode[T any](v *yaml.Node, dec func(*yaml.Node) (T, string), use func(T) (string, func(*limit.Policy))) (string, func(*limit.Policy)) {
+	x, msg := dec(v)
+	if msg != "" {
+		return msg, nil
+	}
+	return use(x)
+}
+
+// textField checks the string s of field and says how to set it.
+func textField(field, s string) (string, func(*limit.Policy)) {
+	switch field {
+	case "name":
+		return checkName(s), func(p *limit.Policy) { p.Name = s }
+	case "match":
+		_, msg := compileGlob(s)
+		return msg, func(p *limit.Policy) { p.Match = s }
+	case "algorithm":
+		a := limit.Algorithm(s)
+		return checkAlgorithm(a), func(p *limit.Policy) { p.Algorithm = a }
+	case "on_store_error":
+		m := limit.FailMode(s)
+		return checkFailMode(m), func(p *limit.Policy) { p.OnStoreError = m }
+	case "hot.mode":
+		m := limit.HotMode(s)
+		return checkHotMode(m), func(p *limit.Policy) { p.Hot.Mode = m }
+	}
+	return "internal error: no string field " + field, nil
+}
+
+// integerField checks the integer n of field and says how to set it.
+func integerField(field string, n int64) (string, func(*limit.Policy)) {
+	switch field {
+	case "limit":
+		return checkPositive(n), func(p *limit.Policy) { p.Limit = n }
+	case "rate":
+		return checkPositive(n), func(p *limit.Policy) { p.Rate = n }
+	case "hot.threshold":
+		return checkPositive(n), func(p *limit.Policy) { p.Hot.Threshold = n }
+	case "hot.split":
+		return checkSplit(n), func(p *limit.Policy) { p.Hot.Split = int(n) }
+	}
+	return "internal error: no integer field " + field, nil
 }
 
 // deref follows an alias to the node it names.

@@ -320,18 +320,9 @@ func (s *scanner) feed(b []byte) (boundary int, bad string) {
 				return boundary, errProtoTooLarge
 			}
 		case stCount:
-			switch {
-			case '0' <= ch && ch <= '9':
-				s.num = s.num*10 + int(ch-'0')
-				s.digits++
-				// Every bulk takes at least 6 bytes ("$0\r\n\r\n").
-				if s.num > s.max/6 {
-					return boundary, errProtoTooLarge
-				}
-			case ch == '\r' && s.num > 0:
-				s.state = stCountLF
-			default:
-				return boundary, errProtoMultiBulk
+			// Every bulk takes at least 6 bytes ("$0\r\n\r\n").
+			if bad := s.length(ch, s.num > 0, s.max/6, stCountLF, errProtoMultiBulk); bad != "" {
+				return boundary, bad
 			}
 		case stCountLF:
 			if ch != '\n' {
@@ -344,18 +335,10 @@ func (s *scanner) feed(b []byte) (boundary int, bad string) {
 			}
 			s.state, s.num, s.digits = stBulkLen, 0, 0
 		case stBulkLen:
-			switch {
-			case '0' <= ch && ch <= '9':
-				s.num = s.num*10 + int(ch-'0')
-				s.digits++
-				// The header's CRLF, the payload and its CRLF follow.
-				if s.n+2+s.num+2 > s.max {
-					return boundary, errProtoTooLarge
-				}
-			case ch == '\r' && s.digits > 0:
-				s.state = stBulkLenLF
-			default:
-				return boundary, errProtoBulk
+			// The header's CRLF, the payload and its CRLF follow: n+2+len+2
+			// bytes at most max.
+			if bad := s.length(ch, s.digits > 0, s.max-s.n-4, stBulkLenLF, errProtoBulk); bad != "" {
+				return boundary, bad
 			}
 		case stBulkLenLF:
 			if ch != '\n' {
@@ -384,6 +367,26 @@ func (s *scanner) feed(b []byte) (boundary int, bad string) {
 		}
 	}
 	return boundary, ""
+}
+
+// length scans one byte of the decimal count after '*' or length after
+// '$': a digit adds to s.num, which may be at most most; CR, when ok says
+// the digits so far make a length, moves on to next; anything else is the
+// error bad.
+func (s *scanner) length(ch byte, ok bool, most int, next uint8, bad string) string {
+	switch {
+	case '0' <= ch && ch <= '9':
+		s.num = s.num*10 + int(ch-'0')
+		s.digits++
+		if s.num > most {
+			return errProtoTooLarge
+		}
+	case ch == '\r' && ok:
+		s.state = next
+	default:
+		return bad
+	}
+	return ""
 }
 
 // printable keeps an error line printable when it quotes a client's byte.

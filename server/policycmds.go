@@ -60,10 +60,19 @@ func policyCommand() *command {
 // need the admin user.
 const policyWriteFlags = flagBarrier | flagAdmin
 
+// policies is the server's PolicyAdmin, or the error RL.POLICY answers
+// without one.
+func (c *connState) policies() (PolicyAdmin, error) {
+	if pa := c.srv.cfg.Policies; pa != nil {
+		return pa, nil
+	}
+	return nil, errNoPolicyAdmin
+}
+
 func cmdPolicyList(c *connState, _ [][]byte) (any, error) {
-	pa := c.srv.cfg.Policies
-	if pa == nil {
-		return nil, errNoPolicyAdmin
+	pa, err := c.policies()
+	if err != nil {
+		return nil, err
 	}
 	list := pa.List()
 	out := make([]any, len(list))
@@ -74,9 +83,9 @@ func cmdPolicyList(c *connState, _ [][]byte) (any, error) {
 }
 
 func cmdPolicyGet(c *connState, args [][]byte) (any, error) {
-	pa := c.srv.cfg.Policies
-	if pa == nil {
-		return nil, errNoPolicyAdmin
+	pa, err := c.policies()
+	if err != nil {
+		return nil, err
 	}
 	if js, ok := pa.Get(string(args[2])); ok {
 		return js, nil
@@ -85,24 +94,27 @@ func cmdPolicyGet(c *connState, args [][]byte) (any, error) {
 }
 
 func cmdPolicySet(c *connState, args [][]byte) (any, error) {
-	pa := c.srv.cfg.Policies
-	if pa == nil {
-		return nil, errNoPolicyAdmin
-	}
-	ctx, cancel := context.WithTimeout(c.srv.ctx, policyTimeout)
-	defer cancel()
-	if err := pa.Set(ctx, string(args[2]), string(args[3])); err != nil {
-		return nil, err
-	}
-	return replyOK, nil
+	return policyWrite(c, func(ctx context.Context, pa PolicyAdmin) (any, error) {
+		if err := pa.Set(ctx, string(args[2]), string(args[3])); err != nil {
+			return nil, err
+		}
+		return replyOK, nil
+	})
 }
 
 func cmdPolicyDel(c *connState, args [][]byte) (any, error) {
-	pa := c.srv.cfg.Policies
-	if pa == nil {
-		return nil, errNoPolicyAdmin
+	return policyWrite(c, func(ctx context.Context, pa PolicyAdmin) (any, error) {
+		return pa.Del(ctx, string(args[2]))
+	})
+}
+
+// policyWrite runs SET or DEL under policyTimeout.
+func policyWrite(c *connState, write func(context.Context, PolicyAdmin) (any, error)) (any, error) {
+	pa, err := c.policies()
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(c.srv.ctx, policyTimeout)
 	defer cancel()
-	return pa.Del(ctx, string(args[2]))
+	return write(ctx, pa)
 }

@@ -24,31 +24,19 @@ import (
 func rateCommands() []*command {
 	keyArg := docArg{name: "key", typ: "key"}
 	costArg := docArg{name: "cost", typ: "integer", optional: true}
+	// RL.TAKE and RL.PEEK take the same arguments and give the same reply.
+	take := func(name string, op limit.Op, flag, summary string) *command {
+		return &command{
+			name: name, minArgs: 2, maxArgs: 3,
+			batch: takeRequest(op),
+			doc: cmdDoc{summary: summary, group: "rate-limiting", complexity: "O(1)",
+				args: []docArg{keyArg, costArg}, flags: []string{flag, "fast"}, firstKey: 1, lastKey: 1, keyStep: 1},
+		}
+	}
 	return []*command{
-		{
-			name: "rl.take", minArgs: 2, maxArgs: 3,
-			batch: takeRequest(limit.OpTake),
-			doc: cmdDoc{
-				summary:    "Takes cost tokens (default 1) from the key's bucket if they exist. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by].",
-				group:      "rate-limiting",
-				complexity: "O(1)",
-				args:       []docArg{keyArg, costArg},
-				flags:      []string{"write", "fast"},
-				firstKey:   1, lastKey: 1, keyStep: 1,
-			},
-		},
-		{
-			name: "rl.peek", minArgs: 2, maxArgs: 3,
-			batch: takeRequest(limit.OpPeek),
-			doc: cmdDoc{
-				summary:    "Reports what RL.TAKE would decide, spending nothing.",
-				group:      "rate-limiting",
-				complexity: "O(1)",
-				args:       []docArg{keyArg, costArg},
-				flags:      []string{"readonly", "fast"},
-				firstKey:   1, lastKey: 1, keyStep: 1,
-			},
-		},
+		take("rl.take", limit.OpTake, "write",
+			"Takes cost tokens (default 1) from the key's bucket if they exist. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by]."),
+		take("rl.peek", limit.OpPeek, "readonly", "Reports what RL.TAKE would decide, spending nothing."),
 		{
 			name: "rl.hotkeys", minArgs: 1, maxArgs: 1,
 			run: cmdHotKeys,

@@ -210,21 +210,18 @@ func New(cfg Config) (*Server, error) {
 	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("server: Config.Addr %q: %w", cfg.Addr, err)
 	}
-	for _, f := range []struct {
-		name string
-		v    *int
-		def  int
-	}{
-		{"MaxClients", &cfg.MaxClients, DefaultMaxClients},
-		{"MaxRequestBytes", &cfg.MaxRequestBytes, DefaultMaxRequestBytes},
-		{"MaxKeyBytes", &cfg.MaxKeyBytes, DefaultMaxKeyBytes},
-		{"MaxOutputBytes", &cfg.MaxOutputBytes, DefaultMaxOutputBytes},
+	for _, err := range []error{
+		orDefault("MaxClients", &cfg.MaxClients, DefaultMaxClients),
+		orDefault("MaxRequestBytes", &cfg.MaxRequestBytes, DefaultMaxRequestBytes),
+		orDefault("MaxKeyBytes", &cfg.MaxKeyBytes, DefaultMaxKeyBytes),
+		orDefault("MaxOutputBytes", &cfg.MaxOutputBytes, DefaultMaxOutputBytes),
+		orDefault("IdleTimeout", &cfg.IdleTimeout, 0),
+		orDefault("RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout),
+		orDefault("WriteTimeout", &cfg.WriteTimeout, DefaultWriteTimeout),
+		orDefault("ShutdownTimeout", &cfg.ShutdownTimeout, DefaultShutdownTimeout),
 	} {
-		if *f.v < 0 {
-			return nil, fmt.Errorf("server: Config.%s must not be negative, got %d", f.name, *f.v)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
+		if err != nil {
+			return nil, err
 		}
 	}
 	if cfg.MaxRequestBytes < minRequestBytes || cfg.MaxRequestBytes > maxRequestBytes {
@@ -232,23 +229,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxKeyBytes > cfg.MaxRequestBytes-64 {
 		return nil, fmt.Errorf("server: Config.MaxKeyBytes %d does not fit in a request of MaxRequestBytes %d", cfg.MaxKeyBytes, cfg.MaxRequestBytes)
-	}
-	for _, f := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"IdleTimeout", &cfg.IdleTimeout, 0},
-		{"RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout},
-		{"WriteTimeout", &cfg.WriteTimeout, DefaultWriteTimeout},
-		{"ShutdownTimeout", &cfg.ShutdownTimeout, DefaultShutdownTimeout},
-	} {
-		if *f.v < 0 {
-			return nil, fmt.Errorf("server: Config.%s must not be negative, got %s", f.name, *f.v)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
-		}
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
@@ -501,4 +481,16 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 func (s *Server) recovered(r any, where string) {
 	s.panics.Add(1)
 	s.log.Error("panic recovered", "in", where, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+}
+
+// orDefault sets a zero Config field to def and refuses a negative one,
+// naming it.
+func orDefault[T int | time.Duration](name string, v *T, def T) error {
+	if *v < 0 {
+		return fmt.Errorf("server: Config.%s must not be negative, got %v", name, *v)
+	}
+	if *v == 0 {
+		*v = def
+	}
+	return nil
 }

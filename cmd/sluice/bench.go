@@ -21,9 +21,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 Runs redis-benchmark against sluice (RL.TAKE) and straight at the Redis
 Cluster shards (EVALSHA of the same script, same policy), alternating, and
-prints a markdown table; writes it and an SVG chart too. Without --cluster it
-starts a local 3+3 Redis Cluster; without --sluice it starts this binary as
-'sluice serve'. Needs redis-benchmark (and redis-server, redis-cli) on PATH.
+prints a markdown table; --out and --svg write it and an SVG chart to files.
+Without --cluster it starts a local 3+3 Redis Cluster; without --sluice it
+starts this binary as 'sluice serve'. Needs redis-benchmark (and
+redis-server, redis-cli) on PATH.
 
 `)
 		fs.PrintDefaults()
@@ -45,15 +46,12 @@ starts a local 3+3 Redis Cluster; without --sluice it starts this binary as
 	fs.StringVar(&scenarios, "scenarios", "uniform,hot", "scenarios: uniform (random keys), hot (one key), hot-lease (one key, a lease policy on the sluice side; not in the default)")
 	fs.IntVar(&cfg.Warmup, "warmup", 0, "unrecorded requests per side before the rounds (default 20000; 500 with --quick; -1 none)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a smoke run: 2000 requests per run, 1 round")
-	fs.StringVar(&cfg.MarkdownPath, "out", "bench/results.md", "write the markdown report here (\"\" = stdout only)")
-	fs.StringVar(&cfg.SVGPath, "svg", "bench/results.svg", "write the SVG chart here (\"\" = none)")
+	fs.StringVar(&cfg.MarkdownPath, "out", "", "also write the markdown report to this file (default: stdout only)")
+	fs.StringVar(&cfg.SVGPath, "svg", "", "write the SVG chart to this file (default: none)")
 	fs.StringVar(&cfg.RedisBenchmark, "redis-benchmark", "redis-benchmark", "the redis-benchmark binary")
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", bench.DefaultRunTimeout, "bound of one redis-benchmark run")
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
 	}
 	if clusterS != "" {
 		cfg.Cluster = strings.Split(clusterS, ",")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -349,5 +351,122 @@ policies:
 	info, _ := c.Do(ctx, "RL.INFO", "sluice").Text()
 	if !strings.Contains(info, "hot_keys:1") || strings.Contains(info, "lease_claims:0\r") {
 		t.Fatalf("RL.INFO lacks the hot key and its claims:\n%s", info)
+	}
+}
+
+// `sluice` without arguments is the first thing a newcomer runs: it must
+// list every command, every lab experiment included.
+func TestUsageListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), nil, &stdout, &stderr); err == nil {
+		t.Fatal("sluice without a command succeeded")
+	}
+	usage := stderr.String()
+	for _, cmd := range []string{"serve", "cluster up", "cluster down", "bench", "version",
+		"lab hot", "lab soak", "lab global", "lab partition", "lab restart", "lab latency"} {
+		if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(cmd) + `\b`).MatchString(usage) {
+			t.Errorf("usage does not list %q:\n%s", cmd, usage)
+		}
+	}
+}
+
+// usageFlags runs `sluice <args> -h` and returns the flag names it prints.
+func usageFlags(t *testing.T, args ...string) []string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	_ = run(context.Background(), append(args, "-h"), &stdout, &stderr)
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`).FindAllStringSubmatch(stderr.String(), -1) {
+		names = append(names, m[1])
+	}
+	if len(names) == 0 {
+		t.Fatalf("sluice %v -h printed no flags:\n%s", args, stderr.String())
+	}
+	return names
+}
+
+// Every flag of `cluster up` and `cluster down` (from their flag sets, as
+// -h prints them) is in the README's command-line line for that command.
+func TestReadmeListsClusterFlags(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"up", "down"} {
+		line := regexp.MustCompile(`(?m)^sluice cluster ` + sub + ` .*$`).FindString(string(readme))
+		if line == "" {
+			t.Fatalf("README has no line starting with `sluice cluster %s`", sub)
+		}
+		for _, f := range usageFlags(t, "cluster", sub) {
+			if !strings.Contains(line, "[--"+f+" ") {
+				t.Errorf("README's `sluice cluster %s` line lacks --%s:\n%s", sub, f, line)
+			}
+		}
+	}
+}
+
+// A lab prints its table and writes no file unless --out names one: run in
+// a fresh working directory, it leaves no bench/ folder behind.
+func TestLabWritesOnlyWithOut(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "redis-server")
+	c := redistest.NewCluster(t, localredis.Config{})
+	seeds := strings.Join(c.Addrs(), ",")
+	const header = "| Path | p50 | p99 | note |"
+	lab := func(dir string, extra ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, append([]string{"lab", "latency", "--samples", "50", "--cluster", seeds}, extra...)...)
+		cmd.Dir = dir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sluice lab latency %v: %v\n%s", extra, err, stderr.String())
+		}
+		if !strings.Contains(string(out), header) {
+			t.Fatalf("sluice lab latency %v printed no table:\n%s", extra, out)
+		}
+		return string(out)
+	}
+
+	dir := t.TempDir()
+	lab(dir)
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("sluice lab latency without --out left %v in its working directory (%v)", names, err)
+	}
+
+	out := lab(dir, "--out", "latency.md")
+	b, err := os.ReadFile(filepath.Join(dir, "latency.md"))
+	if err != nil {
+		t.Fatalf("--out latency.md: %v", err)
+	}
+	if string(b) != out {
+		t.Errorf("--out latency.md holds\n%s\nbut stdout was\n%s", b, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bench")); !os.IsNotExist(err) {
+		t.Errorf("a bench/ folder exists after --out latency.md (%v)", err)
+	}
+}
+
+// A lab's counts and durations must be positive: 0 would quietly mean the
+// default, a negative value makes no sense. The check names each bad flag
+// and runs nothing.
+func TestLabFlagsMustBePositive(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"lab", "global", "--workers", "0", "--duration", "-1s"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--workers 0") || !strings.Contains(err.Error(), "--duration -1s") {
+		t.Fatalf("lab global --workers 0 --duration -1s: %v", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("printed a report:\n%s", stdout.String())
 	}
 }

@@ -2,40 +2,44 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
 const defaultClusterDir = ".sluice-cluster"
 
-func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
-		fmt.Fprintln(stderr, "usage: sluice cluster up|down [--dir DIR] [--port 7000] [--primaries 3] [--replicas 1]")
-		return errors.New("cluster: want up or down")
+// defaultNodeTimeout is cluster-node-timeout of `cluster up`: how long a
+// node may be unreachable before its replica is promoted (localredis's
+// default too).
+const defaultNodeTimeout = 5 * time.Second
+
+func clusterCommands() []command {
+	return []command{
+		{name: "up", about: "start a local Redis Cluster for trying sluice; prints --cluster …", run: clusterUp},
+		{name: "down", about: "stop the cluster that 'cluster up' started", run: clusterDown},
 	}
-	fs := flag.NewFlagSet("cluster "+args[0], flag.ContinueOnError)
+}
+
+// clusterFlags is the flag set of `cluster up|down`, with --dir, which
+// both have.
+func clusterFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("cluster "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", defaultClusterDir, "folder for the nodes' files and the state file")
-	if args[0] == "down" {
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if err := localredis.Down(*dir); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "cluster in", *dir, "stopped")
-		return nil
-	}
+	return fs, fs.String("dir", defaultClusterDir, "folder for the nodes' files and the state file")
+}
+
+func clusterUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, dir := clusterFlags("up", stderr)
 	port := fs.Int("port", 7000, "first client port (0: free ports)")
 	primaries := fs.Int("primaries", 3, "primaries")
 	replicas := fs.Int("replicas", 1, "replicas per primary (0: none)")
-	nodeTimeout := fs.Duration("node-timeout", 0, "cluster-node-timeout (0: 5s)")
-	if err := fs.Parse(args[1:]); err != nil {
+	nodeTimeout := fs.Duration("node-timeout", defaultNodeTimeout, "cluster-node-timeout: how long a node may be unreachable before its replica is promoted")
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	r := *replicas
@@ -50,5 +54,17 @@ func clusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	fmt.Fprintln(stdout, "--cluster "+strings.Join(c.Addrs(), ","))
+	return nil
+}
+
+func clusterDown(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, dir := clusterFlags("down", stderr)
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if err := localredis.Down(*dir); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "cluster in", *dir, "stopped")
 	return nil
 }

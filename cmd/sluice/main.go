@@ -4,7 +4,11 @@
 //
 //	sluice serve [--listen 127.0.0.1:6380] [--cluster a,b,c | --redis redis://…] [--config sluice.yaml]
 //	sluice cluster up|down [--dir DIR]
+//	sluice bench [flags]
+//	sluice lab hot|soak|global|partition|restart|latency [flags]
 //	sluice version
+//
+// `sluice` alone lists every command.
 package main
 
 import (
@@ -15,6 +19,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -31,41 +37,97 @@ func main() {
 	}
 }
 
-const usage = `usage: sluice <command> [flags]
+// command is one thing sluice does: its name, one line for the usage and
+// what runs it with the arguments after the name. A command with subs runs
+// the one its first argument names, and the usage lists each of them.
+type command struct {
+	name  string
+	about string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	subs  []command
+}
 
-commands:
-  serve     run the rate-limiter server (embedded store unless --cluster or --redis)
-  cluster   up | down: a local Redis Cluster from redis-server, for trying sluice
-  bench     redis-benchmark through sluice vs straight at the cluster: a table and a chart
-  lab       experiments with real processes: 'lab hot' (one hot key, two instances, each hot-key mode)
-  version   print the version
-
-Run 'sluice <command> -h' for the flags of a command.
-`
+// commands are every command of the binary, in the order the usage lists
+// them.
+func commands() []command {
+	return []command{
+		{name: "serve", about: "run the rate-limiter server (embedded store unless --cluster or --redis)", run: serve},
+		{name: "cluster", subs: clusterCommands()},
+		{name: "bench", about: "redis-benchmark through sluice vs straight at the cluster: a table and a chart", run: benchCmd},
+		{name: "lab", subs: labCommands()},
+		{name: "version", about: "print the version", run: printVersion},
+	}
+}
 
 // run is the whole program, testable without a process: flags, wiring and
 // the subcommand, until ctx is cancelled.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-v") {
+		args = append([]string{"version"}, args[1:]...)
+	}
+	return dispatch(ctx, nil, commands(), args, stdout, stderr)
+}
+
+// dispatch runs the command of cmds that args[0] names; parents are the
+// names before it ("lab"), for the usage and the errors.
+func dispatch(ctx context.Context, parents []string, cmds []command, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("no command")
+		fmt.Fprint(stderr, usage(parents, cmds))
+		return fmt.Errorf("%sno command", strings.ReplaceAll(spelled(parents), " ", ": "))
 	}
 	switch args[0] {
-	case "serve":
-		return serve(ctx, args[1:], stdout, stderr)
-	case "cluster":
-		return clusterCmd(ctx, args[1:], stdout, stderr)
-	case "bench":
-		return benchCmd(ctx, args[1:], stdout, stderr)
-	case "lab":
-		return labCmd(ctx, args[1:], stdout, stderr)
-	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "sluice", version)
-		return nil
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage(parents, cmds))
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	for _, c := range cmds {
+		switch {
+		case c.name != args[0]:
+		case c.subs != nil:
+			return dispatch(ctx, append(slices.Clip(parents), c.name), c.subs, args[1:], stdout, stderr)
+		default:
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprint(stderr, usage(parents, cmds))
+	return fmt.Errorf("unknown command %q", spelled(parents)+args[0])
+}
+
+// spelled is the names of parents as the command line has them, each
+// followed by a space: "lab ".
+func spelled(parents []string) string {
+	var b strings.Builder
+	for _, p := range parents {
+		b.WriteString(p + " ")
+	}
+	return b.String()
+}
+
+// usage lists every command below parents, subcommands spelled out
+// ("cluster up"), one line each.
+func usage(parents []string, cmds []command) string {
+	var b strings.Builder
+	prefix := spelled(parents)
+	fmt.Fprintf(&b, "usage: sluice %s<command> [flags]\n\ncommands:\n", prefix)
+	var list func(names string, cmds []command)
+	list = func(names string, cmds []command) {
+		for _, c := range cmds {
+			if c.subs != nil {
+				list(names+c.name+" ", c.subs)
+				continue
+			}
+			fmt.Fprintf(&b, "  %-16s%s\n", names+c.name, c.about)
+		}
+	}
+	list(prefix, cmds)
+	fmt.Fprintf(&b, "\nRun 'sluice %s<command> -h' for its flags.\n", prefix)
+	return b.String()
+}
+
+func printVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("version: unexpected argument %q", args[0])
+	}
+	fmt.Fprintln(stdout, "sluice", version)
+	return nil
 }

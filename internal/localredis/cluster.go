@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Cluster is a Redis Cluster of redis-server processes started by Start or
@@ -48,17 +47,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // startCluster is Start; with record set it keeps the state file for Down
 // up to date from the moment the servers exist.
 func startCluster(ctx context.Context, cfg Config, record bool) (*Cluster, error) {
-	s, err := cfg.resolve(true)
+	l, ctx, err := begin(ctx, cfg, true)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := withDefaultTimeout(ctx, s.Timeout)
-	defer cancel()
-	dir, ownsDir, err := prepareDir(s.Dir)
-	if err != nil {
-		return nil, err
-	}
-	c := &Cluster{s: s, dir: dir, ownsDir: ownsDir, record: record}
+	defer l.done()
+	c := &Cluster{s: l.s, dir: l.dir, ownsDir: l.ownsDir, record: record}
 	if err := c.start(ctx); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -124,16 +118,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		_ = n.Kill()
 	}
 	c.nodes = nil
-	total := c.s.nodeCount()
-	var (
-		ports []int
-		err   error
-	)
-	if c.s.Port == 0 {
-		ports, err = freePorts(total)
-	} else {
-		ports, err = checkPorts(c.s.Port, total)
-	}
+	ports, err := c.s.ports(c.s.nodeCount())
 	if err != nil {
 		return err
 	}
@@ -165,6 +150,31 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 }
 
 // prepareDir returns the working folder, making a temporary one for "".
+// launch is what Start and StartSingle begin with: the settings, the
+// folder (made by this launch when ownsDir) and done, which releases the
+// start's deadline.
+type launch struct {
+	s       *settings
+	dir     string
+	ownsDir bool
+	done    context.CancelFunc
+}
+
+// begin resolves cfg, prepares its folder and bounds ctx by cfg.Timeout
+// unless ctx has a deadline. The caller must call done.
+func begin(ctx context.Context, cfg Config, needCLI bool) (*launch, context.Context, error) {
+	s, err := cfg.resolve(needCLI)
+	if err != nil {
+		return nil, ctx, err
+	}
+	dir, ownsDir, err := prepareDir(s.Dir)
+	if err != nil {
+		return nil, ctx, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx, s.Timeout)
+	return &launch{s: s, dir: dir, ownsDir: ownsDir, done: cancel}, ctx, nil
+}
+
 func prepareDir(dir string) (string, bool, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "localredis-")
@@ -246,31 +256,26 @@ func (c *Cluster) Addrs() []string {
 // Primaries returns the nodes that own slots, in port order, as of the last
 // healthy check (Start, WaitHealthy, WaitNewPrimary).
 func (c *Cluster) Primaries() []*Node {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*Node
-	if c.topo == nil {
-		return nil
-	}
-	for _, n := range c.nodes {
-		if e, ok := c.topo.byPort[n.Port]; ok && e.primaryID == "" {
-			out = append(out, n)
-		}
-	}
-	return out
+	return c.nodesWhere(func(e entry) bool { return e.primaryID == "" })
 }
 
 // ReplicasOf returns the replicas of primary, in port order, as of the last
 // healthy check (Start, WaitHealthy, WaitNewPrimary).
 func (c *Cluster) ReplicasOf(primary *Node) []*Node {
+	return c.nodesWhere(func(e entry) bool { return e.primaryID != "" && e.primaryID == primary.ID })
+}
+
+// nodesWhere returns the nodes whose line in the last healthy topology
+// keep accepts, in port order; nil before the first healthy check.
+func (c *Cluster) nodesWhere(keep func(entry) bool) []*Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []*Node
 	if c.topo == nil {
 		return nil
 	}
+	var out []*Node
 	for _, n := range c.nodes {
-		if e, ok := c.topo.byPort[n.Port]; ok && e.primaryID != "" && e.primaryID == primary.ID {
+		if e, ok := c.topo.byPort[n.Port]; ok && keep(e) {
 			out = append(out, n)
 		}
 	}
@@ -372,14 +377,12 @@ func (c *Cluster) ClusterClient() *redis.ClusterClient {
 			addrs = append(addrs, n.Addr)
 		}
 		c.cc = redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 addrs,
-			Protocol:              2,
-			DisableIdentity:       true,
-			DialTimeout:           time.Second,
-			ContextTimeoutEnabled: true,
-			MaintNotificationsConfig: &maintnotifications.Config{
-				Mode: maintnotifications.ModeDisabled,
-			},
+			Addrs:                    addrs,
+			Protocol:                 2,
+			DisableIdentity:          true,
+			DialTimeout:              time.Second,
+			ContextTimeoutEnabled:    true,
+			MaintNotificationsConfig: maintOff(),
 		})
 	}
 	return c.cc
@@ -391,16 +394,12 @@ func (c *Cluster) ClusterClient() *redis.ClusterClient {
 // RedisServer. Stop the server with Node.Stop.
 func StartSingle(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.Primaries, cfg.Replicas, cfg.NodeTimeout = 0, 0, 0
-	s, err := cfg.resolve(false)
+	l, ctx, err := begin(ctx, cfg, false)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := withDefaultTimeout(ctx, s.Timeout)
-	defer cancel()
-	dir, ownsDir, err := prepareDir(s.Dir)
-	if err != nil {
-		return nil, err
-	}
+	defer l.done()
+	s, dir, ownsDir := l.s, l.dir, l.ownsDir
 	rmDir := ""
 	if ownsDir {
 		rmDir = dir
@@ -408,12 +407,7 @@ func StartSingle(ctx context.Context, cfg Config) (*Node, error) {
 	removeData(dir)
 	for attempt := 1; ; attempt++ {
 		var ports []int
-		if s.Port == 0 {
-			ports, err = freePorts(1)
-		} else {
-			ports, err = checkPorts(s.Port, 1)
-		}
-		if err != nil {
+		if ports, err = s.ports(1); err != nil {
 			break
 		}
 		n := newNode(s, dir, ports[0], false)

@@ -257,10 +257,13 @@ func parseInfo(s string) map[string]string {
 }
 
 // Running reports whether the server process is alive (perhaps paused).
-func (n *Node) Running() bool {
+func (n *Node) Running() bool { return locked(n, n.runningLocked) }
+
+// locked is f's result, f run holding n.mu.
+func locked[T any](n *Node, f func() T) T {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.runningLocked()
+	return f()
 }
 
 func (n *Node) runningLocked() bool {
@@ -278,56 +281,43 @@ func (n *Node) runningLocked() bool {
 // Paused reports whether Pause stopped the server and Resume has not yet
 // continued it.
 func (n *Node) Paused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused && n.runningLocked()
+	return locked(n, func() bool { return n.paused && n.runningLocked() })
 }
 
 // live reports whether the node can answer: running and not paused.
 func (n *Node) live() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.runningLocked() && !n.paused
+	return locked(n, func() bool { return n.runningLocked() && !n.paused })
 }
 
 // Pause stops the server with SIGSTOP: its sockets stay open but it
 // answers nothing, like a node stuck in a long GC or a frozen VM.
-func (n *Node) Pause() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.runningLocked() {
-		return fmt.Errorf("localredis: pause %s: not running", n.Addr)
-	}
-	if err := n.cmd.Process.Signal(sigStop); err != nil {
-		return fmt.Errorf("localredis: pause %s: %w", n.Addr, err)
-	}
-	n.paused = true
-	n.s.log.printf("paused %s (pid %d)", n.Addr, n.Pid)
-	return nil
-}
+func (n *Node) Pause() error { return n.setPaused(true) }
 
 // Resume continues a paused server with SIGCONT.
-func (n *Node) Resume() error {
+func (n *Node) Resume() error { return n.setPaused(false) }
+
+// setPaused sends SIGSTOP (paused) or SIGCONT and notes the state.
+func (n *Node) setPaused(paused bool) error {
+	verb, sig := "resume", sigCont
+	if paused {
+		verb, sig = "pause", sigStop
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.runningLocked() {
-		return fmt.Errorf("localredis: resume %s: not running", n.Addr)
+		return fmt.Errorf("localredis: %s %s: not running", verb, n.Addr)
 	}
-	if err := n.cmd.Process.Signal(sigCont); err != nil {
-		return fmt.Errorf("localredis: resume %s: %w", n.Addr, err)
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("localredis: %s %s: %w", verb, n.Addr, err)
 	}
-	n.paused = false
-	n.s.log.printf("resumed %s (pid %d)", n.Addr, n.Pid)
+	n.paused = paused
+	n.s.log.printf("%sd %s (pid %d)", verb, n.Addr, n.Pid)
 	return nil
 }
 
 // Kill ends the server with SIGKILL, as a crash would, and waits until it
 // has exited. Killing a node that is not running does nothing.
-func (n *Node) Kill() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.killLocked()
-}
+func (n *Node) Kill() error { return locked(n, n.killLocked) }
 
 func (n *Node) killLocked() error {
 	if !n.runningLocked() {
@@ -416,17 +406,15 @@ func (n *Node) Client() *redis.Client {
 	defer n.clientMu.Unlock()
 	if n.client == nil {
 		n.client = redis.NewClient(&redis.Options{
-			Addr:                  n.Addr,
-			Password:              n.password,
-			Protocol:              2,
-			DisableIdentity:       true,
-			DialTimeout:           time.Second,
-			ReadTimeout:           2 * time.Second,
-			WriteTimeout:          2 * time.Second,
-			ContextTimeoutEnabled: true,
-			MaintNotificationsConfig: &maintnotifications.Config{
-				Mode: maintnotifications.ModeDisabled,
-			},
+			Addr:                     n.Addr,
+			Password:                 n.password,
+			Protocol:                 2,
+			DisableIdentity:          true,
+			DialTimeout:              time.Second,
+			ReadTimeout:              2 * time.Second,
+			WriteTimeout:             2 * time.Second,
+			ContextTimeoutEnabled:    true,
+			MaintNotificationsConfig: maintOff(),
 		})
 	}
 	return n.client
@@ -469,6 +457,13 @@ func removeData(dir string) {
 			_ = os.Remove(t)
 		}
 	}
+}
+
+// maintOff turns off go-redis's maintenance notifications, which a local
+// server does not send: the clients of this package then skip the
+// handshake that asks for them.
+func maintOff() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

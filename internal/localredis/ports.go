@@ -107,3 +107,12 @@ func candidateRange() (lo, hi int) {
 	}
 	return 10000, ephemeralLow - busPortOffset
 }
+
+// ports are n client ports for new servers: free ones at random, or
+// Port, Port+1, … checked to be free.
+func (s *settings) ports(n int) ([]int, error) {
+	if s.Port == 0 {
+		return freePorts(n)
+	}
+	return checkPorts(s.Port, n)
+}

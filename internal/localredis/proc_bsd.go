@@ -9,14 +9,9 @@ import (
 	"syscall"
 )
 
-// sysProcAttr keeps a detached server out of our session. Without Linux's
-// Pdeathsig, an attached server outlives a crashed test binary.
-func sysProcAttr(detach bool) *syscall.SysProcAttr {
-	if detach {
-		return &syscall.SysProcAttr{Setsid: true}
-	}
-	return &syscall.SysProcAttr{Setpgid: true}
-}
+// attached is the SysProcAttr of a server that is not detached. Without
+// Linux's Pdeathsig, it outlives a crashed test binary.
+func attached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 // readProc describes process pid with ps(1). ok is false when no such
 // process exists.

@@ -13,13 +13,10 @@ import (
 	"syscall"
 )
 
-// sysProcAttr keeps a detached server out of our session; an attached one
-// is killed by the kernel when the thread that started it dies, so a
-// crashed test binary leaves no server behind.
-func sysProcAttr(detach bool) *syscall.SysProcAttr {
-	if detach {
-		return &syscall.SysProcAttr{Setsid: true}
-	}
+// attached is the SysProcAttr of a server that is not detached: the
+// kernel kills it when the thread that started it dies, so a crashed test
+// binary leaves no server behind.
+func attached() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 

@@ -1,0 +1,408 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// rig is what every experiment runs on, so that a lab file holds only its
+// experiment: the sluice binary, a temporary folder for policy files, the
+// cluster (its own or the user's) and the sluice processes it started,
+// each stopped by its pid in close. Not safe for concurrent use.
+type rig struct {
+	name     string // "lab global", "bench": the prefix of progress lines and errors
+	bin      string
+	dir      string
+	policy   string // the path of rigSpec.policy's file; "" without one
+	rules    string // rigSpec.policy, the text of that file
+	seeds    []string
+	rc       *localredis.Cluster // nil when the cluster was given
+	progress io.Writer
+	redis    string // redis_version of the cluster
+	sluice   string // sluice_version of the first sluice process started
+	children []*child
+	clients  []*redis.Client
+}
+
+// rigSpec is what an experiment asks of the rig.
+type rigSpec struct {
+	// name is the experiment's, "lab global": it starts progress lines
+	// and errors, and names the policy file.
+	name string
+	// binary is the sluice binary; "" means this executable.
+	binary string
+	// cluster are the seeds of a running cluster; nil starts a 3+3
+	// cluster with cluster-node-timeout nodeTimeout (0: localredis's
+	// default), stopped at the end.
+	cluster     []string
+	nodeTimeout time.Duration
+	// policy is the text of a policy file to write, checked, before the
+	// experiment; "" writes none.
+	policy string
+	// now is the clock of the report's date, tool how the load is driven:
+	// the report's machine line.
+	now  func() time.Time
+	tool string
+}
+
+// LabRun is what every lab's report says of the run itself.
+type LabRun struct {
+	Machine Machine
+	// Elapsed is the whole run, the set-up of the cluster and the sluice
+	// processes included.
+	Elapsed time.Duration
+	// Policy is the policy file the sluice processes ran with; "" when
+	// the experiment writes its own.
+	Policy string
+}
+
+func (f *LabRun) frame() *LabRun { return f }
+
+// labConfig is a lab's config: resolve applies its defaults in place and
+// checks it, rig says what the experiment needs of the rig.
+type labConfig interface {
+	resolve() error
+	rig() rigSpec
+}
+
+// Experiment is a lab's report type, which is what a lab file holds: its
+// config, the experiment itself (run, which fills the report it is a
+// method of), the report's frame (LabRun, embedded) and the report's
+// text; RunLab does the rest. The experiments: *GlobalLabReport (is the
+// limit global?), *PartitionLabReport (the owning primary frozen),
+// *RestartLabReport (flushed, restarted, failed over), *LatencyLabReport
+// (what one decision costs), *HotLabReport (one hot key in each hot-key
+// mode).
+type Experiment interface {
+	Markdown() string
+	config() labConfig
+	run(ctx context.Context, r *rig) error
+	frame() *LabRun
+}
+
+// Defaults applies the experiment's defaults to the zero fields of its
+// config, as RunLab does: for a command line's flag defaults. It fails on
+// a config RunLab would refuse.
+func Defaults(rep Experiment) error { return rep.config().resolve() }
+
+// RunLab runs the experiment whose report rep is, with rep.Config as it
+// is given (zero fields take their defaults): it sets up a rig as the
+// config asks (a cluster, a policy file), runs the experiment, which fills
+// rep, stops whatever the rig started, by pid, and notes the machine and
+// the time the whole run took. Progress lines go to progress (nil
+// discards them). On an error rep holds what was measured so far.
+func RunLab[R Experiment](ctx context.Context, rep R, progress io.Writer) (R, error) {
+	began := time.Now()
+	cfg := rep.config()
+	if err := cfg.resolve(); err != nil {
+		return rep, err
+	}
+	spec := cfg.rig()
+	r, err := newRig(ctx, spec, progress)
+	if err != nil {
+		return rep, err
+	}
+	defer r.close()
+	err = rep.run(ctx, r)
+	*rep.frame() = LabRun{Machine: r.machine(spec.now(), spec.tool), Elapsed: time.Since(began), Policy: spec.policy}
+	return rep, err
+}
+
+// newRig finds the binary, makes the folder, starts the cluster unless
+// spec names one and writes the policy file. The caller must call close.
+func newRig(ctx context.Context, spec rigSpec, progress io.Writer) (*rig, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	r := &rig{name: spec.name, bin: spec.binary, seeds: spec.cluster, progress: progress, sluice: "unknown"}
+	if r.bin == "" {
+		var err error
+		if r.bin, err = os.Executable(); err != nil {
+			return nil, r.errorf("finding the sluice binary: %w", err)
+		}
+	}
+	file := strings.ReplaceAll(r.name, " ", "-")
+	dir, err := os.MkdirTemp("", "sluice-"+file+"-")
+	if err != nil {
+		return nil, r.errorf("%w", err)
+	}
+	r.dir = dir
+	if len(r.seeds) == 0 {
+		r.logf("starting a Redis Cluster (3 primaries, 3 replicas, cluster-node-timeout %v)", cmp.Or(spec.nodeTimeout, 5*time.Second))
+		rc, err := localredis.Start(ctx, localredis.Config{NodeTimeout: spec.nodeTimeout, Log: linePrefix{progress, r.name + ": "}})
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		r.rc = rc
+		r.seeds = rc.Addrs()
+	}
+	r.redis = redisVersion(ctx, r.seeds)
+	if r.rules = spec.policy; spec.policy != "" {
+		if r.policy, err = r.writePolicy(file+".yaml", spec.policy); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *rig) logf(format string, args ...any) {
+	fmt.Fprintf(r.progress, r.name+": "+format+"\n", args...)
+}
+
+// errorf is an error of this experiment: its name, then the message.
+func (r *rig) errorf(format string, args ...any) error {
+	return fmt.Errorf(r.name+": "+format, args...)
+}
+
+// close stops the sluice processes and the cluster this rig started and
+// removes its folder.
+func (r *rig) close() {
+	r.stopSluice()
+	if r.rc != nil {
+		if err := r.rc.Stop(); err != nil {
+			r.logf("stopping the cluster: %v", err)
+		}
+	}
+	_ = os.RemoveAll(r.dir)
+}
+
+// stopSluice stops every sluice process started so far, each by its pid.
+func (r *rig) stopSluice() {
+	for _, c := range r.clients {
+		_ = c.Close()
+	}
+	r.clients = nil
+	pids := r.pids()
+	for _, ch := range r.children {
+		ch.stop()
+	}
+	if len(pids) > 0 {
+		r.logf("sluice pids %v stopped", pids)
+	}
+	r.children = nil
+}
+
+// pids are the sluice processes running now.
+func (r *rig) pids() []int {
+	var pids []int
+	for _, ch := range r.children {
+		pids = append(pids, ch.pid())
+	}
+	return pids
+}
+
+// writePolicy writes a policy file named name into the folder, after
+// checking that sluice will accept it, and returns its path.
+func (r *rig) writePolicy(name, yaml string) (string, error) {
+	if _, err := policy.Parse([]byte(yaml), name); err != nil {
+		return "", r.errorf("the policy: %w", err)
+	}
+	path := filepath.Join(r.dir, name)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		return "", r.errorf("%w", err)
+	}
+	return path, nil
+}
+
+// startSluice starts n `sluice serve` processes with the policy file at
+// config, in front of seeds (nil: embedded mode, each process its own
+// in-process store), and returns one client for each with a pool of
+// workers connections.
+func (r *rig) startSluice(ctx context.Context, n int, seeds []string, config string, workers int) ([]*redis.Client, error) {
+	var out []*redis.Client
+	first := len(r.children)
+	for range n {
+		ch, err := startChild(ctx, r.bin, seeds, config)
+		if err != nil {
+			return nil, err
+		}
+		r.children = append(r.children, ch)
+		c := redis.NewClient(&redis.Options{
+			Addr: ch.addr, PoolSize: workers + 1, MinIdleConns: workers,
+			MaxRetries: -1, DisableIdentity: true, Protocol: 2,
+		})
+		r.clients = append(r.clients, c)
+		out = append(out, c)
+	}
+	store := "embedded"
+	if len(seeds) > 0 {
+		store = "cluster " + strings.Join(seeds, ",")
+	}
+	r.logf("started %d × %s serve (%s) --config %s: pids %v", n, r.bin, store, config, r.pids()[first:])
+	if r.sluice == "unknown" && len(out) > 0 {
+		r.sluice = sluiceVersion(ctx, out[0])
+	}
+	return out, nil
+}
+
+// machine describes where the experiment ran; tool says how the load was
+// driven.
+func (r *rig) machine(now time.Time, tool string) Machine {
+	return machine(now, r.sluice, r.redis, tool)
+}
+
+// orNow sets a nil clock to time.Now.
+func orNow(now *func() time.Time) {
+	if *now == nil {
+		*now = time.Now
+	}
+}
+
+// labPolicy is one policy of an experiment's policy file.
+type labPolicy struct {
+	name, match string
+	limit, rate int64
+	period      time.Duration // 0 means 1s
+	onError     string
+	localShare  float64 // 0: not written (the default)
+	// hot, threshold and split are the hot section; no section when hot
+	// is "".
+	hot       string
+	threshold int64
+	split     int
+}
+
+// seedPolicy is the policy file of the seed lab's experiments: one
+// catch-all token bucket, "acme", of limit tokens refilled rate per
+// second; timeout and share 0 are not written (the defaults).
+func seedPolicy(lab string, timeout time.Duration, limit, rate int64, onError string, share float64) string {
+	return policyFile("written by sluice lab "+lab, timeout,
+		labPolicy{name: "acme", match: "*", limit: limit, rate: rate, onError: onError, localShare: share})
+}
+
+// policyFile renders an experiment's policy file: a comment line, the
+// store timeout (0: not written, the default) and the policies.
+func policyFile(comment string, timeout time.Duration, ps ...labPolicy) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", comment)
+	if timeout != 0 {
+		fmt.Fprintf(&b, "timeout: %s\n", timeout)
+	}
+	b.WriteString("policies:\n")
+	for _, p := range ps {
+		fmt.Fprintf(&b, "  - name: %s\n    match: %q\n    limit: %d\n    rate: %d\n    period: %s\n    on_store_error: %s\n",
+			p.name, p.match, p.limit, p.rate, cmp.Or(p.period, time.Second), p.onError)
+		if p.localShare != 0 {
+			fmt.Fprintf(&b, "    local_share: %g\n", p.localShare)
+		}
+		if p.hot != "" {
+			fmt.Fprintf(&b, "    hot:\n      mode: %s\n      threshold: %d\n      split: %d\n", p.hot, p.threshold, p.split)
+		}
+	}
+	return b.String()
+}
+
+// labTemplateFiles are the labs' reports, one markdown template a lab:
+// the words and the tables are there, the numbers come from the report.
+//
+//go:embed templates/*.md.tmpl
+var labTemplateFiles embed.FS
+
+// labTemplates are labTemplateFiles parsed, with the functions that format
+// their numbers; parsed once, read only.
+var labTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"thousands": func(v any) string {
+		switch n := v.(type) {
+		case int:
+			return thousands(float64(n))
+		case int64:
+			return thousands(float64(n))
+		case float64:
+			return thousands(n)
+		}
+		return fmt.Sprint(v)
+	},
+	"ms": func(v any) string { // milliseconds, or a duration in milliseconds
+		if d, ok := v.(time.Duration); ok {
+			return ms(float64(d) / float64(time.Millisecond))
+		}
+		f, _ := v.(float64)
+		return ms(f)
+	},
+	"seconds":      func(d time.Duration) time.Duration { return d.Round(time.Second) },
+	"millis":       func(d time.Duration) time.Duration { return d.Round(time.Millisecond) },
+	"fixed":        fixed,
+	"cell":         cell,
+	"errorCell":    errorCell,
+	"formatCounts": formatCounts,
+	"joinInts":     joinInts,
+	"join":         strings.Join,
+	"redisKey":     redisKey,
+}).ParseFS(labTemplateFiles, "templates/*.md.tmpl"))
+
+// render fills the lab's template (templates/<lab>.md.tmpl) with its
+// report. The templates are fixed and tested, so a failure is a bug; it
+// is said in the text rather than panicking.
+func render(lab string, report any) string {
+	var b strings.Builder
+	if err := labTemplates.ExecuteTemplate(&b, lab+".md.tmpl", report); err != nil {
+		fmt.Fprintf(&b, "\n\n(bug: the %s report did not render: %v)\n", lab, err)
+	}
+	return b.String()
+}
+
+// sleep waits d, or less when ctx is done first, whose error it then
+// returns.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errNotYet is what poll returns when within passed without success.
+var errNotYet = errors.New("not within the time allowed")
+
+// poll calls try every interval until it reports done or an error, or
+// within has passed (errNotYet), or ctx is done.
+func poll(ctx context.Context, interval, within time.Duration, try func() (bool, error)) error {
+	deadline := time.Now().Add(within)
+	for {
+		done, err := try()
+		if err != nil || done {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errNotYet
+		}
+		if err := sleep(ctx, interval); err != nil {
+			return err
+		}
+	}
+}
+
+// linePrefix marks the lines written through it.
+type linePrefix struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p linePrefix) Write(b []byte) (int, error) {
+	if _, err := p.w.Write(append([]byte(p.prefix), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
