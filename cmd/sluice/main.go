@@ -51,7 +51,7 @@ type command struct {
 // them.
 func commands() []command {
 	return []command{
-		{name: "serve", about: "run the rate-limiter server (embedded store unless --cluster or --redis)", run: serve},
+		{name: "serve", about: "run the rate-limiter server (embedded store unless --cluster, --redis or --sentinel)", run: serve},
 		{name: "cluster", subs: clusterCommands()},
 		{name: "bench", about: "redis-benchmark through sluice vs straight at the cluster: a table and a chart", run: benchCmd},
 		{name: "lab", subs: labCommands()},
