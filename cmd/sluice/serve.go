@@ -144,7 +144,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 
 	m := metrics.New(version)
-	store, mode, err := openStore(f, timeout(), m.Store)
+	// Each store call carries its own deadline, timeout(), which a reload
+	// may raise up to policy.MaxTimeout (or --timeout pins). The store's
+	// connections get the largest such bound as their own, so that they
+	// never cut a raised timeout short; the timeout at start would.
+	store, mode, err := openStore(f, max(f.timeout, policy.MaxTimeout), m.Store)
 	if err != nil {
 		return err
 	}
@@ -161,7 +165,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	rt := startPolicies(ctx, holder, set, store, log, func(err error) { m.ConfigReload(err == nil) })
 
-	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: f.leaseTTL, Timeout: timeout()})
+	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: f.leaseTTL, Timeout: timeout})
 	if err != nil {
 		return err
 	}
@@ -232,7 +236,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 			if err != nil {
 				log.Error("config reload failed; keeping the last good config", "err", err)
 			} else {
-				log.Info("config reloaded", "file", f.config, "policies", len(s.Policies))
+				log.Info("config reloaded", "file", f.config, "policies", len(s.Policies), "timeout", timeout().String())
 			}
 		}
 	}()
