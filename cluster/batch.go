@@ -68,7 +68,7 @@ func (s *Store) queue(addr string) (*nodeQueue, error) {
 	} else {
 		o := *s.opts
 		o.Addr = addr
-		q.client = redis.NewClient(&o)
+		q.client = s.newClient(&o)
 		s.sweepSoon() // a node not seen before: perhaps another has left
 	}
 	q.last.Store(time.Now().UnixNano())
@@ -140,24 +140,26 @@ func (q *nodeQueue) work() {
 
 // send runs one pipeline for the batch, then one more with EVAL for any
 // command that met NOSCRIPT (a restarted or failed-over node). Units
-// already past their deadline are not sent. The pipeline waits until the
-// latest deadline of the others, so that a request near its end never
+// already past their deadline are not sent; a unit without one has
+// Timeout. The pipeline waits until the latest deadline of the others
+// (MaxTimeout at most), so that a request near its end never
 // cuts the time of the fresh ones beside it: a unit whose deadline passes
 // in flight is answered unavailable by its own waiter (Store.round), the
 // rest get the node's answers, and the breaker hears only whether the node
 // answered.
 func (q *nodeQueue) send(batch []*unit) {
 	var latest time.Time
-	unbounded := false
 	var items []*item
 	for _, u := range batch {
 		if err := u.ctx.Err(); err != nil {
 			q.fail(u.items, err)
 			continue
 		}
-		if d, ok := u.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(latest) {
+		d, ok := u.ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(q.s.cfg.Timeout)
+		}
+		if d.After(latest) {
 			latest = d
 		}
 		items = append(items, u.items...)
@@ -169,12 +171,8 @@ func (q *nodeQueue) send(batch []*unit) {
 		q.fail(items, ErrCircuitOpen)
 		return
 	}
-	ctx := context.Background()
-	if !unbounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
+	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	defer cancel()
 	reached := q.pipeline(ctx, items)
 	var again []*item
 	for _, u := range batch {

@@ -32,14 +32,18 @@ type Config struct {
 	// Username and Password authenticate to Redis (AUTH); they override the
 	// URL's. "" means none (or the URL's).
 	Username, Password string
-	// Timeout bounds dialing, reading and writing on a connection to Redis,
-	// whatever the context; 0 means 50ms. The caller's context deadline,
-	// when earlier, wins, and a pipeline waits for the latest deadline of
-	// its requests: set Timeout to the longest deadline callers may use
-	// (a timeout raised at run time included), so that theirs governs.
-	// Calls made without a deadline of their own, like go-redis's slot-map
-	// reloads, wait at most Timeout.
+	// Timeout is the deadline of the calls made without one of their own:
+	// go-redis's slot-map reloads, which run under context.Background, and
+	// requests whose context has no deadline; 0 means 50ms.
 	Timeout time.Duration
+	// MaxTimeout bounds dialing, reading and writing on a connection to
+	// Redis, whatever the context; 0 means Timeout. A call's context
+	// deadline, when earlier, governs, and a pipeline waits for the latest
+	// deadline of its requests, so set it to the longest deadline callers
+	// may use — a timeout raised at run time included — or it cuts theirs
+	// short. (go-redis with ContextTimeoutEnabled sets each socket deadline
+	// to the earlier of the context's and now plus these timeouts.)
+	MaxTimeout time.Duration
 	// PoolSize is connections per node; 0 means go-redis's default.
 	PoolSize int
 	// BreakerThreshold is the consecutive failures that open a node's
@@ -85,6 +89,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
 	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = cfg.Timeout
+	}
 	if cfg.BreakerThreshold <= 0 {
 		cfg.BreakerThreshold = 5
 	}
@@ -104,9 +111,10 @@ func New(cfg Config) (*Store, error) {
 	case len(cfg.Addrs) > 0:
 		s.cc = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 cfg.Addrs,
-			DialTimeout:           cfg.Timeout,
-			ReadTimeout:           cfg.Timeout,
-			WriteTimeout:          cfg.Timeout,
+			NewClient:             s.newClient,
+			DialTimeout:           cfg.MaxTimeout,
+			ReadTimeout:           cfg.MaxTimeout,
+			WriteTimeout:          cfg.MaxTimeout,
 			ContextTimeoutEnabled: true,
 			MaxRetries:            -1, // never replay: a timed-out script may have run
 			PoolSize:              cfg.PoolSize,
@@ -116,7 +124,7 @@ func New(cfg Config) (*Store, error) {
 			Password:              cfg.Password,
 		})
 		s.opts = &redis.Options{
-			DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+			DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
 			ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
 			TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
 		}
@@ -125,7 +133,7 @@ func New(cfg Config) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.MaxTimeout, cfg.MaxTimeout, cfg.MaxTimeout
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
 		o.DisableIdentity = true
@@ -148,7 +156,7 @@ func New(cfg Config) (*Store, error) {
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
 		}
-		s.single = redis.NewClient(o)
+		s.single = s.newClient(o)
 	default:
 		return nil, errors.New("cluster: no Redis address")
 	}
@@ -157,6 +165,37 @@ func New(cfg Config) (*Store, error) {
 		go s.sweep()
 	}
 	return s, nil
+}
+
+// newClient is redis.NewClient for every node client of the Store, go-redis's
+// own included: a command sent without a deadline gets one of Timeout, so
+// that a slot-map reload that meets a stalled node moves on to the next
+// after Timeout, not after MaxTimeout.
+func (s *Store) newClient(o *redis.Options) *redis.Client {
+	c := redis.NewClient(o)
+	c.AddHook(defaultDeadline(s.cfg.Timeout))
+	return c
+}
+
+// defaultDeadline is a go-redis hook that gives a command without a
+// deadline one of its own.
+type defaultDeadline time.Duration
+
+func (defaultDeadline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (defaultDeadline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (d defaultDeadline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if _, ok := ctx.Deadline(); ok {
+			return next(ctx, cmd)
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(d))
+		defer cancel()
+		return next(ctx, cmd)
+	}
 }
 
 // Close stops the node workers and closes every connection. Requests after

@@ -144,11 +144,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 
 	m := metrics.New(version)
-	// Each store call carries its own deadline, timeout(), which a reload
-	// may raise up to policy.MaxTimeout (or --timeout pins). The store's
-	// connections get the largest such bound as their own, so that they
-	// never cut a raised timeout short; the timeout at start would.
-	store, mode, err := openStore(f, max(f.timeout, policy.MaxTimeout), m.Store)
+	store, mode, err := openStore(f, timeout(), m.Store)
 	if err != nil {
 		return err
 	}
