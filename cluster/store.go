@@ -373,7 +373,8 @@ func (s *Store) route(ctx context.Context, key string) (string, error) {
 
 // round sends every item once through its node's queue, files the answers
 // in out, and returns the items redirected elsewhere. A unit still queued
-// or in flight when ctx ends is answered unavailable and left to its worker.
+// or in flight when ctx ends is answered unavailable and left to its
+// worker; when the Store closes, ErrClosed.
 func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []*item {
 	units := make([]*unit, 0, 3)
 	for _, it := range items {
@@ -403,15 +404,19 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 		select {
 		case <-u.done:
 		case <-ctx.Done():
-			select {
-			case <-u.done: // answered as the deadline passed: keep the answer
-			default:
-				err := s.unavailable(u.addr, ctx.Err())
-				for _, it := range u.items {
-					out[it.idx] = limit.Result{Err: err}
-				}
-				continue
+		case <-s.closing: // the workers are gone
+		}
+		select {
+		case <-u.done: // perhaps answered as the deadline passed: keep the answer
+		default:
+			err := ErrClosed
+			if ctx.Err() != nil {
+				err = s.unavailable(u.addr, ctx.Err())
 			}
+			for _, it := range u.items {
+				out[it.idx] = limit.Result{Err: err}
+			}
+			continue
 		}
 		for _, it := range u.items {
 			if it.retry {
