@@ -119,9 +119,14 @@ func New(cfg Config) (*Store, error) {
 			MaxRetries:            -1, // never replay: a timed-out script may have run
 			PoolSize:              cfg.PoolSize,
 			DisableIdentity:       true,
-			TLSConfig:             cfg.TLS,
-			Username:              cfg.Username,
-			Password:              cfg.Password,
+			// Every command sent through it names one key or one node. The
+			// request/response routing policies would first fetch COMMAND
+			// info under a context of go-redis's own (5s), which a stalled
+			// node holds up, since MaxTimeout no longer cuts it short.
+			DisableRoutingPolicies: true,
+			TLSConfig:              cfg.TLS,
+			Username:               cfg.Username,
+			Password:               cfg.Password,
 		})
 		s.opts = &redis.Options{
 			DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
