@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 // unit is the items of one Do call that go to one node.
 type unit struct {
-	node  *redis.Client
+	addr  string
 	ctx   context.Context
 	items []*item
 	done  chan struct{} // closed by the worker when every item is filed
@@ -24,41 +25,85 @@ type unit struct {
 // when it is free, up to MaxBatch commands, and sends it as one pipeline:
 // batching without timers, so an idle node answers a lone request at once
 // and a busy one gets fewer, larger pipelines.
+//
+// A queue belongs to a node address, with a client of its own; when the
+// node has left the cluster, the sweep stops its workers and closes the
+// client (see queue.go).
 type nodeQueue struct {
-	s    *Store
-	node *redis.Client
-	addr string
-	br   *breaker
-	ch   chan *unit
+	s      *Store
+	addr   string
+	client *redis.Client // s.single for a single node; else the queue's own
+	br     *breaker
+	ch     chan *unit
 
+	// mu orders submit against stopping: units go into ch under the read
+	// lock, and only while stopped is false; stopping sets it under the
+	// write lock, so the workers, which drain ch before they exit, see
+	// every unit that got in.
+	mu      sync.RWMutex
+	stopped bool
+	stop    chan struct{}
+	workers sync.WaitGroup
+
+	last                atomic.Int64 // unix ns of the last pipeline sent
 	pipelines, commands atomic.Int64
 }
 
-func (s *Store) queue(node *redis.Client) *nodeQueue {
-	if q, ok := s.queues.Load(node); ok {
-		return q.(*nodeQueue)
+// queue returns the queue of the node at addr, starting it if need be.
+func (s *Store) queue(addr string) (*nodeQueue, error) {
+	if q, ok := s.queues.Load(addr); ok {
+		return q.(*nodeQueue), nil
 	}
-	addr := node.Options().Addr
-	q := &nodeQueue{s: s, node: node, addr: addr, br: s.breaker(addr), ch: make(chan *unit, 4096)}
-	if actual, loaded := s.queues.LoadOrStore(node, q); loaded {
-		return actual.(*nodeQueue)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.queues.Load(addr); ok {
+		return q.(*nodeQueue), nil
 	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	q := &nodeQueue{s: s, addr: addr, br: s.breakerLocked(addr), ch: make(chan *unit, 4096), stop: make(chan struct{})}
+	if s.cc == nil {
+		q.client = s.single
+	} else {
+		o := *s.opts
+		o.Addr = addr
+		q.client = s.newClient(&o)
+		s.sweepSoon() // a node not seen before: perhaps another has left
+	}
+	q.last.Store(time.Now().UnixNano())
+	s.queues.Store(addr, q)
+	q.workers.Add(s.cfg.Pipelines)
 	for range s.cfg.Pipelines {
 		go q.work()
 	}
-	return q
+	return q, nil
 }
 
-// submit queues u; when the queue is full it waits, at most until u's
-// deadline (the caller then answers unavailable).
-func (q *nodeQueue) submit(u *unit) {
-	select {
-	case q.ch <- u:
-	case <-u.ctx.Done():
+// submit queues u on its node's queue; when the queue is full it waits, at
+// most until u's deadline (the caller then answers unavailable).
+func (s *Store) submit(u *unit) error {
+	for {
+		q, err := s.queue(u.addr)
+		if err != nil {
+			return err
+		}
+		q.mu.RLock()
+		if q.stopped { // swept just now: the next lookup starts a new queue
+			q.mu.RUnlock()
+			continue
+		}
+		select {
+		case q.ch <- u:
+		case <-u.ctx.Done():
+		}
+		q.mu.RUnlock()
+		return nil
 	}
 }
 
 func (q *nodeQueue) work() {
+	defer q.workers.Done()
 	batch := make([]*unit, 0, 64)
 	for {
 		var u *unit
@@ -66,6 +111,12 @@ func (q *nodeQueue) work() {
 		case u = <-q.ch:
 		case <-q.s.closing:
 			return
+		case <-q.stop:
+			select {
+			case u = <-q.ch: // units that got in before the stop go out
+			default:
+				return
+			}
 		}
 		batch = append(batch[:0], u)
 		n := len(u.items)
@@ -79,6 +130,7 @@ func (q *nodeQueue) work() {
 				break drain
 			}
 		}
+		q.last.Store(time.Now().UnixNano())
 		q.send(batch)
 		for _, u := range batch {
 			close(u.done)
@@ -87,20 +139,28 @@ func (q *nodeQueue) work() {
 }
 
 // send runs one pipeline for the batch, then one more with EVAL for any
-// command that met NOSCRIPT (a restarted or failed-over node). It stops at
-// the earliest deadline in the batch; units already past theirs are not
-// sent at all.
+// command that met NOSCRIPT (a restarted or failed-over node). Units
+// already past their deadline are not sent; a unit without one has
+// Timeout. The pipeline waits until the latest deadline of the others
+// (MaxTimeout at most), so that a request near its end never
+// cuts the time of the fresh ones beside it: a unit whose deadline passes
+// in flight is answered unavailable by its own waiter (Store.round), the
+// rest get the node's answers, and the breaker hears only whether the node
+// answered.
 func (q *nodeQueue) send(batch []*unit) {
-	var deadline time.Time
+	var latest time.Time
 	var items []*item
 	for _, u := range batch {
-		d, ok := u.ctx.Deadline()
 		if err := u.ctx.Err(); err != nil {
 			q.fail(u.items, err)
 			continue
 		}
-		if ok && (deadline.IsZero() || d.Before(deadline)) {
-			deadline = d
+		d, ok := u.ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(q.s.cfg.Timeout)
+		}
+		if d.After(latest) {
+			latest = d
 		}
 		items = append(items, u.items...)
 	}
@@ -111,22 +171,24 @@ func (q *nodeQueue) send(batch []*unit) {
 		q.fail(items, ErrCircuitOpen)
 		return
 	}
-	ctx := context.Background()
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
+	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	defer cancel()
 	reached := q.pipeline(ctx, items)
 	var again []*item
-	for _, it := range items {
-		switch {
-		case !it.eval:
-		case reached:
-			again = append(again, it)
-		default:
-			it.eval = false
-			it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: errNoReply}}
+	for _, u := range batch {
+		expired := u.ctx.Err()
+		for _, it := range u.items {
+			switch {
+			case !it.eval:
+			case expired != nil: // its waiter has answered: spend nothing more
+				it.eval = false
+				it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: expired}}
+			case reached:
+				again = append(again, it)
+			default:
+				it.eval = false
+				it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: errNoReply}}
+			}
 		}
 	}
 	if len(again) > 0 {
@@ -142,7 +204,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 	q.commands.Add(int64(len(items)))
 	cmds := make([]*redis.IntSliceCmd, len(items))
 	start := time.Now()
-	_, _ = q.node.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = q.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, it := range items {
 			if it.ask {
 				_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
@@ -192,7 +254,8 @@ type NodeStats struct {
 	Commands  int64  // script calls sent in them
 }
 
-// Stats reports every node the store has sent to.
+// Stats reports every node the store has a queue for: the nodes it has
+// sent to that have not left the cluster.
 func (s *Store) Stats() []NodeStats {
 	states := s.BreakerStates()
 	var out []NodeStats

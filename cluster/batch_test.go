@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -148,5 +149,120 @@ func BenchmarkAutoPipeline(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// queued is the number of units waiting in the store's node queues.
+func queued(s *Store) int {
+	n := 0
+	s.queues.Range(func(_, v any) bool {
+		n += len(v.(*nodeQueue).ch)
+		return true
+	})
+	return n
+}
+
+// waitUntil polls cond every 2ms, at most d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval
+	}
+}
+
+// spinScript spins on the node's clock for ARGV[1] ms, then answers like
+// a rate-limit script: a slow command inside a pipeline, for real.
+const spinScript = `local t0 = redis.call('TIME')
+local start = t0[1] * 1000000 + t0[2]
+repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) * 1000
+return {1, 1, 0, -1, 1, 1}`
+
+// One request near its deadline must not cut the time of the requests it
+// shares a pipeline with. One pipeline carries a slow command (1s), a
+// request whose deadline passes while the pipeline is in flight, and 100
+// fresh ones: the fresh ones get the store's answers, the late one alone is
+// unavailable, and the node's breaker counts no failure, since the node
+// answered everything.
+func TestNearDeadlineRequestKeepsItsPipelineMates(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 10 * time.Second, Pipelines: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	slow := &limit.Policy{Limit: 1, Rate: 1, Period: time.Hour}
+	withScript(s, slow, testScript("spin", spinScript), 1000)
+	warm := &limit.Policy{Limit: 1, Rate: 1, Period: time.Hour}
+	withScript(s, warm, testScript("spin", spinScript), 1)
+	p := &limit.Policy{Limit: 1000, Rate: 1, Period: time.Hour}
+	for _, w := range []*limit.Policy{warm, p} { // load both scripts
+		if r := takeN(ctx, s, w, "warm")[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	p0, _ := totals(s)
+
+	// The node's one pipeline is busy for 1s...
+	var wg sync.WaitGroup
+	wg.Go(func() { takeN(ctx, s, slow, "busy") })
+	waitUntil(t, 5*time.Second, "the first slow pipeline never went out", func() bool { p, _ := totals(s); return p == p0+1 })
+	// ...while the next batch queues: a slow command first, then a request
+	// with 1.5s left, then 100 with 10s left.
+	wg.Go(func() { takeN(ctx, s, slow, "slow") })
+	waitUntil(t, 5*time.Second, "the slow command never queued", func() bool { return queued(s) == 1 })
+	near := make([]limit.Result, 1)
+	wg.Go(func() {
+		nctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		s.Do(nctx, []limit.Request{{Key: "near", Cost: 1, Policy: p}}, near)
+	})
+	waitUntil(t, 5*time.Second, "the near-deadline request never queued", func() bool { return queued(s) == 2 })
+	const fresh = 100
+	out := make([]limit.Result, fresh)
+	for i := range fresh {
+		wg.Go(func() {
+			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			s.Do(fctx, []limit.Request{{Key: "fresh:" + strconv.Itoa(i), Cost: 1, Policy: p}}, out[i:i+1])
+		})
+	}
+	waitUntil(t, 5*time.Second, "the fresh requests never queued", func() bool { return queued(s) == 2+fresh })
+	if p, _ := totals(s); p != p0+1 {
+		t.Fatalf("%d pipelines went out while the node was busy; the test needs them queued", p-p0-1)
+	}
+	wg.Wait()
+
+	store, unavailable := 0, 0
+	var firstErr error
+	for _, r := range out {
+		switch {
+		case r.Err == nil && r.DecidedBy == limit.ByStore && r.Allowed:
+			store++
+		case errors.Is(r.Err, limit.ErrUnavailable):
+			unavailable++
+			if firstErr == nil {
+				firstErr = r.Err
+			}
+		}
+	}
+	p1, _ := totals(s)
+	fails := s.breaker(n.Addr).fails.Load()
+	t.Logf("%d fresh requests behind one with 1.5s left, in %d pipeline(s): %d answered by the store, %d unavailable (%v); "+
+		"the near one: %v; breaker failures: %d", fresh, p1-p0-1, store, unavailable, firstErr, near[0].Err, fails)
+	if store != fresh {
+		t.Errorf("%d of %d fresh requests answered by the store, want all", store, fresh)
+	}
+	if !errors.Is(near[0].Err, limit.ErrUnavailable) {
+		t.Errorf("the near-deadline request: %+v; want unavailable (its deadline passed in flight)", near[0])
+	}
+	if fails != 0 {
+		t.Errorf("breaker failures %d, want 0: the node answered", fails)
 	}
 }

@@ -2,8 +2,9 @@
 // Cluster (ClusterClient) or a single node. It maps user keys to hash-tagged
 // Redis keys, runs the scripts of package lua with EVALSHA (EVAL once on
 // NOSCRIPT), groups a batch into one pipeline per node, keeps one circuit
-// breaker per node, and tells connectivity failures (limit.ErrUnavailable)
-// from errors that Redis itself returned.
+// breaker per node, and tells connectivity failures (limit.ErrUnavailable,
+// a closed list: isConnectivity) from everything else, which is a bug to
+// surface.
 //
 // It must not decide what happens when Redis is unreachable (the limiter
 // does), and it must never replay a command that may have run: only

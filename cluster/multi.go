@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/lua"
@@ -43,20 +42,12 @@ func (s *Store) DoAll(ctx context.Context, reqs []limit.Request, out []limit.Res
 	it := &item{key: keys[0].(string), script: lua.Multi, multi: make([]limit.Result, len(reqs))}
 	it.args = append(append([]any{"evalsha", lua.Multi.SHA, len(reqs)}, keys...), argv...)
 	var err error
-	if it.node, err = s.route(ctx, it.key); err != nil {
-		return fail(s.unavailable("", err))
+	if it.addr, err = s.route(ctx, it.key); err != nil {
+		return fail(err)
 	}
 	res := make([]limit.Result, 1)
-	live := []*item{it}
-	for range attempts {
-		if live = s.round(ctx, live, res); len(live) == 0 {
-			break
-		}
-	}
-	switch {
-	case len(live) > 0:
-		return fail(fmt.Errorf("cluster: %s: too many redirections", it.key))
-	case res[0].Err != nil:
+	s.rounds(ctx, []*item{it}, res)
+	if res[0].Err != nil {
 		return fail(res[0].Err)
 	}
 	copy(out, it.multi) // the worker is done with it: round saw its unit finish

@@ -25,12 +25,12 @@ type Observer interface {
 const (
 	KindTimeout     = "timeout"      // the deadline passed, before sending or waiting for the reply
 	KindConnection  = "connection"   // refused, reset, EOF, no route: the node is unreachable
-	KindClusterDown = "cluster_down" // CLUSTERDOWN, LOADING, MASTERDOWN, READONLY, BUSY: the node cannot serve now
+	KindClusterDown = "cluster_down" // CLUSTERDOWN, LOADING, MASTERDOWN, READONLY, BUSY, max clients: the node cannot serve now
 	KindTryAgain    = "tryagain"     // TRYAGAIN: a slot is migrating
 	KindRedirect    = "moved_ask"    // MOVED or ASK: sent to another node
 	KindNoScript    = "noscript"     // NOSCRIPT: the script is loaded and the command sent again
 	KindBreakerOpen = "breaker_open" // not sent: the node's circuit breaker is open
-	KindRedisError  = "redis_error"  // any other error Redis returned: a bug to surface
+	KindRedisError  = "redis_error"  // any other error: an error reply, a reply that does not parse, a closed client: a bug to surface
 )
 
 // errKind classifies an error of one command.
@@ -52,8 +52,7 @@ func errKind(err error) string {
 		return KindRedirect
 	}
 	if isConnectivity(err) {
-		var re redis.Error
-		if errors.As(err, &re) {
+		if isRedisReply(err) {
 			return KindClusterDown
 		}
 		var ne net.Error

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,7 +130,15 @@ func TestErrKind(t *testing.T) {
 		{context.DeadlineExceeded, KindTimeout},
 		{&net.OpError{Op: "read", Err: timeoutErr{}}, KindTimeout},
 		{refused, KindConnection},
-		{errors.New("EOF"), KindConnection},
+		{io.EOF, KindConnection},
+		{fmt.Errorf("read: %w", syscall.ECONNRESET), KindConnection},
+		{redis.ErrPoolTimeout, KindConnection},
+		{redis.ErrClosed, KindRedisError},
+		{ErrClosed, KindRedisError},
+		{errors.New(`redis: can't parse array/set/push reply: "$12"`), KindRedisError},
+		{redisErr("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."), KindClusterDown},
+		{redisErr("ERR max number of clients reached"), KindClusterDown},
+		{redisErr("NOAUTH Authentication required."), KindRedisError},
 		{redisErr("NOSCRIPT No matching script."), KindNoScript},
 		{redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), KindRedisError},
 		{redisErr("LOADING Redis is loading the dataset in memory"), KindClusterDown},

@@ -9,8 +9,8 @@ import (
 
 // PoliciesKey is the hash of runtime policies (RL.POLICY SET), name →
 // JSON, and PoliciesChannel the Pub/Sub channel every change is announced
-// on. No user key maps to them: a user key always becomes sluice:{…} or
-// keeps its own braces.
+// on. No user key maps to them: the Redis key of a user key always holds a
+// '{' (see Key).
 const (
 	PoliciesKey     = "sluice:policies"
 	PoliciesChannel = "sluice:policies"

@@ -42,9 +42,18 @@ type Config struct {
 	// Username and Password authenticate to Redis (AUTH); they override the
 	// URL's. "" means none (or the URL's).
 	Username, Password string
-	// Timeout bounds dialing, reading and writing one batch; 0 means 50ms.
-	// The caller's context deadline, when earlier, wins.
+	// Timeout is the deadline of the calls made without one of their own:
+	// go-redis's slot-map reloads, which run under context.Background, and
+	// requests whose context has no deadline; 0 means 50ms.
 	Timeout time.Duration
+	// MaxTimeout bounds dialing, reading and writing on a connection to
+	// Redis, whatever the context; 0 means Timeout. A call's context
+	// deadline, when earlier, governs, and a pipeline waits for the latest
+	// deadline of its requests, so set it to the longest deadline callers
+	// may use — a timeout raised at run time included — or it cuts theirs
+	// short. (go-redis with ContextTimeoutEnabled sets each socket deadline
+	// to the earlier of the context's and now plus these timeouts.)
+	MaxTimeout time.Duration
 	// PoolSize is connections per node; 0 means go-redis's default.
 	PoolSize int
 	// BreakerThreshold is the consecutive failures that open a node's
@@ -72,13 +81,15 @@ type Store struct {
 	cfg    Config
 
 	mu       sync.Mutex
-	breakers map[string]*breaker
-	direct   map[string]*redis.Client // MOVED/ASK targets, by address
-	opts     *redis.Options           // for direct clients
-	queues   sync.Map                 // *redis.Client → *nodeQueue
-	argCache sync.Map                 // *limit.Policy → *policyArgs
-	argCount atomic.Int64             // entries in argCache
+	breakers map[string]*breaker // by node address
+	opts     *redis.Options      // of the nodes' own clients, in a cluster
+	queues   sync.Map            // node address → *nodeQueue
+	argCache sync.Map            // *limit.Policy → *policyArgs
+	argCount atomic.Int64        // entries in argCache
 	closing  chan struct{}
+	closed   atomic.Bool
+	swept    chan struct{} // a sweep is due (cap 1): the topology may have changed
+	sweeper  sync.WaitGroup
 }
 
 var _ limit.Store = (*Store)(nil)
@@ -87,6 +98,9 @@ var _ limit.Store = (*Store)(nil)
 func New(cfg Config) (*Store, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = cfg.Timeout
 	}
 	if cfg.BreakerThreshold <= 0 {
 		cfg.BreakerThreshold = 5
@@ -100,7 +114,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
 	}
-	s := &Store{cfg: cfg, breakers: map[string]*breaker{}, direct: map[string]*redis.Client{}, closing: make(chan struct{})}
+	s := &Store{cfg: cfg, breakers: map[string]*breaker{}, closing: make(chan struct{}), swept: make(chan struct{}, 1)}
 	switch {
 	case (len(cfg.SentinelAddrs) > 0 || cfg.MasterName != "") && (len(cfg.Addrs) > 0 || cfg.URL != ""):
 		return nil, errors.New("cluster: set one of Addrs, URL and SentinelAddrs")
@@ -115,19 +129,25 @@ func New(cfg Config) (*Store, error) {
 	case len(cfg.Addrs) > 0:
 		s.cc = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 cfg.Addrs,
-			DialTimeout:           cfg.Timeout,
-			ReadTimeout:           cfg.Timeout,
-			WriteTimeout:          cfg.Timeout,
+			NewClient:             s.newClient,
+			DialTimeout:           cfg.MaxTimeout,
+			ReadTimeout:           cfg.MaxTimeout,
+			WriteTimeout:          cfg.MaxTimeout,
 			ContextTimeoutEnabled: true,
 			MaxRetries:            -1, // never replay: a timed-out script may have run
 			PoolSize:              cfg.PoolSize,
 			DisableIdentity:       true,
-			TLSConfig:             cfg.TLS,
-			Username:              cfg.Username,
-			Password:              cfg.Password,
+			// Every command sent through it names one key or one node. The
+			// request/response routing policies would first fetch COMMAND
+			// info under a context of go-redis's own (5s), which a stalled
+			// node holds up, since MaxTimeout no longer cuts it short.
+			DisableRoutingPolicies: true,
+			TLSConfig:              cfg.TLS,
+			Username:               cfg.Username,
+			Password:               cfg.Password,
 		})
 		s.opts = &redis.Options{
-			DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+			DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
 			ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
 			TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
 		}
@@ -136,7 +156,7 @@ func New(cfg Config) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.MaxTimeout, cfg.MaxTimeout, cfg.MaxTimeout
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
 		o.DisableIdentity = true
@@ -159,55 +179,102 @@ func New(cfg Config) (*Store, error) {
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
 		}
-		s.single = redis.NewClient(o)
+		s.single = s.newClient(o)
 	default:
 		return nil, errors.New("cluster: no Redis address")
+	}
+	if s.cc != nil {
+		s.sweeper.Add(1)
+		go s.sweep()
 	}
 	return s, nil
 }
 
-// Close stops the node workers and closes every connection.
-func (s *Store) Close() error {
-	close(s.closing)
-	s.mu.Lock()
-	for _, c := range s.direct {
-		_ = c.Close()
+// newClient is redis.NewClient for every node client of the Store, go-redis's
+// own included: a command sent without a deadline gets one of Timeout, so
+// that a slot-map reload that meets a stalled node moves on to the next
+// after Timeout, not after MaxTimeout.
+func (s *Store) newClient(o *redis.Options) *redis.Client {
+	c := redis.NewClient(o)
+	c.AddHook(defaultDeadline(s.cfg.Timeout))
+	return c
+}
+
+// defaultDeadline is a go-redis hook that gives a command without a
+// deadline one of its own.
+type defaultDeadline time.Duration
+
+func (defaultDeadline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (defaultDeadline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (d defaultDeadline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if _, ok := ctx.Deadline(); ok {
+			return next(ctx, cmd)
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(d))
+		defer cancel()
+		return next(ctx, cmd)
 	}
+}
+
+// Close stops the node workers and closes every connection. Requests after
+// Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock() // no queue starts after this
+	was := s.closed.Swap(true)
 	s.mu.Unlock()
+	if was {
+		return nil
+	}
+	close(s.closing)
+	s.sweeper.Wait()
+	s.queues.Range(func(_, v any) bool {
+		if c := v.(*nodeQueue).client; c != s.single {
+			_ = c.Close()
+		}
+		return true
+	})
 	if s.cc != nil {
 		return s.cc.Close()
 	}
 	return s.single.Close()
 }
 
-// Ping checks that every primary answers, for start-up and readiness.
+// Ping checks that every primary answers, for start-up and readiness, on
+// the connections requests use (which it opens, so that the first requests
+// find them ready).
 func (s *Store) Ping(ctx context.Context) error {
 	if s.cc != nil {
 		return s.cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return c.Ping(ctx).Err()
+			q, err := s.queue(c.Options().Addr)
+			if err != nil {
+				return err
+			}
+			return q.client.Ping(ctx).Err()
 		})
 	}
 	return s.single.Ping(ctx).Err()
 }
 
 // item is one request in flight: where it goes and how. A worker writes
-// res, retry, eval and ask; Do reads them only after the item's unit is done.
+// res, retry, eval, ask and addr; Do reads them only after the item's unit
+// is done.
 type item struct {
 	idx    int    // index in the batch
 	key    string // Redis key
 	args   []any  // the whole EVALSHA command
 	script *lua.Script
 	multi  []limit.Result // the per-key results of a Multi script call; nil for one key
-	node   *redis.Client
-	ask    bool // send ASKING first
-	eval   bool // NOSCRIPT seen: send the whole script
-	retry  bool // redirected: go round again
+	addr   string         // the node it goes to
+	ask    bool           // send ASKING first
+	eval   bool           // NOSCRIPT seen: send the whole script
+	retry  bool           // redirected: go round again
 	res    limit.Result
 }
-
-// attempts bounds the rounds of one batch: first try, then a redirection,
-// then one more redirection during a migration.
-const attempts = 3
 
 // Do decides a batch. Its items join the per-node queues, where concurrent
 // batches from other connections are sent together, one pipeline per node.
@@ -224,20 +291,56 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		it := &items[i]
 		it.idx, it.key, it.script = i, Key(r.Key), pa.script
 		it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], r.Cost, opArg[r.Op&3]}
-		if it.node, err = s.route(ctx, it.key); err != nil {
-			out[i] = limit.Result{Err: s.unavailable("", err)}
+		if it.addr, err = s.route(ctx, it.key); err != nil {
+			out[i] = limit.Result{Err: err}
 			continue
 		}
 		live = append(live, it)
 	}
-	for range attempts {
-		if len(live) == 0 {
+	s.rounds(ctx, live, out)
+}
+
+// freeRounds are the rounds of a request sent at once: the first try, a
+// redirection, and one more during a migration (ASK after MOVED).
+const freeRounds = 3
+
+// maxRounds bounds the rounds of a request whose context has no deadline.
+const maxRounds = 16
+
+// rounds sends items round after round until each is answered, following
+// MOVED and ASK. A request still redirected after freeRounds is in a loop:
+// during a slot move, the source may name the target as the owner before
+// the target knows it, and the target names the source. It goes round
+// again after a short pause, with the slot map reloaded, until its
+// deadline; past it, it is unavailable (limit.ErrUnavailable), a
+// connectivity condition for on_store_error, never an error reply.
+func (s *Store) rounds(ctx context.Context, live []*item, out []limit.Result) {
+	for r := 0; len(live) > 0; r++ {
+		if r >= freeRounds && !s.pause(ctx, r-freeRounds) {
+			for _, it := range live {
+				out[it.idx] = limit.Result{Err: s.unavailable(it.addr, errRedirectLoop)}
+			}
 			return
 		}
 		live = s.round(ctx, live, out)
 	}
-	for _, it := range live {
-		out[it.idx] = limit.Result{Err: fmt.Errorf("cluster: %s: too many redirections", it.key)}
+}
+
+// pause waits before round n (from 0) of a redirection loop: 1ms, 2ms,
+// 4ms, then 8ms each time, while the nodes settle. It reports false when
+// the request should stop: its deadline came, or it has none and has gone
+// round maxRounds times.
+func (s *Store) pause(ctx context.Context, n int) bool {
+	if _, ok := ctx.Deadline(); !ok && n+freeRounds >= maxRounds {
+		return false
+	}
+	t := time.NewTimer(time.Millisecond << min(n, 3))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -274,41 +377,65 @@ func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
 	return pa, nil
 }
 
-func (s *Store) route(ctx context.Context, key string) (*redis.Client, error) {
-	if s.cc == nil {
-		return s.single, nil
+// route returns the address of the primary that owns key's slot, by the
+// cluster client's slot map. Loading that map is reaching the cluster, so
+// its failures are connectivity failures, except on a closed Store.
+func (s *Store) route(ctx context.Context, key string) (string, error) {
+	if s.closed.Load() {
+		return "", ErrClosed
 	}
-	return s.cc.MasterForKey(ctx, key)
+	if s.cc == nil {
+		return s.single.Options().Addr, nil
+	}
+	node, err := s.cc.MasterForKey(ctx, key)
+	if err != nil {
+		return "", s.unavailable("", err)
+	}
+	return node.Options().Addr, nil
 }
 
 // round sends every item once through its node's queue, files the answers
 // in out, and returns the items redirected elsewhere. A unit still queued
-// or in flight when ctx ends is answered unavailable and left to its worker.
+// or in flight when ctx ends is answered unavailable and left to its
+// worker; when the Store closes, ErrClosed.
 func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []*item {
 	units := make([]*unit, 0, 3)
 	for _, it := range items {
 		var u *unit
 		for _, x := range units {
-			if x.node == it.node {
+			if x.addr == it.addr {
 				u = x
 				break
 			}
 		}
 		if u == nil {
-			u = &unit{node: it.node, ctx: ctx, done: make(chan struct{})}
+			u = &unit{addr: it.addr, ctx: ctx, done: make(chan struct{})}
 			units = append(units, u)
 		}
 		u.items = append(u.items, it)
 	}
 	for _, u := range units {
-		s.queue(u.node).submit(u)
+		if err := s.submit(u); err != nil {
+			for _, it := range u.items {
+				it.res = limit.Result{Err: err}
+			}
+			close(u.done)
+		}
 	}
 	var retry []*item
 	for _, u := range units {
 		select {
 		case <-u.done:
 		case <-ctx.Done():
-			err := s.unavailable(u.node.Options().Addr, ctx.Err())
+		case <-s.closing: // the workers are gone
+		}
+		select {
+		case <-u.done: // perhaps answered as the deadline passed: keep the answer
+		default:
+			err := ErrClosed
+			if ctx.Err() != nil {
+				err = s.unavailable(u.addr, ctx.Err())
+			}
 			for _, it := range u.items {
 				out[it.idx] = limit.Result{Err: err}
 			}
@@ -355,8 +482,12 @@ func (s *Store) file(it *item, cmd *redis.IntSliceCmd, addr string) bool {
 	return true
 }
 
-// redirect points it at the node a MOVED or ASK error names.
+// redirect points it at the node a MOVED or ASK error names. MOVED means
+// the slot map is out of date: it is reloaded.
 func (s *Store) redirect(it *item, err error) bool {
+	if s.cc == nil {
+		return false
+	}
 	addr, moved := redis.IsMovedError(err)
 	if !moved {
 		var ask bool
@@ -364,32 +495,20 @@ func (s *Store) redirect(it *item, err error) bool {
 			return false
 		}
 		it.ask = true
-	} else if s.cc != nil {
-		s.cc.ReloadState(context.Background())
+	} else {
+		s.topologyChanged()
 	}
-	it.node = s.directClient(addr)
-	return it.node != nil
-}
-
-func (s *Store) directClient(addr string) *redis.Client {
-	if s.cc == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.direct[addr]
-	if c == nil {
-		o := *s.opts
-		o.Addr = addr
-		c = redis.NewClient(&o)
-		s.direct[addr] = c
-	}
-	return c
+	it.addr = addr
+	return true
 }
 
 func (s *Store) breaker(addr string) *breaker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.breakerLocked(addr)
+}
+
+func (s *Store) breakerLocked(addr string) *breaker {
 	b := s.breakers[addr]
 	if b == nil {
 		b = newBreaker(s.cfg.BreakerThreshold, s.cfg.BreakerCooldown)
@@ -401,14 +520,15 @@ func (s *Store) breaker(addr string) *breaker {
 // unavailable wraps a connectivity failure, and asks the cluster client to
 // reload the slot map: a failover moves slots to a replica.
 func (s *Store) unavailable(addr string, err error) error {
-	if s.cc != nil {
-		s.cc.ReloadState(context.Background())
-	}
+	s.topologyChanged()
 	return &limit.UnavailableError{Node: addr, Err: err}
 }
 
 // Reset deletes the bucket of key.
 func (s *Store) Reset(ctx context.Context, key string, _ *limit.Policy) (bool, error) {
+	if s.closed.Load() {
+		return false, ErrClosed
+	}
 	var n int64
 	var err error
 	if s.cc != nil {
@@ -416,10 +536,10 @@ func (s *Store) Reset(ctx context.Context, key string, _ *limit.Policy) (bool, e
 	} else {
 		n, err = s.single.Del(ctx, Key(key)).Result()
 	}
-	if err != nil {
-		if isConnectivity(err) {
-			return false, s.unavailable("", err)
-		}
+	switch {
+	case err != nil && isConnectivity(err):
+		return false, s.unavailable("", err)
+	case err != nil:
 		return false, err
 	}
 	return n > 0, nil
@@ -459,21 +579,3 @@ func decodeMulti(n []int64, out []limit.Result) limit.Result {
 	}
 	return limit.Result{Allowed: n[0] == 1}
 }
-
-// isConnectivity tells "the network broke or the cluster is between
-// states" from "Redis answered with an error".
-func isConnectivity(err error) bool {
-	if redis.IsClusterDownError(err) || redis.IsTryAgainError(err) || redis.IsLoadingError(err) ||
-		redis.IsMasterDownError(err) || redis.IsReadOnlyError(err) ||
-		redis.HasErrorPrefix(err, "BUSY") {
-		return true
-	}
-	var re redis.Error
-	return !errors.As(err, &re) // timeouts, refused, reset, EOF, pool errors
-}
-
-var errNoScriptTwice = errors.New("cluster: NOSCRIPT after EVAL")
-
-// errNoReply is the error of a command that NOSCRIPT sent back for EVAL
-// while the rest of its pipeline found the node unreachable.
-var errNoReply = errors.New("node stopped answering before the script could be loaded")

@@ -41,7 +41,14 @@ func TestClusterStore(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("keys land on the slot of their tag", func(t *testing.T) {
-		for _, k := range []string{"acme", "{acme}:login", "x{}y", "ü-ñ", strings.Repeat("k", 1024)} {
+		keys := []string{"acme", "{acme}:login", "x{}y", "ü-ñ", strings.Repeat("k", 1024),
+			"}{acme}", "{{a}}", "{}", "}", "a{}b{c}", "{a", "a{b"}
+		var tenants []string
+		for i := range 20 {
+			tenants = append(tenants, "tenant}"+strconv.Itoa(i), "a{}b"+strconv.Itoa(i))
+		}
+		slots := map[int64]bool{}
+		for i, k := range append(keys, tenants...) {
 			want, err := c.Nodes()[0].Client().ClusterKeySlot(ctx, Key(k)).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -49,6 +56,14 @@ func TestClusterStore(t *testing.T) {
 			if got := Slot(Key(k)); int64(got) != want {
 				t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT = %d", Key(k), got, want)
 			}
+			if i >= len(keys) {
+				slots[want] = true
+			}
+		}
+		// 40 keys with a '}' and no usable tag: on one or two slots they
+		// would be a hot shard made by the key layout.
+		if len(slots) < 30 {
+			t.Errorf("%d keys without a well-formed tag on %d slots (CLUSTER KEYSLOT)", len(tenants), len(slots))
 		}
 		if Slot(Key("{acme}:login")) != Slot(Key("acme")) {
 			t.Error("a user hash tag must be kept")

@@ -34,8 +34,9 @@ type Config struct {
 	// were cold, and the least recently claimed lease is returned.
 	MaxHot int
 	// Timeout is the deadline of the store calls the Layer makes on its own:
-	// returning the tokens of expired and evicted leases; 0 means 50ms.
-	Timeout time.Duration
+	// returning the tokens of expired and evicted leases. It is called for
+	// each, so that a timeout changed by a reload applies; nil means 50ms.
+	Timeout func() time.Duration
 }
 
 // hotShards spreads the hot-key map so that writers of one key never block
@@ -53,7 +54,7 @@ type Layer struct {
 	store   limit.Store
 	now     func() time.Time
 	ttl     time.Duration
-	timeout time.Duration
+	timeout func() time.Duration
 	maxHot  int64
 	seed    maphash.Seed
 
@@ -134,8 +135,8 @@ func New(cfg Config) (*Layer, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("hotkey: Store is required")
 	}
-	if cfg.LeaseTTL < 0 || cfg.MaxHot < 0 || cfg.Timeout < 0 {
-		return nil, errors.New("hotkey: LeaseTTL, MaxHot and Timeout must not be negative")
+	if cfg.LeaseTTL < 0 || cfg.MaxHot < 0 {
+		return nil, errors.New("hotkey: LeaseTTL and MaxHot must not be negative")
 	}
 	h := &Layer{
 		store: cfg.Store, now: cfg.Now, ttl: cfg.LeaseTTL, timeout: cfg.Timeout,
@@ -149,8 +150,8 @@ func New(cfg Config) (*Layer, error) {
 	if h.ttl == 0 {
 		h.ttl = 100 * time.Millisecond
 	}
-	if h.timeout == 0 {
-		h.timeout = 50 * time.Millisecond
+	if h.timeout == nil {
+		h.timeout = func() time.Duration { return 50 * time.Millisecond }
 	}
 	if h.maxHot == 0 {
 		h.maxHot = 1024
@@ -373,7 +374,7 @@ func (h *Layer) run() {
 			return
 		case <-t.C:
 			h.expire(h.now().UnixNano())
-			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), h.timeout())
 			_ = h.flush(ctx)
 			cancel()
 		}

@@ -22,11 +22,34 @@ policies:
     on_store_error: closed
 `
 
-// A live resharding by hand, as `redis-cli --cluster reshard` does it, of
-// the slot of a busy key: sluice follows ASK while the slot migrates and
-// MOVED after, with no error reply, and the cap holds across the move.
+// A live resharding by hand, as an operator or `redis-cli --cluster
+// reshard` does it, of the slot of a busy key: sluice follows ASK while the
+// slot migrates and MOVED after, with no error reply, and the cap holds
+// across the move. The final CLUSTER SETSLOT … NODE reaches the two nodes
+// in either order; when the source learns first, for a moment each of the
+// two names the other as the owner and a request goes back and forth
+// between them (MOVED, MOVED, …): sluice goes round again within the
+// request's deadline, and past it answers with on_store_error (here
+// closed), never with an error reply.
 func TestReshardLiveSlotMove(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		sourceFirst bool // the source hears of the new owner first
+		pastTimeout bool // and the target only after some requests timed out
+	}{
+		{"target learns first", false, false},
+		{"source learns first", true, false},
+		{"the two disagree past the timeout", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			reshardLive(t, tc.sourceFirst, tc.pastTimeout)
+		})
+	}
+}
+
+func reshardLive(t *testing.T, sourceFirst, pastTimeout bool) {
 	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
 	s := startSluice(t, "--config", writeConfig(t, reshardPolicy), "--cluster", strings.Join(c.Addrs(), ","),
 		"--timeout", "1s")
@@ -94,8 +117,27 @@ func TestReshardLiveSlotMove(t *testing.T) {
 	askErrs := mustInfoCount(t, src, "errorstats", "errorstat_ASK")
 
 	final := time.Now()
-	setslot(dst, "NODE", dst.ID)
-	setslot(src, "NODE", dst.ID)
+	var bounced, disagreed int64
+	if sourceFirst {
+		setslot(src, "NODE", dst.ID)
+		// The source now sends the key's requests to the target, which
+		// still sends them back: wait until it has, many times.
+		m := mustInfoCount(t, dst, "errorstats", "errorstat_MOVED")
+		waitFor(t, 10*time.Second, "the target never sent a request back to the source", func() bool {
+			bounced = mustInfoCount(t, dst, "errorstats", "errorstat_MOVED") - m
+			return bounced >= 50
+		})
+		if pastTimeout {
+			waitFor(t, 10*time.Second, "no on_store_error decision while the nodes disagree", func() bool {
+				return l.fallbacks() > 0
+			})
+		}
+		disagreed = mustInfoCount(t, dst, "errorstats", "errorstat_MOVED") - m
+		setslot(dst, "NODE", dst.ID)
+	} else {
+		setslot(dst, "NODE", dst.ID)
+		setslot(src, "NODE", dst.ID)
+	}
 	for _, p := range c.Primaries() {
 		if p != src && p != dst {
 			setslot(p, "NODE", dst.ID)
@@ -144,13 +186,20 @@ func TestReshardLiveSlotMove(t *testing.T) {
 	t.Logf("ASKING on the target: %d (ASK replies from the source: %d); MOVED replies from the source: %d; "+
 		"strict %v after the final SETSLOT, routed straight to the new owner after %v; script calls on the target: %d",
 		asking, askErrs, moved, strictAt, direct.Round(time.Millisecond), commandsAfter)
+	if sourceFirst {
+		t.Logf("the source learned first: the target sent %d requests back before it learned too", disagreed)
+	}
 	t.Logf("whole run %v: %s; admitted %d, cap 200 + 100/s × elapsed + 1 = %.1f",
 		elapsed.Round(time.Millisecond), &l.tl, l.tl.allowed.Load(), limitCap)
 	if l.tl.errors.Load() != 0 {
 		t.Errorf("error replies: %s", &l.tl)
 	}
-	if got := l.by("store"); got != l.decisions() {
+	switch got, fell := l.by("store"), l.fallbacks(); {
+	case !pastTimeout && got != l.decisions():
 		t.Errorf("%d of %d decisions not by the store: %s", l.decisions()-got, l.decisions(), &l.tl)
+	case pastTimeout && (fell == 0 || got+fell != l.decisions()):
+		t.Errorf("%d decisions by the store and %d by on_store_error of %d; want some of each, nothing else: %s",
+			got, fell, l.decisions(), &l.tl)
 	}
 	if a := float64(l.tl.allowed.Load()); a > limitCap {
 		t.Errorf("admitted %.0f, more than the cap %.1f", a, limitCap)

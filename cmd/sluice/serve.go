@@ -171,7 +171,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	rt := startPolicies(ctx, holder, set, store, log, func(err error) { m.ConfigReload(err == nil) })
 
-	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: f.leaseTTL, Timeout: timeout()})
+	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: f.leaseTTL, Timeout: timeout})
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 			if err != nil {
 				log.Error("config reload failed; keeping the last good config", "err", err)
 			} else {
-				log.Info("config reloaded", "file", f.config, "policies", len(s.Policies))
+				log.Info("config reloaded", "file", f.config, "policies", len(s.Policies), "timeout", timeout().String())
 			}
 		}
 	}()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // securityFlags are the serve flags for passwords and TLS. Secrets come
@@ -165,7 +166,14 @@ func loadPool(flagName, path string) (*x509.CertPool, error) {
 
 // newStore is cluster.New with the store's TLS and credentials; its error
 // never shows the password of a redis://user:pass@ URL.
+//
+// Each store call carries its own deadline, the timeout in force, which a
+// reload may raise up to policy.MaxTimeout (or --timeout pins): the
+// connections get the largest such deadline as their bound (MaxTimeout),
+// so that they never cut a raised timeout short, as the timeout at start
+// would.
 func (f *serveFlags) newStore(cfg cluster.Config) (*cluster.Store, error) {
+	cfg.MaxTimeout = max(f.timeout, policy.MaxTimeout)
 	cfg.TLS = f.storeTLSConfig
 	cfg.Username, cfg.Password = f.storeUser, f.storePass
 	s, err := cluster.New(cfg)
