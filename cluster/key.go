@@ -37,12 +37,8 @@ func Key(user string) string {
 // hasTag reports whether key has a non-empty hash tag by the Redis Cluster
 // rule: the first '{' followed, later, by a '}' with something between.
 func hasTag(key string) bool {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return false
-	}
-	end := strings.IndexByte(key[open+1:], '}')
-	return end > 0
+	_, ok := keyslot.Tag(key)
+	return ok
 }
 
 // Slot returns the Redis Cluster hash slot of a Redis key.

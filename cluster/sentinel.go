@@ -35,7 +35,8 @@ import (
 // can hand back a few tokens. README states it.
 
 // newFailoverClient is the failover client of cfg, with the same timeouts
-// and never-replay rule as the other clients of the store.
+// (sockets bounded by MaxTimeout, a command without a deadline given one of
+// Timeout) and never-replay rule as the other clients of the store.
 func newFailoverClient(cfg Config) (*redis.Client, error) {
 	if cfg.MasterName == "" || len(cfg.SentinelAddrs) == 0 {
 		return nil, errors.New("cluster: Sentinel needs both MasterName and SentinelAddrs")
@@ -45,16 +46,16 @@ func newFailoverClient(cfg Config) (*redis.Client, error) {
 			return nil, fmt.Errorf("cluster: sentinel address %q: want host:port", a)
 		}
 	}
-	return redis.NewFailoverClient(&redis.FailoverOptions{
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:            cfg.MasterName,
 		SentinelAddrs:         cfg.SentinelAddrs,
 		SentinelUsername:      cfg.SentinelUsername,
 		SentinelPassword:      cfg.SentinelPassword,
 		Username:              cfg.Username,
 		Password:              cfg.Password,
-		DialTimeout:           cfg.Timeout,
-		ReadTimeout:           cfg.Timeout,
-		WriteTimeout:          cfg.Timeout,
+		DialTimeout:           cfg.MaxTimeout,
+		ReadTimeout:           cfg.MaxTimeout,
+		WriteTimeout:          cfg.MaxTimeout,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1, // never replay: a timed-out script may have run
 		PoolSize:              cfg.PoolSize,
@@ -62,7 +63,9 @@ func newFailoverClient(cfg Config) (*redis.Client, error) {
 		// One configuration for the sentinels and the primary; an empty
 		// ServerName is the host dialed, as crypto/tls fills it in.
 		TLSConfig: cfg.TLS,
-	}), nil
+	})
+	c.AddHook(defaultDeadline(cfg.Timeout))
+	return c, nil
 }
 
 // ErrUnknownPrimary is returned (wrapped) by SentinelPrimary when the

@@ -194,7 +194,7 @@ func TestSentinelStoreFailover(t *testing.T) {
 		old := g.Primary()
 		l := startFailoverLoad(s, p, 4)
 		defer l.finish()
-		waitUntil(t, 10*time.Second, func() bool { return l.strict.Load() > 200 })
+		waitUntil(t, 10*time.Second, "200 strict decisions after the failover", func() bool { return l.strict.Load() > 200 })
 		killed := time.Now()
 		if err := old.Kill(); err != nil {
 			t.Fatal(err)
@@ -220,7 +220,7 @@ func TestSentinelStoreFailover(t *testing.T) {
 		old := g.Primary()
 		l := startFailoverLoad(s, p, 4)
 		defer l.finish()
-		waitUntil(t, 10*time.Second, func() bool { return l.strict.Load() > 200 })
+		waitUntil(t, 10*time.Second, "200 strict decisions after the failover", func() bool { return l.strict.Load() > 200 })
 		began := time.Now()
 		if err := g.Failover(ctx); err != nil {
 			t.Fatal(err)
@@ -243,7 +243,7 @@ func TestSentinelStoreFailover(t *testing.T) {
 		old := g.Primary()
 		l := startFailoverLoad(s, p, 4)
 		defer l.finish()
-		waitUntil(t, 10*time.Second, func() bool { return l.strict.Load() > 200 })
+		waitUntil(t, 10*time.Second, "200 strict decisions after the failover", func() bool { return l.strict.Load() > 200 })
 		stopped := time.Now()
 		if err := old.Pause(); err != nil {
 			t.Fatal(err)
@@ -260,7 +260,7 @@ func TestSentinelStoreFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := l.strict.Load()
-		waitUntil(t, 10*time.Second, func() bool { return l.strict.Load() > n+500 })
+		waitUntil(t, 10*time.Second, "200 strict decisions after the failover", func() bool { return l.strict.Load() > n+500 })
 		l.finish()
 		t.Logf("SIGSTOP %s: sentinels name %s after %v; strict again %v later; with the old primary resumed: %s",
 			old.Addr, promoted.Addr, promotedAfter, strictAfter, l)
@@ -275,16 +275,5 @@ func TestSentinelStoreFailover(t *testing.T) {
 	}
 	if got := g.Primary(); got.Paused() || !got.Running() {
 		t.Errorf("the last primary %s is not running", got.Addr)
-	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", d)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -3,12 +3,16 @@ package hotkey
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/keyslot"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -361,13 +365,23 @@ func b2i(b bool) int64 {
 // subKey is the user key of sub-bucket i of key: "{" + subTag(i) + ":" +
 // key + "}". Its hash tag starts with the sub-bucket's own prefix even when
 // key has a tag of its own, so the sub-buckets of one key hash to
-// different slots.
+// different slots (keys that share a tag of their own share their
+// sub-buckets' slots, as they share a slot). A key with a '}' but no
+// well-formed tag would end that tag early, at the same text for
+// "tenant}1" and "tenant}2": its tag carries a hash of the whole key
+// instead, "{" + subTag(i) + ":#" + FNV-1a of key + "}" + key, the same on
+// every instance.
 func subKey(key string, i int) string {
 	tag := ""
 	if i >= 0 && i < len(subTags) {
 		tag = subTags[i]
 	} else {
 		tag = subTag(i)
+	}
+	if _, tagged := keyslot.Tag(key); !tagged && strings.IndexByte(key, '}') >= 0 {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(key))
+		return "{" + tag + ":#" + strconv.FormatUint(h.Sum64(), 36) + "}" + key
 	}
 	return "{" + tag + ":" + key + "}"
 }

@@ -3,6 +3,7 @@ package hotkey
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -87,6 +88,24 @@ func TestSubKeySlots(t *testing.T) {
 	}
 	if got := subKey("a", 100); got != "{"+subTag(100)+":a}" || len(subTag(100)) != 8 {
 		t.Fatalf("subKey past the table = %q", got)
+	}
+}
+
+// Keys with a '}' but no tag of their own that differ after it — tenant}1,
+// tenant}2 — must not share the slots of their sub-buckets (the '}' used to
+// end the tag there). Keys that share a tag share them, as they share a slot.
+func TestSubKeyOfKeyWithBrace(t *testing.T) {
+	t.Parallel()
+	for _, shape := range []string{"tenant}%d", "a{}b%d", "x}}%d", "}%d"} {
+		for i := range 8 {
+			slots := map[int]bool{}
+			for n := range 200 {
+				slots[cluster.Slot(cluster.Key(subKey(fmt.Sprintf(shape, n), i)))] = true
+			}
+			if len(slots) < 150 {
+				t.Errorf("sub-bucket %d of 200 keys %q: %d slots, want about 200", i, shape, len(slots))
+			}
+		}
 	}
 }
 

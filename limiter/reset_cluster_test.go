@@ -49,7 +49,7 @@ func TestResetHotKeyOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: time.Hour, Timeout: 5 * time.Second})
+	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: time.Hour, Timeout: func() time.Duration { return 5 * time.Second }})
 	if err != nil {
 		t.Fatal(err)
 	}

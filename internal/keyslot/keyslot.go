@@ -1,6 +1,6 @@
-// Package keyslot computes Redis Cluster hash slots. It is the one copy of
-// that rule, shared by the store (package cluster) and the test harness
-// (internal/localredis), which cannot import each other.
+// Package keyslot computes Redis Cluster hash slots and tags. It is the one
+// copy of that rule, shared by the store (package cluster), the hot-key
+// layer's sub-bucket keys and the test harness (internal/localredis).
 package keyslot
 
 import "strings"
@@ -12,12 +12,21 @@ const Count = 16384
 // (XMODEM) modulo 16384 of the whole key, or, when the key has a non-empty
 // hash tag, of the text between its first '{' and the first '}' after it.
 func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
+	if tag, ok := Tag(key); ok {
+		key = tag
 	}
 	return int(crc16(key) % Count)
+}
+
+// Tag returns key's hash tag, the text between its first '{' and the first
+// '}' after it, and whether it has one that is not empty.
+func Tag(key string) (string, bool) {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j], true
+		}
+	}
+	return "", false
 }
 
 // crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0).
