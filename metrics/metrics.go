@@ -26,7 +26,7 @@ const (
 	ErrorNoPolicy    = "no_policy"   // no policy matches the key
 	ErrorStore       = "store"       // Redis answered with an error that is not about connectivity: a bug to surface
 	ErrorUnavailable = "unavailable" // a connectivity failure that reached the client (not expected: on_store_error answers those)
-	ErrorInternal    = "internal"    // anything else: a malformed script reply, too many redirections
+	ErrorInternal    = "internal"    // anything else: a malformed script reply
 )
 
 var errorKinds = [...]string{ErrorNoPolicy, ErrorStore, ErrorUnavailable, ErrorInternal}
