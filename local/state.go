@@ -7,17 +7,63 @@ import (
 )
 
 // State is one key's state under any algorithm; only the field of the
-// key's algorithm is used. The zero value is an absent key.
+// algorithm that wrote it last is used. The zero value is an absent key.
 type State struct {
 	Bucket BucketState // token_bucket
 	GCRA   GCRAState   // gcra
 	Window WindowState // sliding_window and fixed_window
+	kind   kind        // which of them holds the state
+}
+
+// kind is the family whose fields hold a State, as the Lua state's tag:
+// a key decided under another algorithm than the one that wrote it reads
+// as no state (the two windows share theirs).
+type kind uint8
+
+const (
+	kindNone kind = iota
+	kindBucket
+	kindGCRA
+	kindWindow
+)
+
+func kindOf(a limit.Algorithm) kind {
+	switch a {
+	case limit.GCRA:
+		return kindGCRA
+	case limit.SlidingWindow, limit.FixedWindow:
+		return kindWindow
+	}
+	return kindBucket
 }
 
 // Decide decides op for cost on st at now (µs since the epoch) by p's
 // algorithm, exactly as the algorithm's Lua script does, and reports
 // whether st changed.
 func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
+	k := kindOf(p.Algorithm)
+	if st.kind == k || st.kind == kindNone {
+		res, changed, err := decide(st, p, cost, now, op)
+		if changed {
+			st.kind = k
+			if *st == (State{kind: k}) {
+				st.kind = kindNone // deleted: the same as no key
+			}
+		}
+		return res, changed, err
+	}
+	var fresh State // written by another algorithm: as none, until this one writes
+	res, changed, err := decide(&fresh, p, cost, now, op)
+	if changed {
+		*st = fresh
+		if fresh != (State{}) {
+			st.kind = k
+		}
+	}
+	return res, changed, err
+}
+
+func decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
 		return decide(&st.Bucket, p.Bucket, TakeBucket, cost, now, op)

@@ -7,8 +7,9 @@
 -- Every quantity is an exact integer below 2^53. Time is microseconds from
 -- the shard's TIME command.
 --
--- key    window key (a hash: w = start of the current window in us, c = the
---        count taken in it)
+-- st     the stored state {w, c}: w = start of the current window in us,
+--        c = the count taken in it (each nil when the key has none); lua.go
+--        reads and writes it
 -- limit  per window
 -- ticks  window length in ticks
 -- tick   microseconds per tick
@@ -31,15 +32,15 @@
 -- when that is the current window, forgotten when it is older (after a
 -- change of period, a window that started before the current one is
 -- forgotten); a count above the limit (a lowered limit) is clamped to it.
--- A rejected or peeked request writes nothing. An admitted one writes the
--- state with a TTL of the window's rest plus one second; a count of 0 is
--- the same as no key, and is deleted.
+-- The second value returned is the state to store: nil when nothing changed
+-- (a rejected or peeked request), false to delete it (a count of 0 is the
+-- same as no key), else {w, c, 0, ttl_ms} with a TTL of the window's rest
+-- plus one second.
 
-local function fixed_window(key, limit, ticks, tick, cost, op, now)
+local function fixed_window(st, limit, ticks, tick, cost, op, now)
   local len = ticks * tick
-  local st = redis.call('HMGET', key, 'w', 'c')
-  local w = tonumber(st[1])
-  local c = tonumber(st[2])
+  local w = st[1]
+  local c = st[2]
   local t = now
   if w ~= nil and c ~= nil and w > now then t = w end
   local start = math.floor(t / len) * len
@@ -77,12 +78,12 @@ local function fixed_window(key, limit, ticks, tick, cost, op, now)
   end
   local reset = 0
   if c > 0 then reset = left end
+  local new = nil
   if write and c == 0 then
-    redis.call('DEL', key) -- an empty window is the same as none
+    new = false -- an empty window is the same as none
   elseif write then
-    redis.call('HSET', key, 'w', start, 'c', c)
-    redis.call('PEXPIRE', key, reset + 1000)
+    new = {start, c, 0, reset + 1000}
   end
 
-  return {allowed, limit, limit - c, retry, reset, granted}
+  return {allowed, limit, limit - c, retry, reset, granted}, new
 end

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/internal/algotest"
 	"github.com/sluice-rl/sluice/internal/redistest"
@@ -65,5 +66,72 @@ func FuzzLuaAgreesWithGo(f *testing.F) {
 				t.Fatalf("policy %+v op %d cost %d at +%dµs: lua %+v, go %+v", *p, op, cost, now-algotest.T0, got, want)
 			}
 		}
+	})
+}
+
+// FuzzBatchAgreesWithGo sends random batches to the Batch script on a real
+// Redis and decides the same items one at a time with the Go model: every
+// item must agree. The input picks, 8 bytes an item, the key (of 4, so keys
+// repeat), its algorithm and op, the cost and a clock step taken before
+// the item's batch; a zero byte ends the batch.
+func FuzzBatchAgreesWithGo(f *testing.F) {
+	node := redistest.NewSingle(f)
+	f.Add([]byte("\x01\x00\x05\x00\x00\x00\x00\x01" + "\x01\x00\x05\x00\x00\x00\x00\x01" + "\x11\x01\x02\x00\x00\x10\x00\x00"))
+	f.Add([]byte("\x23\x02\x09\x00\x40\x00\x00\x00" + "\x33\x03\x01\x00\x00\x00\x00\x00" + "\x00\x00\x00\x00\x00\x00\x00\x00" + "\x23\x00\x09\x00\x00\x00\x10\x00"))
+	var seq int
+	f.Fuzz(func(t *testing.T, data []byte) {
+		seq++
+		ctx := context.Background()
+		pols := [4]*limit.Policy{
+			{Algorithm: limit.TokenBucket, Limit: 7, Rate: 3, Period: time.Second},
+			{Algorithm: limit.GCRA, Limit: 5, Rate: 1_000_000, Period: time.Second},
+			{Algorithm: limit.SlidingWindow, Limit: 9, Period: time.Millisecond},
+			{Algorithm: limit.FixedWindow, Limit: 4, Period: time.Second},
+		}
+		var states [4]local.State
+		now := algotest.T0
+		if len(data) > 64*8 {
+			data = data[:64*8] // bounded work per input
+		}
+		var items []batchItem
+		var which []int
+		flush := func() {
+			if len(items) == 0 {
+				return
+			}
+			served, got, err := batchAt(ctx, node.Client(), items, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, it := range items {
+				want, _, err := local.Decide(&states[which[i]], it.p, it.cost, now, it.op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !served[i] || got[i] != want {
+					t.Fatalf("item %d %s (%s) cost %d op %d at +%dµs: served %v, lua %+v, go %+v", i, it.key, it.p.Algorithm, it.cost, it.op, now-algotest.T0, served[i], got[i], want)
+				}
+			}
+			items, which = items[:0], which[:0]
+		}
+		for ; len(data) >= 8; data = data[8:] {
+			if data[0] == 0 {
+				flush()
+				now += int64(int32(binary.LittleEndian.Uint32(data[4:8]))) // may go back
+				continue
+			}
+			k := int(data[0]>>4) % 4
+			// a key's algorithm is its policy's, or now and then another
+			// one, as after a policy change
+			p := pols[(k+int(data[0]&3))%4]
+			items = append(items, batchItem{
+				key:  "fb:" + strconv.Itoa(seq) + ":" + strconv.Itoa(k),
+				p:    p,
+				cost: 1 + int64(binary.LittleEndian.Uint16(data[2:4]))%(p.Limit+2),
+				op:   limit.Op(data[1] & 3),
+			})
+			which = append(which, k)
+		}
+		flush()
 	})
 }

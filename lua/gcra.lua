@@ -26,8 +26,9 @@
 -- quantity below 2^53, where a Lua number is still an exact integer. Time is
 -- microseconds from the shard's TIME command.
 --
--- key       key (a hash: a = time of the write in us, d = TAT - a in units,
---           u = scale of d); no hash is a TAT in the past: owed nothing
+-- st        the stored state {a, d, u}: a = time of the write in us,
+--           d = TAT - a in units, u = scale of d (each nil when the key has
+--           none: a TAT in the past, owed nothing); lua.go reads and writes it
 -- capacity  units (the burst)
 -- refill    units per microsecond
 -- scale     units per token (the emission interval is scale/refill us)
@@ -44,20 +45,20 @@
 -- cost > limit, else ms until cost tokens exist, rounded up (never 0);
 -- reset_after_ms until the TAT (the key is full), rounded up; granted the
 -- tokens a claim took. A claim that gets nothing retries after one token
--- exists. A rejected or peeked request writes nothing. An admitted one writes
--- the state with a TTL of the time until the TAT plus one second; a TAT that
--- is not ahead of now is the same as no key and is deleted.
+-- exists. The second value returned is the state to store: nil when nothing
+-- changed (a rejected or peeked request), false to delete it (a TAT that is
+-- not ahead of now is the same as no key), else {a, d, u, ttl_ms} with a TTL
+-- of the time until the TAT plus one second.
 
-local function gcra(key, capacity, refill, scale, cost, op, now)
+local function gcra(st, capacity, refill, scale, cost, op, now)
   local limit = capacity / scale
-  local st = redis.call('HMGET', key, 'a', 'd', 'u')
-  local at = tonumber(st[1])
-  local d = tonumber(st[2])
+  local at = st[1]
+  local d = st[2]
   if at == nil or d == nil then
     d = 0
     at = now
   else
-    local u = tonumber(st[3])
+    local u = st[3]
     if u ~= nil and u ~= scale then
       -- the policy changed its units: convert, rounding the debt up
       d = math.min(capacity, math.ceil(d / u * scale))
@@ -106,13 +107,13 @@ local function gcra(key, capacity, refill, scale, cost, op, now)
     end
   end
   d = capacity - v
+  local new = nil
   if write and d <= 0 then
-    redis.call('DEL', key) -- a TAT not ahead of now is the same as none
+    new = false -- a TAT not ahead of now is the same as none
   elseif write then
-    redis.call('HSET', key, 'a', at, 'd', d, 'u', scale)
     -- the TAT is (at - now) + d / refill us ahead of now
-    redis.call('PEXPIRE', key, math.ceil(d / per_ms) + math.ceil((at - now) / 1000) + 1000)
+    new = {at, d, scale, math.ceil(d / per_ms) + math.ceil((at - now) / 1000) + 1000}
   end
 
-  return {allowed, limit, math.floor(v / scale), retry, math.ceil(d / per_ms), granted}
+  return {allowed, limit, math.floor(v / scale), retry, math.ceil(d / per_ms), granted}, new
 end

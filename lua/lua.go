@@ -29,6 +29,8 @@ var (
 	slidingWindowSrc string
 	//go:embed fixed_window.lua
 	fixedWindowSrc string
+	//go:embed state.lua
+	stateSrc string
 )
 
 // Clock is the expression every script reads the shard's clock with, once.
@@ -64,17 +66,27 @@ const clockLine = "local clock = " + Clock + "\nlocal now = tonumber(clock[1]) *
 
 // single wraps one algorithm's function as a script on KEYS[1]. ARGV: a1,
 // a2, a3, cost, op. It returns the function's six integers.
-func single(name, src string) *Script {
-	return newScript(name, src+"\n"+clockLine+
-		"return "+name+"(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), now)\n")
+func single(name string, id int, src string) *Script {
+	return newScript(name, stateSrc+"\n"+src+"\n"+clockLine+fmt.Sprintf(singleMain, id, name, id, id))
 }
+
+const singleMain = `local raw, e = read(KEYS[1], %d)
+if raw == nil then return e end
+local res, new = %s(fields(raw, %d), tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+if new ~= nil then
+  local ttl
+  raw, ttl = after(raw, %d, new)
+  write(KEYS[1], raw, ttl)
+end
+return res
+`
 
 // The single-key scripts, one per algorithm.
 var (
-	TokenBucket   = single("token_bucket", tokenBucketSrc)
-	GCRA          = single("gcra", gcraSrc)
-	SlidingWindow = single("sliding_window", slidingWindowSrc)
-	FixedWindow   = single("fixed_window", fixedWindowSrc)
+	TokenBucket   = single("token_bucket", IDTokenBucket, tokenBucketSrc)
+	GCRA          = single("gcra", IDGCRA, gcraSrc)
+	SlidingWindow = single("sliding_window", IDSlidingWindow, slidingWindowSrc)
+	FixedWindow   = single("fixed_window", IDFixedWindow, fixedWindowSrc)
 )
 
 // Algorithm ids of the multi script's ARGV, in the order of its function
@@ -86,22 +98,44 @@ const (
 	IDFixedWindow
 )
 
+// algorithms is every algorithm's function and the table of them by id,
+// with the state functions, for the scripts that decide several keys.
+var algorithms = stateSrc + "\n" + tokenBucketSrc + "\n" + gcraSrc + "\n" + slidingWindowSrc + "\n" + fixedWindowSrc + `
+local algs = {token_bucket, gcra, sliding_window, fixed_window}
+`
+
 // Multi decides several keys all-or-nothing in one script; the keys must
 // share a hash slot. KEYS are the keys; ARGV holds five values per key:
 // algorithm id, a1, a2, a3, cost. Every key is peeked; only when every one
 // allows is every one taken (a key named twice can still fail on its second
 // take: then the takes before it are given back). It returns {allowed,
 // then six integers per key}: the take replies when allowed, else the
-// peek replies, and nothing is spent.
-var Multi = newScript("multi", tokenBucketSrc+"\n"+gcraSrc+"\n"+slidingWindowSrc+"\n"+fixedWindowSrc+"\n"+clockLine+multiMain)
+// peek replies, and nothing is spent. Every key is read before any is
+// decided and each changed key is written once, at the end.
+var Multi = newScript("multi", algorithms+clockLine+multiMain)
 
-const multiMain = `local algs = {token_bucket, gcra, sliding_window, fixed_window}
-local function call(i, op, cost)
-  local b = (i - 1) * 5
-  local f = algs[tonumber(ARGV[b + 1])]
-  return f(KEYS[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost or tonumber(ARGV[b + 5]), op, now)
+const multiMain = `local n = #KEYS
+local raws, ttls = {}, {}
+for i = 1, n do
+  local k = KEYS[i]
+  if raws[k] == nil then
+    local raw, e = read(k, tonumber(ARGV[(i - 1) * 5 + 1]))
+    if raw == nil then return e end
+    raws[k] = raw
+  end
 end
-local n = #KEYS
+local changed = {}
+local function call(i, op)
+  local b = (i - 1) * 5
+  local id = tonumber(ARGV[b + 1])
+  local k = KEYS[i]
+  local res, new = algs[id](fields(raws[k], id), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), op, now)
+  if new ~= nil then
+    raws[k], ttls[k] = after(raws[k], id, new)
+    changed[k] = true
+  end
+  return res
+end
 local res = {}
 local ok = 1
 for i = 1, n do
@@ -120,10 +154,68 @@ if ok == 1 then
     res[i] = r
   end
 end
+for i = 1, n do
+  local k = KEYS[i]
+  if changed[k] then
+    write(k, raws[k], ttls[k])
+    changed[k] = nil
+  end
+end
 local out = {ok}
 for i = 1, n do
   for j = 1, 6 do out[#out + 1] = res[i][j] end
 end
+return out
+`
+
+// BatchArgs is the number of ARGV values of one item of Batch.
+const BatchArgs = 7
+
+// Batch decides a whole per-node batch in one call: keys of any slot the
+// node owns, each its own decision, in order. Its keys travel in ARGV (so
+// the script carries the allow-cross-slot-keys flag, Redis 7.0 and later),
+// BatchArgs values per item: key, algorithm id, a1, a2, a3, cost, op.
+//
+// Every key is read first; a key the node cannot serve (another node's
+// slot, a migrating slot where the key is missing, a cluster that is down)
+// is marked and nothing of it is decided, so that it can go the per-key
+// way, which follows MOVED and ASK. The others are decided in order on
+// their state in memory (the same key twice sees its first decision), and
+// each changed key is written once, at the end: the script never fails
+// half-way through its writes. It returns seven integers per item: 1 and
+// the six of its decision, or seven 0s for a marked item.
+var Batch = newScript("batch", "#!lua flags=allow-cross-slot-keys\n"+algorithms+clockLine+batchMain)
+
+const batchMain = `local n = math.floor(#ARGV / 7)
+local raws, ttls, bad = {}, {}, {}
+for i = 0, n - 1 do
+  local k = ARGV[i * 7 + 1]
+  if raws[k] == nil and not bad[k] then
+    local raw = read(k, tonumber(ARGV[i * 7 + 2]))
+    if raw == nil then bad[k] = true else raws[k] = raw end
+  end
+end
+local out, order, changed = {}, {}, {}
+for i = 0, n - 1 do
+  local b = i * 7
+  local k = ARGV[b + 1]
+  if bad[k] then
+    for j = 1, 7 do out[#out + 1] = 0 end
+  else
+    local id = tonumber(ARGV[b + 2])
+    local res, new = algs[id](fields(raws[k], id), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7]), now)
+    if new ~= nil then
+      raws[k], ttls[k] = after(raws[k], id, new)
+      if not changed[k] then
+        changed[k] = true
+        order[#order + 1] = k
+      end
+    end
+    out[#out + 1] = 1
+    for j = 1, 6 do out[#out + 1] = res[j] end
+  end
+end
+for _, k in ipairs(order) do write(k, raws[k], ttls[k]) end
 return out
 `
 

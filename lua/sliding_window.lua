@@ -12,8 +12,9 @@
 -- still an exact integer. Time is microseconds from the shard's TIME
 -- command, converted to ticks by floor(now / tick).
 --
--- key    window key (a hash: w = start of the current window in us, c = the
---        count taken in it, p = the count of the window before)
+-- st     the stored state {w, c, p}: w = start of the current window in us,
+--        c = the count taken in it, p = the count of the window before (each
+--        nil when the key has none); lua.go reads and writes it
 -- limit  per window
 -- ticks  window length in ticks (P)
 -- tick   microseconds per tick
@@ -39,16 +40,16 @@
 -- that contains w: kept when that is the current window, moved to the
 -- previous one when w is in the window before, forgotten when older (after
 -- a change of period or tick the same rule holds); a count above the limit
--- (a lowered limit) is clamped to it. A rejected or peeked request writes
--- nothing. An admitted one writes the state with a TTL of reset_after_ms
--- plus one second (the end of the next window while c > 0); c = p = 0 is
--- the same as no key, and is deleted.
+-- (a lowered limit) is clamped to it. The second value returned is the
+-- state to store: nil when nothing changed (a rejected or peeked request),
+-- false to delete it (c = p = 0 is the same as no key), else {w, c, p,
+-- ttl_ms} with a TTL of reset_after_ms plus one second (the end of the next
+-- window while c > 0).
 
-local function sliding_window(key, limit, ticks, tick, cost, op, now)
+local function sliding_window(st, limit, ticks, tick, cost, op, now)
   local len = ticks * tick
-  local st = redis.call('HMGET', key, 'w', 'c', 'p')
-  local w = tonumber(st[1])
-  local sc = tonumber(st[2])
+  local w = st[1]
+  local sc = st[2]
   local t = now
   if w ~= nil and sc ~= nil and w > now then t = w end
   local start = math.floor(t / len) * len -- current window, us
@@ -59,7 +60,7 @@ local function sliding_window(key, limit, ticks, tick, cost, op, now)
   if w ~= nil and sc ~= nil then
     if w >= start then
       c = sc
-      p = tonumber(st[3]) or 0
+      p = st[3] or 0
     elseif w >= start - len then
       p = sc
     end
@@ -113,12 +114,12 @@ local function sliding_window(key, limit, ticks, tick, cost, op, now)
   elseif p > 0 then
     reset = math.ceil(((ws + ticks) * tick - now) / 1000)
   end
+  local new = nil
   if write and c == 0 and p == 0 then
-    redis.call('DEL', key) -- an empty window is the same as none
+    new = false -- an empty window is the same as none
   elseif write then
-    redis.call('HSET', key, 'w', start, 'c', c, 'p', p)
-    redis.call('PEXPIRE', key, reset + 1000)
+    new = {start, c, p, reset + 1000}
   end
 
-  return {allowed, limit, math.max(0, math.floor((full - weighted) / ticks)), retry, reset, granted}
+  return {allowed, limit, math.max(0, math.floor((full - weighted) / ticks)), retry, reset, granted}, new
 end

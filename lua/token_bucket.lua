@@ -8,7 +8,8 @@
 -- keeps every quantity below 2^53, where a Lua number is still an exact
 -- integer. Time is microseconds from the shard's TIME command.
 --
--- key       bucket key (a hash: v = units, t = time of v in us, s = scale)
+-- st        the stored state {v, t, s}: units, time of v in us, scale of v
+--           (each nil when the key has none); lua.go reads and writes it
 -- capacity  units
 -- refill    units per microsecond
 -- scale     units per token
@@ -23,19 +24,20 @@
 -- cost > limit, else ms until cost tokens exist, rounded up (never 0);
 -- reset_after_ms until the bucket is full, rounded up; granted the tokens a
 -- claim took. A claim that gets nothing retries after one token exists.
--- A rejected or peeked request writes nothing. An admitted one writes the
--- state with a TTL of the time to refill fully plus one second.
+-- The second value returned is the state to store: nil when nothing
+-- changed (a rejected or peeked request), false to delete it (a full bucket
+-- is the same as none), else {v, t, s, ttl_ms} with a TTL of the time to
+-- refill fully plus one second.
 
-local function token_bucket(key, capacity, refill, scale, cost, op, now)
+local function token_bucket(st, capacity, refill, scale, cost, op, now)
   local limit = capacity / scale
-  local st = redis.call('HMGET', key, 'v', 't', 's')
-  local v = tonumber(st[1])
-  local at = tonumber(st[2])
+  local v = st[1]
+  local at = st[2]
   if v == nil or at == nil then
     v = capacity
     at = now
   else
-    local s = tonumber(st[3])
+    local s = st[3]
     if s ~= nil and s ~= scale then
       -- the policy changed its units: convert, rounding down
       v = math.floor(v / s * scale)
@@ -80,12 +82,12 @@ local function token_bucket(key, capacity, refill, scale, cost, op, now)
       retry = math.ceil((need - v) / per_ms)
     end
   end
+  local new = nil
   if write and v >= capacity then
-    redis.call('DEL', key) -- a full bucket is the same as none
+    new = false
   elseif write then
-    redis.call('HSET', key, 'v', v, 't', at, 's', scale)
-    redis.call('PEXPIRE', key, math.ceil((capacity - v) / per_ms) + 1000)
+    new = {v, at, scale, math.ceil((capacity - v) / per_ms) + 1000}
   end
 
-  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted}
+  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted}, new
 end

@@ -1,0 +1,295 @@
+package lua_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/algotest"
+	"github.com/sluice-rl/sluice/internal/keyslot"
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+	"github.com/sluice-rl/sluice/lua"
+)
+
+var clockedBatch = redis.NewScript(lua.Batch.WithTestClock().Src)
+
+// batchItem is one decision of a Batch call.
+type batchItem struct {
+	key  string
+	p    *limit.Policy
+	cost int64
+	op   limit.Op
+}
+
+// batchAt runs one Batch call at now; for each item it returns whether the
+// node decided it, and the decision.
+func batchAt(ctx context.Context, c redis.Scripter, items []batchItem, now int64) ([]bool, []limit.Result, error) {
+	args := make([]any, 0, len(items)*lua.BatchArgs+2)
+	for _, it := range items {
+		a, err := lua.ArgsFor(it.p)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = append(args, it.key, a.ID, a.A[0], a.A[1], a.A[2], it.cost, int(it.op))
+	}
+	args = append(args, now/1_000_000, now%1_000_000)
+	v, err := clockedBatch.Run(ctx, c, nil, args...).Int64Slice()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(v) != 7*len(items) {
+		return nil, nil, fmt.Errorf("reply of %d integers for %d items", len(v), len(items))
+	}
+	served := make([]bool, len(items))
+	res := make([]limit.Result, len(items))
+	for i := range items {
+		served[i] = v[7*i] == 1
+		res[i] = result(v[7*i+1 : 7*i+7])
+	}
+	return served, res, nil
+}
+
+// The one table of vectors, each step a batch of one.
+func TestBatchVectors(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	for _, tab := range algotest.Tables() {
+		t.Run(string(tab.Algorithm), func(t *testing.T) {
+			algotest.Run(t, tab.Vectors, "bvec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+				served, res, err := batchAt(ctx, node.Client(), []batchItem{{key, p, cost, op}}, now)
+				if err != nil {
+					return limit.Result{Err: err}
+				}
+				if !served[0] {
+					return limit.Result{Err: fmt.Errorf("a single node did not serve %s", key)}
+				}
+				return res[0]
+			})
+		})
+	}
+}
+
+// Random batches over a few keys, so that keys repeat within a batch, of
+// every algorithm and op, with clock steps between batches: each item must
+// be decided as the Go model decides the same sequence one at a time.
+func TestBatchAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for seq := range 60 {
+		nkeys := 1 + rng.IntN(6)
+		keys := make([]string, nkeys)
+		pols := make([]*limit.Policy, nkeys)
+		states := make([]local.State, nkeys)
+		for i := range keys {
+			keys[i] = "bagree:" + strconv.Itoa(seq) + ":" + strconv.Itoa(i)
+			pols[i] = randomPolicy(rng, limit.Algorithms[rng.IntN(len(limit.Algorithms))])
+		}
+		now := algotest.T0
+		for step := range 15 {
+			now += stepFor(rng, pols)
+			n := 1 + rng.IntN(40)
+			items := make([]batchItem, n)
+			which := make([]int, n)
+			for i := range items {
+				k := rng.IntN(nkeys)
+				which[i] = k
+				items[i] = batchItem{keys[k], pols[k], 1 + rng.Int64N(pols[k].Limit/2+2), limit.Op(rng.IntN(4))}
+			}
+			served, got, err := batchAt(ctx, node.Client(), items, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, it := range items {
+				want, _, err := local.Decide(&states[which[i]], it.p, it.cost, now, it.op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !served[i] || got[i] != want {
+					t.Fatalf("seq %d step %d item %d (%s %s cost %d op %d): served %v lua %+v, go %+v",
+						seq, step, i, it.key, it.p.Algorithm, it.cost, it.op, served[i], got[i], want)
+				}
+			}
+		}
+	}
+}
+
+// stepFor draws a clock step fit for one of the policies.
+func stepFor(rng *rand.Rand, pols []*limit.Policy) int64 {
+	return step(rng, pols[rng.IntN(len(pols))])
+}
+
+// A key whose policy changes algorithm reads as no state under the new one
+// and keeps its state for the old one until the new one writes: Lua and
+// the Go model agree through random switches.
+func TestAlgorithmSwitchAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	for seq := range 40 {
+		key := "switch:" + strconv.Itoa(seq)
+		pols := make([]*limit.Policy, len(limit.Algorithms))
+		for i, alg := range limit.Algorithms {
+			pols[i] = randomPolicy(rng, alg)
+		}
+		var st local.State
+		now := algotest.T0
+		for i := range 40 {
+			p := pols[rng.IntN(len(pols))]
+			now += step(rng, p)
+			cost := 1 + rng.Int64N(p.Limit/2+2)
+			op := limit.Op(rng.IntN(4))
+			want, _, err := local.Decide(&st, p, cost, now, op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := evalAt(ctx, node.Client(), key, p, cost, op, now); got != want {
+				t.Fatalf("seq %d step %d %s cost %d op %d: lua %+v, go %+v", seq, i, p.Algorithm, cost, op, got, want)
+			}
+		}
+	}
+}
+
+// On a real cluster one primary is sent keys of every node: it decides its
+// own, marks the others without writing anything anywhere, and what it
+// decides agrees with the Go model.
+func TestBatchMarksKeysOfOtherNodes(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, localredis.Config{})
+	ctx := context.Background()
+	primary := c.Primaries()[0]
+	owned := ownedSlots(ctx, t, primary.Client())
+	p := &limit.Policy{Limit: 3, Rate: 1, Period: time.Hour}
+	var items []batchItem
+	mine := map[string]bool{}
+	for i := range 60 {
+		k := "sluice:{mark" + strconv.Itoa(i%20) + "}" // each key three times
+		items = append(items, batchItem{k, p, 1, limit.OpTake})
+		mine[k] = owned[keyslot.Slot(k)]
+	}
+	if len(mine) != 20 {
+		t.Fatalf("%d distinct keys, want 20", len(mine))
+	}
+	now := algotest.T0
+	served, got, err := batchAt(ctx, primary.Client(), items, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]*local.State{}
+	nMine := 0
+	for i, it := range items {
+		if served[i] != mine[it.key] {
+			t.Fatalf("item %d key %s (slot %d, owned %v): served %v", i, it.key, keyslot.Slot(it.key), mine[it.key], served[i])
+		}
+		if !served[i] {
+			continue
+		}
+		nMine++
+		if states[it.key] == nil {
+			states[it.key] = &local.State{}
+		}
+		want, _, _ := local.Decide(states[it.key], p, it.cost, now, it.op)
+		if got[i] != want {
+			t.Fatalf("item %d key %s: lua %+v, go %+v", i, it.key, got[i], want)
+		}
+	}
+	if nMine == 0 || nMine == len(items) {
+		t.Fatalf("%d of %d items on the node: the test needs both kinds", nMine, len(items))
+	}
+	cc := c.ClusterClient()
+	for k, m := range mine {
+		n, err := cc.Exists(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m != (n == 1) {
+			t.Errorf("key %s owned by the node %v, exists %d: a marked key must not be written", k, m, n)
+		}
+	}
+	t.Logf("%d of %d items decided on %s, the rest marked", nMine, len(items), primary.Addr)
+}
+
+// ownedSlots reads the slots a primary serves from CLUSTER SLOTS.
+func ownedSlots(ctx context.Context, t *testing.T, c *redis.Client) map[int]bool {
+	t.Helper()
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := c.Options().Addr
+	owned := map[int]bool{}
+	for _, r := range slots {
+		if len(r.Nodes) > 0 && r.Nodes[0].Addr == self {
+			for s := r.Start; s <= r.End; s++ {
+				owned[int(s)] = true
+			}
+		}
+	}
+	if len(owned) == 0 {
+		t.Fatalf("%s owns no slot", self)
+	}
+	return owned
+}
+
+// State that sluice wrote as a hash (before the string layout) is read by
+// its fields and replaced by a string at the next write.
+func TestHashStateIsRead(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	rc := node.Client()
+	p := &limit.Policy{Limit: 10, Rate: 1, Period: time.Hour}
+	b, _ := p.Bucket()
+	now := algotest.T0
+	// 4 of 10 tokens left, written at now
+	if err := rc.HSet(ctx, "old", "v", 4*b.Scale, "t", now, "s", b.Scale).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := local.State{}
+	for range 6 { // the Go model spends 6 of a fresh 10 at now: the same state
+		if _, _, err := local.Decide(&st, p, 1, now, limit.OpTake); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		want, _, _ := local.Decide(&st, p, 1, now, limit.OpTake)
+		got := evalAt(ctx, rc, "old", p, 1, limit.OpTake, now)
+		if got != want {
+			t.Fatalf("take %d after a hash: lua %+v, go %+v", i, got, want)
+		}
+	}
+	if typ := rc.Type(ctx, "old").Val(); typ != "string" {
+		t.Fatalf("after a write the key is a %s, want a string", typ)
+	}
+}
+
+// A value sluice did not write is an error, not a fresh bucket.
+func TestForeignValueIsAnError(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	rc := node.Client()
+	p := &limit.Policy{Limit: 10, Rate: 1, Period: time.Hour}
+	rc.Set(ctx, "foreign-s", "hello", 0)
+	rc.RPush(ctx, "foreign-l", "x")
+	for _, k := range []string{"foreign-s", "foreign-l"} {
+		if r := evalAt(ctx, rc, k, p, 1, limit.OpTake, algotest.T0); r.Err == nil {
+			t.Errorf("%s: %+v, want a WRONGTYPE error", k, r)
+		}
+		served, _, err := batchAt(ctx, rc, []batchItem{{k, p, 1, limit.OpTake}, {"fine", p, 1, limit.OpTake}}, algotest.T0)
+		if err != nil || served[0] || !served[1] {
+			t.Errorf("%s in a batch: served %v, err %v; want it marked and the other decided", k, served, err)
+		}
+	}
+}
