@@ -47,19 +47,13 @@ func newFailoverClient(cfg Config) (*redis.Client, error) {
 		}
 	}
 	c := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:            cfg.MasterName,
-		SentinelAddrs:         cfg.SentinelAddrs,
-		SentinelUsername:      cfg.SentinelUsername,
-		SentinelPassword:      cfg.SentinelPassword,
-		Username:              cfg.Username,
-		Password:              cfg.Password,
-		DialTimeout:           cfg.MaxTimeout,
-		ReadTimeout:           cfg.MaxTimeout,
-		WriteTimeout:          cfg.MaxTimeout,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // never replay: a timed-out script may have run
-		PoolSize:              cfg.PoolSize,
-		DisableIdentity:       true,
+		MasterName: cfg.MasterName, SentinelAddrs: cfg.SentinelAddrs,
+		SentinelUsername: cfg.SentinelUsername, SentinelPassword: cfg.SentinelPassword,
+		// the store's settings, as in s.opts: sockets bounded by MaxTimeout,
+		// never replay (a timed-out script may have run)
+		Username: cfg.Username, Password: cfg.Password,
+		DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
+		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
 		// One configuration for the sentinels and the primary; an empty
 		// ServerName is the host dialed, as crypto/tls fills it in.
 		TLSConfig: cfg.TLS,

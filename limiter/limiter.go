@@ -214,11 +214,7 @@ func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
 // decideHot sends the hot requests to the hot-key path and the rest to the
 // store, the two at once.
 func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []limit.Result, hot []int) {
-	hreqs := make([]limit.Request, len(hot))
-	hout := make([]limit.Result, len(hot))
-	for j, i := range hot {
-		hreqs[j] = reqs[i]
-	}
+	hreqs, hout := pick(reqs, hot)
 	if len(hot) == len(reqs) {
 		l.hot.Decide(ctx, hreqs, hout)
 	} else {

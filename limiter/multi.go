@@ -141,24 +141,25 @@ func (l *Limiter) groups(reqs []limit.Request, idx []int) [][]int {
 // as RL.TAKE of each alone would: the shadow rules of an RL.MTAKE, which
 // are no part of its all-or-nothing.
 func (l *Limiter) takeApart(ctx context.Context, reqs []limit.Request, out []limit.Result, idx []int) {
-	sub := make([]limit.Request, len(idx))
-	res := make([]limit.Result, len(idx))
-	for j, i := range idx {
-		sub[j] = reqs[i]
-	}
+	sub, res := pick(reqs, idx)
 	l.store.Do(ctx, sub, res)
 	for j, i := range idx {
 		out[i] = res[j]
 	}
 }
 
-// takeGroup takes one group: alone with Do, several with DoAll.
-func (l *Limiter) takeGroup(ctx context.Context, reqs []limit.Request, out []limit.Result, spent []bool, g []int) {
-	sub := make([]limit.Request, len(g))
-	res := make([]limit.Result, len(g))
-	for j, i := range g {
+// pick returns the requests reqs[idx…], and room for their results.
+func pick(reqs []limit.Request, idx []int) ([]limit.Request, []limit.Result) {
+	sub := make([]limit.Request, len(idx))
+	for j, i := range idx {
 		sub[j] = reqs[i]
 	}
+	return sub, make([]limit.Result, len(idx))
+}
+
+// takeGroup takes one group: alone with Do, several with DoAll.
+func (l *Limiter) takeGroup(ctx context.Context, reqs []limit.Request, out []limit.Result, spent []bool, g []int) {
+	sub, res := pick(reqs, g)
 	all := false
 	if len(g) == 1 {
 		l.store.Do(ctx, sub, res)

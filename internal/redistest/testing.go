@@ -23,17 +23,23 @@ func NewCluster(tb testing.TB, cfg localredis.Config) *localredis.Cluster {
 	if err != nil {
 		tb.Fatalf("redistest: start cluster: %v", err)
 	}
+	stopAtCleanup(tb, "cluster", c.Nodes, c.Stop)
+	return c
+}
+
+// stopAtCleanup stops what a helper started when the test ends, and logs
+// the tail of each node's log when the test failed.
+func stopAtCleanup(tb testing.TB, what string, nodes func() []*localredis.Node, stop func() error) {
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			for _, n := range c.Nodes() {
+			for _, n := range nodes() {
 				tb.Logf("%s (pid %d):\n%s", n.Addr, n.Pid, n.LogTail(20))
 			}
 		}
-		if err := c.Stop(); err != nil {
-			tb.Errorf("redistest: stop cluster: %v", err)
+		if err := stop(); err != nil {
+			tb.Errorf("redistest: stop %s: %v", what, err)
 		}
 	})
-	return c
 }
 
 // NewSingle starts one plain redis-server for the test (see StartSingle)
@@ -45,14 +51,7 @@ func NewSingle(tb testing.TB) *localredis.Node {
 	if err != nil {
 		tb.Fatalf("redistest: start redis-server: %v", err)
 	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			tb.Logf("%s (pid %d):\n%s", n.Addr, n.Pid, n.LogTail(20))
-		}
-		if err := n.Stop(); err != nil {
-			tb.Errorf("redistest: stop redis-server: %v", err)
-		}
-	})
+	stopAtCleanup(tb, "redis-server", func() []*localredis.Node { return []*localredis.Node{n} }, n.Stop)
 	return n
 }
 
@@ -72,16 +71,7 @@ func NewSentinel(tb testing.TB, cfg localredis.SentinelConfig) *localredis.Senti
 	if err != nil {
 		tb.Fatalf("redistest: start sentinel group: %v", err)
 	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			for _, n := range append(g.Nodes(), g.Sentinels()...) {
-				tb.Logf("%s (pid %d):\n%s", n.Addr, n.Pid, n.LogTail(20))
-			}
-		}
-		if err := g.Stop(); err != nil {
-			tb.Errorf("redistest: stop sentinel group: %v", err)
-		}
-	})
+	stopAtCleanup(tb, "sentinel group", func() []*localredis.Node { return append(g.Nodes(), g.Sentinels()...) }, g.Stop)
 	return g
 }
 
