@@ -43,7 +43,7 @@ func kindOf(a limit.Algorithm) kind {
 func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
 	k := kindOf(p.Algorithm)
 	if st.kind == k || st.kind == kindNone {
-		res, changed, err := decide(st, p, cost, now, op)
+		res, changed, err := decideAny(st, p, cost, now, op)
 		if changed {
 			st.kind = k
 			if *st == (State{kind: k}) {
@@ -53,7 +53,7 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 		return res, changed, err
 	}
 	var fresh State // written by another algorithm: as none, until this one writes
-	res, changed, err := decide(&fresh, p, cost, now, op)
+	res, changed, err := decideAny(&fresh, p, cost, now, op)
 	if changed {
 		*st = fresh
 		if fresh != (State{}) {
@@ -63,7 +63,8 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 	return res, changed, err
 }
 
-func decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
+// decideAny decides by p's algorithm on its field of st.
+func decideAny(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
 		return decide(&st.Bucket, p.Bucket, TakeBucket, cost, now, op)
