@@ -45,8 +45,9 @@ type nodeQueue struct {
 	stop    chan struct{}
 	workers sync.WaitGroup
 
-	last                atomic.Int64 // unix ns of the last pipeline sent
-	pipelines, commands atomic.Int64
+	last                           atomic.Int64 // unix ns of the last pipeline sent
+	pipelines, commands, decisions atomic.Int64
+	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
 }
 
 // queue returns the queue of the node at addr, starting it if need be.
@@ -138,15 +139,19 @@ func (q *nodeQueue) work() {
 	}
 }
 
-// send runs one pipeline for the batch, then one more with EVAL for any
-// command that met NOSCRIPT (a restarted or failed-over node). Units
-// already past their deadline are not sent; a unit without one has
-// Timeout. The pipeline waits until the latest deadline of the others
-// (MaxTimeout at most), so that a request near its end never
-// cuts the time of the fresh ones beside it: a unit whose deadline passes
-// in flight is answered unavailable by its own waiter (Store.round), the
-// rest get the node's answers, and the breaker hears only whether the node
-// answered.
+// send runs one pipeline for the batch: the single-key requests in one call
+// of the batch script (lua.Batch) when there are several and the node takes
+// it, the others each by its own script. A second pass in the same round
+// trip budget follows when the node asked for it: EVAL for a script that
+// met NOSCRIPT (a restarted or failed-over node), and the own script of the
+// keys the batch script could not serve (another node's, a migrating slot),
+// which then follow MOVED and ASK. Units already past their deadline are
+// not sent; a unit without one has Timeout. The pipeline waits until the
+// latest deadline of the others (MaxTimeout at most), so that a request
+// near its end never cuts the time of the fresh ones beside it: a unit
+// whose deadline passes in flight is answered unavailable by its own waiter
+// (Store.round), the rest get the node's answers, and the breaker hears
+// only whether the node answered.
 func (q *nodeQueue) send(batch []*unit) {
 	var latest time.Time
 	var items []*item
@@ -173,39 +178,63 @@ func (q *nodeQueue) send(batch []*unit) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
-	reached := q.pipeline(ctx, items)
-	var again []*item
-	for _, u := range batch {
-		expired := u.ctx.Err()
-		for _, it := range u.items {
-			switch {
-			case !it.eval:
-			case expired != nil: // its waiter has answered: spend nothing more
-				it.eval = false
-				it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: expired}}
-			case reached:
-				again = append(again, it)
-			default:
-				it.eval = false
-				it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: errNoReply}}
+	reached, evalBatch := q.pipeline(ctx, items, false)
+	for pass := 0; pass < 3; pass++ {
+		var again []*item
+		for _, u := range batch {
+			expired := u.ctx.Err()
+			for _, it := range u.items {
+				if !it.eval && !it.again {
+					continue
+				}
+				switch {
+				case expired != nil: // its waiter has answered: spend nothing more
+					it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: expired}}
+				case reached:
+					again = append(again, it)
+					continue
+				default:
+					it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: errNoReply}}
+				}
+				it.eval, it.again = false, false
 			}
 		}
+		if len(again) == 0 {
+			break
+		}
+		reached, evalBatch = q.pipeline(ctx, again, evalBatch)
 	}
-	if len(again) > 0 {
-		reached = q.pipeline(ctx, again)
+	for _, it := range items { // a fourth pass is not taken: answer what is left
+		if it.eval || it.again {
+			it.eval, it.again = false, false
+			it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: errNoReply}}
+		}
 	}
 	q.br.report(reached, time.Now())
 }
 
 // pipeline sends items in one round trip and files each reply; it reports
-// whether the node answered.
-func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
+// whether the node answered, and whether the batch script met NOSCRIPT (the
+// next pass sends it by EVAL; evalBatch says this pass does).
+func (q *nodeQueue) pipeline(ctx context.Context, items []*item, evalBatch bool) (reached, noScript bool) {
+	for _, it := range items {
+		it.again = false // sent now; a reply may ask for it again
+	}
+	batched, rest := q.split(items)
 	q.pipelines.Add(1)
-	q.commands.Add(int64(len(items)))
-	cmds := make([]*redis.IntSliceCmd, len(items))
+	q.commands.Add(int64(len(rest)))
+	var bcmd *redis.IntSliceCmd
+	if batched != nil {
+		q.commands.Add(1)
+		bcmd = batchCmd(ctx, batched, evalBatch)
+	}
+	cmds := make([]*redis.IntSliceCmd, len(rest))
 	start := time.Now()
 	_, _ = q.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, it := range items {
+		if bcmd != nil {
+			_ = p.Process(ctx, bcmd)
+		}
+		for i, it := range rest {
 			if it.ask {
 				_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
 			}
@@ -220,10 +249,16 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 		return nil
 	})
 	if o := q.s.cfg.Observer; o != nil {
-		o.Pipeline(q.addr, time.Since(start), len(items))
+		o.Pipeline(q.addr, time.Since(start), len(cmds)+min(1, len(batched)))
 	}
-	reached := true
-	for i, it := range items {
+	reached = true
+	if bcmd != nil {
+		reached, noScript = q.fileBatch(bcmd, batched, evalBatch)
+	}
+	for i, it := range rest {
+		if cmds[i].Err() == nil {
+			q.decisions.Add(max(1, int64(len(it.multi))))
+		}
 		sentEval := it.eval
 		it.eval = false
 		if !q.s.file(it, cmds[i], q.addr) {
@@ -235,7 +270,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item) bool {
 			it.res = limit.Result{Err: errNoScriptTwice}
 		}
 	}
-	return reached
+	return reached, noScript
 }
 
 func (q *nodeQueue) fail(items []*item, err error) {
@@ -252,6 +287,7 @@ type NodeStats struct {
 	Breaker   string // closed, open or half-open
 	Pipelines int64  // pipelines sent
 	Commands  int64  // script calls sent in them
+	Decisions int64  // keys decided by those calls (more than Commands with the batch script)
 }
 
 // Stats reports every node the store has a queue for: the nodes it has
@@ -261,7 +297,7 @@ func (s *Store) Stats() []NodeStats {
 	var out []NodeStats
 	s.queues.Range(func(_, v any) bool {
 		q := v.(*nodeQueue)
-		out = append(out, NodeStats{Addr: q.addr, Breaker: states[q.addr], Pipelines: q.pipelines.Load(), Commands: q.commands.Load()})
+		out = append(out, NodeStats{Addr: q.addr, Breaker: states[q.addr], Pipelines: q.pipelines.Load(), Commands: q.commands.Load(), Decisions: q.decisions.Load()})
 		return true
 	})
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Addr, b.Addr) })

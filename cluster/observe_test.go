@@ -65,18 +65,33 @@ func TestObserver(t *testing.T) {
 	ctx := context.Background()
 	p := &limit.Policy{Name: "p", Limit: 100, Rate: 1, Period: time.Hour}
 
-	// A fresh node has no script: NOSCRIPT, then EVAL, two round trips.
+	// A fresh node has no script: NOSCRIPT, then EVAL, two round trips;
+	// the three keys go in one call of the batch script.
 	if r := takeN(ctx, s, p, "a", "b", "c")[0]; r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	if got := rec.count(rec.errs, n.Addr+" "+KindNoScript); got != 3 {
-		t.Errorf("noscript errors = %d, want 3", got)
+	if got := rec.count(rec.errs, n.Addr+" "+KindNoScript); got != 1 {
+		t.Errorf("noscript errors = %d, want 1", got)
 	}
 	if got := rec.count(rec.pipelines, n.Addr); got != 2 {
 		t.Errorf("round trips = %d, want 2 (EVALSHA, then EVAL)", got)
 	}
-	if got := rec.count(rec.commands, n.Addr); got != 6 {
-		t.Errorf("commands = %d, want 6", got)
+	if got := rec.count(rec.commands, n.Addr); got != 2 {
+		t.Errorf("commands = %d, want 2", got)
+	}
+
+	// Each by its own script: three of each.
+	perKey := newRecorder()
+	pk, err := New(Config{URL: "redis://" + n.Addr, Timeout: time.Second, PerKey: true, Observer: perKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pk.Close()
+	if r := takeN(ctx, pk, &limit.Policy{Algorithm: limit.GCRA, Limit: 100, Rate: 1, Period: time.Hour}, "a", "b", "c")[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got, pipes, cmds := perKey.count(perKey.errs, n.Addr+" "+KindNoScript), perKey.count(perKey.pipelines, n.Addr), perKey.count(perKey.commands, n.Addr); got != 3 || pipes != 2 || cmds != 6 {
+		t.Errorf("per key: noscript errors %d, round trips %d, commands %d; want 3, 2, 6", got, pipes, cmds)
 	}
 
 	// A key holding another type: Redis says no, a bug to surface.

@@ -69,6 +69,12 @@ type Config struct {
 	Pipelines int
 	// MaxBatch caps the commands of one pipeline; 0 means 512.
 	MaxBatch int
+	// PerKey sends every decision by its own script call, as before the
+	// batch script (lua.Batch); false, the default, decides all the
+	// single-key requests of one pipeline with one call of it, on nodes
+	// that accept it (Redis 7.0 and later). For comparison and for a Redis
+	// that must not run the batch script.
+	PerKey bool
 	// Observer, when set, is told of every round trip and failed command,
 	// for metrics; nil means none.
 	Observer Observer
@@ -269,9 +275,12 @@ type item struct {
 	args   []any  // the whole EVALSHA command
 	script *lua.Script
 	multi  []limit.Result // the per-key results of a Multi script call; nil for one key
+	id     any            // the algorithm id, for lua.Batch
 	addr   string         // the node it goes to
 	ask    bool           // send ASKING first
 	eval   bool           // NOSCRIPT seen: send the whole script
+	alone  bool           // the batch script could not decide it: use its own script
+	again  bool           // send it once more in this pipeline's next pass
 	retry  bool           // redirected: go round again
 	res    limit.Result
 }
@@ -289,7 +298,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			continue
 		}
 		it := &items[i]
-		it.idx, it.key, it.script = i, Key(r.Key), pa.script
+		it.idx, it.key, it.script, it.id = i, Key(r.Key), pa.script, pa.id
 		it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], r.Cost, opArg[r.Op&3]}
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}
@@ -497,6 +506,7 @@ func (s *Store) redirect(it *item, err error) bool {
 		it.ask = true
 	} else {
 		s.topologyChanged()
+		it.alone = false // the owner can decide it in its batch
 	}
 	it.addr = addr
 	return true

@@ -353,11 +353,15 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 		hs.HotKeys, hs.LeaseHits, hs.LeaseRejects, hs.Claims, hs.TokensClaimed, hs.Returns, hs.TokensReturned, hs.ReturnErrors, hs.SplitDecisions, hs.SplitRetries, hs.SplitHandoffs)
 	if cs, ok := store.(*cluster.Store); ok {
 		for _, n := range cs.Stats() {
-			avg := 0.0
+			avg, perCall := 0.0, 0.0
 			if n.Pipelines > 0 {
 				avg = float64(n.Commands) / float64(n.Pipelines)
 			}
-			fmt.Fprintf(w, "node_%s:breaker=%s,pipelines=%d,commands=%d,avg_batch=%.2f\r\n", n.Addr, n.Breaker, n.Pipelines, n.Commands, avg)
+			if n.Commands > 0 {
+				perCall = float64(n.Decisions) / float64(n.Commands)
+			}
+			fmt.Fprintf(w, "node_%s:breaker=%s,pipelines=%d,commands=%d,decisions=%d,avg_batch=%.2f,decisions_per_call=%.2f\r\n",
+				n.Addr, n.Breaker, n.Pipelines, n.Commands, n.Decisions, avg, perCall)
 		}
 	}
 }

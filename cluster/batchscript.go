@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/lua"
+)
+
+// minBatch is the fewest single-key requests that go to the batch script:
+// for one, the single-key script is the cheaper call.
+const minBatch = 2
+
+// split sorts items into those the batch script decides in one call and
+// those that go by their own script: a multi-key call, an ASK redirection,
+// a request the batch script could not serve, a script to EVAL. batched is
+// nil when there are fewer than minBatch, or the store or node does not
+// batch.
+func (q *nodeQueue) split(items []*item) (batched, rest []*item) {
+	if q.s.cfg.PerKey || q.noBatch.Load() {
+		return nil, items
+	}
+	n := 0
+	for _, it := range items {
+		if batchable(it) {
+			n++
+		}
+	}
+	if n < minBatch {
+		return nil, items
+	}
+	batched = make([]*item, 0, n)
+	rest = make([]*item, 0, len(items)-n)
+	for _, it := range items {
+		if batchable(it) {
+			batched = append(batched, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	return batched, rest
+}
+
+func batchable(it *item) bool {
+	return it.multi == nil && !it.ask && !it.alone && !it.eval
+}
+
+// batchCmd is the call of lua.Batch for items: EVALSHA, or EVAL when the
+// node has not got the script.
+func batchCmd(ctx context.Context, items []*item, eval bool) *redis.IntSliceCmd {
+	args := make([]any, 0, 3+lua.BatchArgs*len(items))
+	if eval {
+		args = append(args, "eval", lua.Batch.Src, 0)
+	} else {
+		args = append(args, "evalsha", lua.Batch.SHA, 0)
+	}
+	for _, it := range items {
+		// it.args is evalsha, sha, 1, key, a1, a2, a3, cost, op
+		args = append(args, it.args[3], it.id, it.args[4], it.args[5], it.args[6], it.args[7], it.args[8])
+	}
+	return redis.NewIntSliceCmd(ctx, args...)
+}
+
+// fileBatch files the reply of a batch script call: each item's decision,
+// or a mark that sends it by its own script in the next pass. It reports
+// whether the node answered, and whether it had no script (NOSCRIPT: the
+// whole batch goes again by EVAL). An error reply other than NOSCRIPT —
+// READONLY from a demoted primary, a cluster that is down, a Redis without
+// script flags — sends every item its own way, where MOVED, ASK and the
+// connectivity list apply; a node that cannot run the script is not sent
+// it again.
+func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bool) (reached, noScript bool) {
+	err := cmd.Err()
+	if err != nil {
+		q.s.observeErr(q.addr, err)
+	}
+	switch {
+	case err == nil:
+		v := cmd.Val()
+		if len(v) != lua.BatchArgs*len(items) {
+			e := fmt.Errorf("cluster: unexpected batch script reply of %d integers for %d requests", len(v), len(items))
+			for _, it := range items {
+				it.res = limit.Result{Err: e}
+			}
+			return true, false
+		}
+		for i, it := range items {
+			r := v[7*i : 7*i+7]
+			if r[0] == 1 {
+				q.decisions.Add(1)
+				it.res = decodeInts(r[1:])
+			} else {
+				it.alone, it.again = true, true
+			}
+		}
+		return true, false
+	case redis.HasErrorPrefix(err, "NOSCRIPT") && !evalSent:
+		for _, it := range items {
+			it.again = true
+		}
+		return true, true
+	case isRedisReply(err):
+		if unsupported(err) {
+			q.noBatch.Store(true)
+		}
+		for _, it := range items {
+			it.alone, it.again = true, true
+		}
+		return true, false
+	case isConnectivity(err):
+		e := q.s.unavailable(q.addr, err)
+		for _, it := range items {
+			it.res = limit.Result{Err: e}
+		}
+		return false, false
+	}
+	for _, it := range items {
+		it.res = limit.Result{Err: fmt.Errorf("redis %s: %w", q.addr, err)}
+	}
+	return true, false
+}
+
+// unsupported reports whether err says the node cannot run the batch
+// script at all: a Redis before 7.0 fails to compile its shebang line, a
+// later one may refuse the flag.
+func unsupported(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.Contains(msg, "Error compiling script") || strings.Contains(msg, "shebang") || strings.Contains(msg, "flag")
+}
