@@ -4,16 +4,17 @@
 -- every key it decides first, decide them in order in memory (the same key
 -- twice sees its own earlier decision), and write each changed key once.
 --
--- A key's value is one string: a tag for the algorithm and its integer
--- fields, `<tag><f1>:<f2>[:<f3>]`, written with SET ... PX: two commands a
--- decision (GET, SET), where a hash took three (HMGET, HSET, PEXPIRE), and
--- fewer bytes. The tags: b token bucket {v, t, s}, g GCRA {a, d, u}, w the
--- windows {w, c[, p]} (the two window algorithms share their fields, as
--- their hashes did). A value of another tag reads as no state: a key whose
--- policy changes algorithm starts afresh. A hash, as sluice wrote before,
--- is read by its field names and replaced by a string at the next write.
---
--- Integers are written with %d: exact below 2^53, where every field is.
+-- A key's value is one string of 25 bytes: a tag for the algorithm and its
+-- three fields as little-endian doubles (struct.pack '<ddd'; every field is
+-- an integer below 2^53, which a double holds exactly), written with SET
+-- ... PX: two commands a decision (GET, SET), where a hash took three
+-- (HMGET, HSET, PEXPIRE), and a value short enough for Redis to keep inside
+-- the key's object. The tags: b token bucket {v, t, s}, g GCRA {a, d, u},
+-- w the windows {w, c, p} (the two window algorithms share their fields, as
+-- their hashes did; the fixed window's p is 0). A value of another tag
+-- reads as no state: a key whose policy changes algorithm starts afresh. A
+-- hash, as sluice wrote before, is read by its field names and replaced by
+-- a string at the next write.
 
 local tags = {'b', 'g', 'w', 'w'}
 local hashfields = {{'v', 't', 's'}, {'a', 'd', 'u'}, {'w', 'c', 'p'}, {'w', 'c'}}
@@ -31,11 +32,12 @@ local function read(key, id)
     return {tags[id], tonumber(h[1]), tonumber(h[2]), tonumber(h[3])}
   end
   if not v then return {} end
-  local t, a, b, c = string.match(v, '^(%a)(%-?%d+):(%-?%d+):?(%-?%d*)$')
-  if t == nil then
+  local t = string.sub(v, 1, 1)
+  if #v ~= 25 or (t ~= 'b' and t ~= 'g' and t ~= 'w') then
     return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
   end
-  return {t, tonumber(a), tonumber(b), tonumber(c)}
+  local a, b, c = struct.unpack('<ddd', v, 2)
+  return {t, a, b, c}
 end
 
 -- fields returns the state an algorithm sees in raw: its fields when raw
@@ -53,15 +55,11 @@ local function after(raw, id, new)
   return {tags[id], new[1], new[2], new[3]}, new[4]
 end
 
--- write stores raw for key: a string with a TTL of ttl ms, or no key.
+-- write stores raw for key: its value with a TTL of ttl ms, or no key.
 local function write(key, raw, ttl)
   if raw[1] == nil then
     redis.call('DEL', key)
     return
   end
-  local v = raw[1] .. string.format('%d:%d', raw[2], raw[3])
-  if raw[4] ~= nil and raw[4] ~= 0 then -- a window's p of 0 is left out
-    v = v .. string.format(':%d', raw[4])
-  end
-  redis.call('SET', key, v, 'PX', ttl)
+  redis.call('SET', key, raw[1] .. struct.pack('<ddd', raw[2], raw[3], raw[4] or 0), 'PX', ttl)
 end
