@@ -39,6 +39,7 @@ type serveFlags struct {
 	requirePass, requirePassFile                  string
 	maxClients, maxRequestBytes, maxKeyBytes      int
 	storePipelines                                int
+	storePerKey                                   bool
 	leaseTTL                                      time.Duration
 	logFormat, logLevel                           string
 	timeoutSet                                    bool
@@ -64,6 +65,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxRequestBytes, "max-request-bytes", 64<<10, "a request larger than this closes its connection")
 	fs.IntVar(&f.maxKeyBytes, "max-key-bytes", 1024, "longest key accepted")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 2, "pipelines in flight per Redis node; requests arriving meanwhile are batched into the next")
+	fs.BoolVar(&f.storePerKey, "store-per-key", false, "send every decision by its own script call, not one batch script call per node pipeline (for comparison)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 100*time.Millisecond, "how long leased tokens of a hot key may stay unused before they go back")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "close connections idle this long (0 = never)")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Second, "close a connection whose request is not complete this long after its first byte")
@@ -297,14 +299,14 @@ func openStore(f *serveFlags, timeout time.Duration, obs cluster.Observer) (limi
 		s, err := f.openSentinel(timeout, obs)
 		return s, "sentinel", err
 	case f.clusterAddrs != "":
-		s, err := f.newStore(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines, Observer: obs})
+		s, err := f.newStore(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs})
 		return s, "cluster", err
 	case f.redisURL != "":
 		u := f.redisURL
 		if !strings.Contains(u, "://") {
 			u = "redis://" + u
 		}
-		s, err := f.newStore(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.storePipelines, Observer: obs})
+		s, err := f.newStore(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs})
 		return s, "redis", err
 	}
 	return local.New(local.Config{DecidedBy: limit.ByEmbedded}), "embedded", nil

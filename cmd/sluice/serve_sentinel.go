@@ -95,7 +95,7 @@ func (f *serveFlags) openSentinel(timeout time.Duration, obs cluster.Observer) (
 	return f.newStore(cluster.Config{
 		MasterName: s.masterName, SentinelAddrs: s.sentinelAddrs,
 		SentinelUsername: s.sentinelUser, SentinelPassword: s.sentinelPass,
-		Timeout: timeout, Pipelines: f.storePipelines, Observer: obs,
+		Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs,
 	})
 }
 
