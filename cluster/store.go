@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/lua"
@@ -148,14 +149,19 @@ func New(cfg Config) (*Store, error) {
 			// info under a context of go-redis's own (5s), which a stalled
 			// node holds up, since MaxTimeout no longer cuts it short.
 			DisableRoutingPolicies: true,
-			TLSConfig:              cfg.TLS,
-			Username:               cfg.Username,
-			Password:               cfg.Password,
+			// go-redis would send CLIENT MAINT_NOTIFICATIONS on every new
+			// connection, an error reply in Redis's errorstats on a Redis
+			// without it (7.x): no error replies of our own making.
+			MaintNotificationsConfig: maintOff(),
+			TLSConfig:                cfg.TLS,
+			Username:                 cfg.Username,
+			Password:                 cfg.Password,
 		})
 		s.opts = &redis.Options{
 			DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
 			ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
 			TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
+			MaintNotificationsConfig: maintOff(),
 		}
 	case cfg.URL != "":
 		o, err := redis.ParseURL(cfg.URL)
@@ -166,6 +172,7 @@ func New(cfg Config) (*Store, error) {
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
 		o.DisableIdentity = true
+		o.MaintNotificationsConfig = maintOff()
 		if cfg.TLS != nil {
 			t := cfg.TLS.Clone()
 			if h, _, err := net.SplitHostPort(o.Addr); err == nil && t.ServerName == "" {
@@ -194,6 +201,11 @@ func New(cfg Config) (*Store, error) {
 		go s.sweep()
 	}
 	return s, nil
+}
+
+// maintOff switches off go-redis's maintenance notifications.
+func maintOff() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // newClient is redis.NewClient for every node client of the Store, go-redis's
