@@ -179,9 +179,9 @@ func (h *harness) measure(ctx context.Context, rep *Report) error {
 						return err
 					}
 					rep.Runs = append(rep.Runs, run)
-					h.logf("[%d/%d] round %d %-7s P%-3d %-6s %9.0f req/s  p50 %.3f ms  p99 %.3f ms  redis %s µs/decision  sluice %s µs/decision  %s",
+					h.logf("[%d/%d] round %d %-7s P%-3d %-6s %9.0f req/s  p50 %.3f ms  p99 %.3f ms  redis %s µs/decision (primaries %s)  sluice %s µs/decision  %s decisions/call  %s",
 						len(rep.Runs), total, round, sc, p, side, run.RPS, run.P50, run.P99,
-						fixed(run.RedisCPU, 1), fixed(run.SluiceCPU, 1), run.Elapsed.Round(10*time.Millisecond))
+						fixed(run.RedisCPU, 1), fixed(run.PrimaryCPU, 1), fixed(run.SluiceCPU, 1), fixed(run.PerCall, 1), run.Elapsed.Round(10*time.Millisecond))
 				}
 			}
 		}
@@ -232,7 +232,7 @@ func (h *harness) invocation(side Side, sc Scenario, pipeline int, hotOwner stri
 // that the run did what it claims.
 func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scenario, side Side, hotOwner string) (Trial, error) {
 	run := Trial{Round: round, Scenario: sc, Pipeline: in.Pipeline, Side: side, Requests: in.Requests,
-		Command: in.String(), RedisCPU: math.NaN(), SluiceCPU: math.NaN()}
+		Command: in.String(), RedisCPU: math.NaN(), PrimaryCPU: math.NaN(), SluiceCPU: math.NaN(), PerCall: math.NaN()}
 
 	before, err := h.counters(ctx, false)
 	if err != nil {
@@ -249,6 +249,12 @@ func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scena
 	}
 	if before.redisErr == nil && after.redisErr == nil {
 		run.RedisCPU = h.perDecision(after.redisTicks-before.redisTicks, in.Requests)
+	}
+	if before.primaryErr == nil && after.primaryErr == nil {
+		run.PrimaryCPU = h.perDecision(after.primaryTicks-before.primaryTicks, in.Requests)
+	}
+	if side == Sluice && after.front.calls > before.front.calls {
+		run.PerCall = float64(after.front.decided-before.front.decided) / float64(after.front.calls-before.front.calls)
 	}
 	if side == Sluice && before.sluiceErr == nil && after.sluiceErr == nil {
 		run.SluiceCPU = h.perDecision(after.sluiceTicks-before.sluiceTicks, in.Requests)
@@ -320,16 +326,17 @@ func (h *harness) check(run Trial, calls, failed, redisErrors, byStore, fallback
 // read here). The CPU is read next to the run, so that the INFO calls
 // that read the counters do not count: last before it, first after it.
 type counters struct {
-	nodes                   map[string]nodeStats
-	front                   frontStats
-	redisTicks, sluiceTicks uint64
-	redisErr, sluiceErr     error
+	nodes                                 map[string]nodeStats
+	front                                 frontStats
+	redisTicks, primaryTicks, sluiceTicks uint64
+	redisErr, primaryErr, sluiceErr       error
 }
 
 func (h *harness) counters(ctx context.Context, after bool) (counters, error) {
 	var c counters
 	cpu := func() {
-		c.redisTicks, c.redisErr = h.redisTicks()
+		c.redisTicks, c.redisErr = h.redisTicks(h.store.pids)
+		c.primaryTicks, c.primaryErr = h.redisTicks(h.store.primPids)
 		c.sluiceTicks, c.sluiceErr = h.sluiceTicks()
 	}
 	if after {
@@ -348,11 +355,11 @@ func (h *harness) counters(ctx context.Context, after bool) (counters, error) {
 	return c, nil
 }
 
-func (h *harness) redisTicks() (uint64, error) {
-	if h.store.pids == nil {
+func (h *harness) redisTicks(pids []int) (uint64, error) {
+	if pids == nil {
 		return 0, errors.ErrUnsupported
 	}
-	return cpuTicks(h.store.pids)
+	return cpuTicks(pids)
 }
 
 func (h *harness) sluiceTicks() (uint64, error) {
@@ -442,6 +449,7 @@ func (f *front) sanity(ctx context.Context, key string) error {
 // frontStats are sluice's counters that a run checks.
 type frontStats struct {
 	decisions, byStore, byLease, errorReplies int64
+	calls, decided                            int64 // script calls to the store, and the keys they decided
 }
 
 var errNoStats = errors.New("bench: sluice INFO lacks decisions or decided_by_store")
@@ -461,5 +469,20 @@ func (f *front) stats(ctx context.Context) (frontStats, error) {
 	}
 	st.errorReplies, _ = strconv.ParseInt(m["total_error_replies"], 10, 64)
 	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64) // 0 when absent
+	for k, v := range m {                                           // node_<addr>:…,commands=N,decisions=M,…
+		if !strings.HasPrefix(k, "node_") {
+			continue
+		}
+		for f := range strings.SplitSeq(v, ",") {
+			name, val, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(val, 10, 64)
+			switch name {
+			case "commands":
+				st.calls += n
+			case "decisions":
+				st.decided += n
+			}
+		}
+	}
 	return st, nil
 }

@@ -35,6 +35,7 @@ type store struct {
 	bucket    limit.Bucket
 	primaries []string // addresses, sorted
 	pids      []int    // every node's redis-server pid; nil when not local
+	primPids  []int    // the primaries' among them
 	version   string   // redis_version of the seed
 }
 
@@ -81,42 +82,45 @@ func (s *store) init(ctx context.Context) error {
 		return fmt.Errorf("bench: INFO server: %w", err)
 	}
 	s.version = infoFields(info)["redis_version"]
-	s.pids, err = s.nodePids(ctx)
+	s.pids, s.primPids, err = s.nodePids(ctx)
 	return err
 }
 
 // nodePids returns the redis-server pid of every node, primaries and
-// replicas as CLUSTER NODES lists them, from each node's INFO server, when
-// every node is a process on this machine; nil otherwise (the CPU columns
-// then read n/a).
-func (s *store) nodePids(ctx context.Context) ([]int, error) {
+// replicas as CLUSTER NODES lists them, and of the primaries alone, from
+// each node's INFO server, when every node is a process on this machine;
+// nil otherwise (the CPU columns then read n/a).
+func (s *store) nodePids(ctx context.Context) (pids, primaries []int, err error) {
 	text, err := s.cc.ClusterNodes(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("bench: CLUSTER NODES: %w", err)
+		return nil, nil, fmt.Errorf("bench: CLUSTER NODES: %w", err)
 	}
 	addrs, err := nodeAddrs(text)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var pids []int
 	for _, addr := range addrs {
 		if !isLoopback(addr) {
-			return nil, nil
+			return nil, nil, nil
 		}
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
 		info, err := c.Info(ctx, "server").Result()
 		_ = c.Close()
 		if err != nil {
-			return nil, fmt.Errorf("bench: INFO server on %s: %w", addr, err)
+			return nil, nil, fmt.Errorf("bench: INFO server on %s: %w", addr, err)
 		}
 		pid, err := strconv.Atoi(infoFields(info)["process_id"])
 		if err != nil || !strings.HasPrefix(procName(pid), "redis-server") {
-			return nil, nil
+			return nil, nil, nil
 		}
 		pids = append(pids, pid)
+		if slices.Contains(s.primaries, addr) {
+			primaries = append(primaries, pid)
+		}
 	}
 	slices.Sort(pids)
-	return pids, nil
+	slices.Sort(primaries)
+	return pids, primaries, nil
 }
 
 // nodeAddrs reads the host:port of every node, failed ones excepted, from

@@ -33,8 +33,11 @@ type Trial struct {
 	Result
 	Elapsed time.Duration
 	// RedisCPU is the CPU of every redis-server of the cluster, primaries
-	// and replicas, per request.
-	RedisCPU float64
+	// and replicas, per request; PrimaryCPU the primaries' share of it.
+	RedisCPU, PrimaryCPU float64
+	// PerCall is the decisions per script call sluice sent to the store
+	// (its INFO node_… lines); NaN on the direct side, where it is 1.
+	PerCall float64
 	// SluiceCPU is the CPU of the sluice process per request; NaN on the
 	// direct side.
 	SluiceCPU float64
@@ -54,6 +57,8 @@ type Summary struct {
 	Requests            int
 	RPS, P50, P99       float64
 	RedisCPU, SluiceCPU float64 // µs per decision; NaN unknown
+	PrimaryCPU          float64 // the primaries' part of RedisCPU
+	PerCall             float64 // decisions per script call; NaN unknown
 }
 
 // Row is one scenario at one pipeline depth, both sides.
@@ -65,6 +70,14 @@ type Row struct {
 
 // Ratio is sluice req/s ÷ direct req/s.
 func (r Row) Ratio() float64 { return ratio(r.Sluice.RPS, r.Direct.RPS) }
+
+// cpuSplit is "all (primaries + replicas)" of a summary's Redis CPU.
+func cpuSplit(s Summary) string {
+	if math.IsNaN(s.PrimaryCPU) || math.IsNaN(s.RedisCPU) {
+		return fixed(s.RedisCPU, 1)
+	}
+	return fmt.Sprintf("%s (%s + %s)", fixed(s.RedisCPU, 1), fixed(s.PrimaryCPU, 1), fixed(s.RedisCPU-s.PrimaryCPU, 1))
+}
 
 // CPURatio is Redis CPU per decision, sluice ÷ direct.
 func (r Row) CPURatio() float64 { return ratio(r.Sluice.RedisCPU, r.Direct.RedisCPU) }
@@ -139,7 +152,7 @@ func (r *Report) aggregate() {
 
 func summarize(runs []Trial) Summary {
 	if len(runs) == 0 {
-		return Summary{RPS: math.NaN(), P50: math.NaN(), P99: math.NaN(), RedisCPU: math.NaN(), SluiceCPU: math.NaN()}
+		return Summary{RPS: math.NaN(), P50: math.NaN(), P99: math.NaN(), RedisCPU: math.NaN(), SluiceCPU: math.NaN(), PrimaryCPU: math.NaN(), PerCall: math.NaN()}
 	}
 	pick := func(f func(Trial) float64) float64 {
 		v := make([]float64, len(runs))
@@ -149,12 +162,14 @@ func summarize(runs []Trial) Summary {
 		return Median(v)
 	}
 	return Summary{
-		Requests:  runs[0].Requests,
-		RPS:       pick(func(r Trial) float64 { return r.RPS }),
-		P50:       pick(func(r Trial) float64 { return r.P50 }),
-		P99:       pick(func(r Trial) float64 { return r.P99 }),
-		RedisCPU:  pick(func(r Trial) float64 { return r.RedisCPU }),
-		SluiceCPU: pick(func(r Trial) float64 { return r.SluiceCPU }),
+		Requests:   runs[0].Requests,
+		RPS:        pick(func(r Trial) float64 { return r.RPS }),
+		P50:        pick(func(r Trial) float64 { return r.P50 }),
+		P99:        pick(func(r Trial) float64 { return r.P99 }),
+		RedisCPU:   pick(func(r Trial) float64 { return r.RedisCPU }),
+		PrimaryCPU: pick(func(r Trial) float64 { return r.PrimaryCPU }),
+		PerCall:    pick(func(r Trial) float64 { return r.PerCall }),
+		SluiceCPU:  pick(func(r Trial) float64 { return r.SluiceCPU }),
 	}
 }
 
@@ -183,19 +198,20 @@ func (r *Report) Markdown() string {
 	threads := plural(r.Threads, "redis-benchmark thread")
 	w("%d clients, %s, uniform keyspace %s, %d primaries (+ replicas); each cell ran %s on each side, sluice then direct, and shows the **median** of the rounds; the whole run took %s.\n\n",
 		r.Clients, threads, thousands(float64(r.Keyspace)), len(r.Primaries), plural(r.Rounds, "round"), r.Elapsed.Round(time.Second))
-	w("| scenario | pipeline | requests | sluice req/s | direct req/s | sluice/direct | sluice p50 / p99 ms | direct p50 / p99 ms | Redis CPU µs/decision, sluice | Redis CPU µs/decision, direct | Redis CPU sluice/direct | sluice CPU µs/decision |\n")
-	w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w("| scenario | pipeline | requests | sluice req/s | direct req/s | sluice/direct | sluice p50 / p99 ms | direct p50 / p99 ms | Redis CPU µs/decision, sluice (primaries + replicas) | Redis CPU µs/decision, direct (primaries + replicas) | Redis CPU sluice/direct | sluice CPU µs/decision | decisions per script call, sluice |\n")
+	w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, row := range r.Rows {
-		w("| %s | %d | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s | %s | %s |\n",
+		w("| %s | %d | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s |\n",
 			row.Scenario, row.Pipeline, thousands(float64(row.Sluice.Requests)),
 			thousands(row.Sluice.RPS), thousands(row.Direct.RPS), fixed(row.Ratio(), 2),
 			fixed(row.Sluice.P50, 3), fixed(row.Sluice.P99, 3), fixed(row.Direct.P50, 3), fixed(row.Direct.P99, 3),
-			fixed(row.Sluice.RedisCPU, 1), fixed(row.Direct.RedisCPU, 1), fixed(row.CPURatio(), 2), fixed(row.Sluice.SluiceCPU, 1))
+			cpuSplit(row.Sluice), cpuSplit(row.Direct), fixed(row.CPURatio(), 2), fixed(row.Sluice.SluiceCPU, 1), fixed(row.Sluice.PerCall, 1))
 	}
 	w("\n")
 	w("- **sluice**: `RL.TAKE key 1` to one sluice in front of the cluster, with one catch-all policy that admits everything " +
-		"(limit and rate 1,000,000,000 per 1s), so every decision runs the token-bucket script and writes. " +
-		"**direct**: `EVALSHA` of the same script with the same bucket arguments, sent by redis-benchmark straight to the owning primary.\n")
+		"(limit and rate 1,000,000,000 per 1s), so every decision runs the token-bucket algorithm and writes; sluice decides a node's batch " +
+		"with one call of its batch script (the last column: decisions per script call). " +
+		"**direct**: `EVALSHA` of sluice's single-key token-bucket script with the same bucket arguments, sent by redis-benchmark straight to the owning primary.\n")
 	w("- **uniform**: random keys out of the keyspace on every shard; **hot**: one key, so one shard does all the work.\n")
 	if r.hasScenario(HotLease) {
 		w("- **hot-lease**: the hot direct run against `RL.TAKE %s 1` through sluice, whose policy for that key (same shard as the hot key) "+

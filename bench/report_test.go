@@ -10,10 +10,15 @@ import (
 // sampleReport is two rounds of two cells, as Run would record them.
 func sampleReport() *Report {
 	trial := func(round int, sc Scenario, p int, side Side, rps, p50, p99, redisCPU, sluiceCPU float64) Trial {
+		perCall := math.NaN()
+		if side == Sluice {
+			perCall = 8
+		}
 		return Trial{Round: round, Scenario: sc, Pipeline: p, Side: side, Requests: 200000,
 			Command:  "redis-benchmark -h 127.0.0.1 -p 6380 RL.TAKE " + string(sc),
 			Result:   Result{RPS: rps, P50: p50, P99: p99, Max: 9},
-			RedisCPU: redisCPU, SluiceCPU: sluiceCPU, ScriptCalls: []int64{66000, 67000, 67000}, Elapsed: 5 * time.Second}
+			RedisCPU: redisCPU, PrimaryCPU: redisCPU / 2, SluiceCPU: sluiceCPU, PerCall: perCall,
+			ScriptCalls: []int64{66000, 67000, 67000}, Elapsed: 5 * time.Second}
 	}
 	nan := math.NaN()
 	r := &Report{
@@ -95,8 +100,8 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"Machine: 2 CPUs (nproc 2), Test CPU <2 GHz> & more; linux/amd64; go1.26; sluice 0.1.0-dev; redis-server 7.0.15; redis-benchmark 7.0.15; 2025-01-02 03:04 UTC.",
 		"50 clients, 1 redis-benchmark thread, uniform keyspace 1,000,000, 3 primaries (+ replicas); each cell ran 2 rounds on each side, sluice then direct, and shows the **median** of the rounds; the whole run took 3m12s.",
-		"| uniform | 1 | 200,000 | 21,000 | 42,000 | 0.50 | 2.100 / 5.200 | 1.100 / 3.100 | 41.0 | 31.0 | 1.32 | 61.0 |",
-		"| hot | 16 | 200,000 | 31,000 | 62,000 | 0.50 | 21.000 / 42.000 | 11.000 / 22.000 | 21.0 | 11.0 | 1.91 | 32.0 |",
+		"| uniform | 1 | 200,000 | 21,000 | 42,000 | 0.50 | 2.100 / 5.200 | 1.100 / 3.100 | 41.0 (20.5 + 20.5) | 31.0 (15.5 + 15.5) | 1.32 | 61.0 | 8.0 |",
+		"| hot | 16 | 200,000 | 31,000 | 62,000 | 0.50 | 21.000 / 42.000 | 11.000 / 22.000 | 21.0 (10.5 + 10.5) | 11.0 (5.5 + 5.5) | 1.91 | 32.0 | 8.0 |",
 		"- uniform P1 sluice: `redis-benchmark -h 127.0.0.1 -p 6380 RL.TAKE uniform`",
 		"| 2 | 1 | uniform | 1 | direct | 40,000 | 1.000 | 3.000 | 9.000 | 30.0 | n/a | 66000 / 67000 / 67000 | 5s |",
 	} {

@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// A batch that reaches a node with keys of other nodes (a stale slot map):
+// the batch script decides the node's own keys, marks the others, and those
+// go their own way, follow MOVED, and are decided by their owners. Every
+// key is decided once, exactly, by the store.
+func TestBatchSendsOtherNodesKeysTheirWay(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, localredis.Config{})
+	s, err := New(Config{Addrs: c.Addrs(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	p := &limit.Policy{Limit: 10, Rate: 1, Period: time.Hour}
+	pa, err := s.policyArgs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.Primaries()[0].Addr
+	const n = 24
+	take := func(round int) {
+		items := make([]item, n)
+		live := make([]*item, n)
+		for i := range items {
+			it := &items[i]
+			it.idx, it.key, it.script, it.id = i, Key("stale:"+strconv.Itoa(i)), pa.script, pa.id
+			it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], 1, opArg[limit.OpTake]}
+			it.addr = first // as if every key were the first primary's
+			live[i] = it
+		}
+		out := make([]limit.Result, n)
+		s.rounds(ctx, live, out)
+		for i, r := range out {
+			if r.Err != nil || !r.Allowed || r.DecidedBy != limit.ByStore || r.Remaining != int64(10-round) {
+				t.Fatalf("round %d key %d: %+v, want allowed by the store with %d left", round, i, r, 10-round)
+			}
+		}
+	}
+	_, _, d0 := allTotals(s)
+	take(1)
+	take(2)
+	p1, c1, d1 := allTotals(s)
+	if d1-d0 != 2*n {
+		t.Fatalf("%d keys decided, want %d", d1-d0, 2*n)
+	}
+	var owned int
+	for i := range n {
+		owner, err := c.PrimaryForKey(ctx, Key("stale:"+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner.Addr == first {
+			owned++
+		}
+	}
+	if owned == 0 || owned == n {
+		t.Fatalf("%d of %d keys on %s: the test needs both kinds", owned, n, first)
+	}
+	t.Logf("%d keys, %d of them the first primary's: %d script calls in %d pipelines", n, owned, c1, p1)
+}
