@@ -469,20 +469,29 @@ func (f *front) stats(ctx context.Context) (frontStats, error) {
 	}
 	st.errorReplies, _ = strconv.ParseInt(m["total_error_replies"], 10, 64)
 	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64) // 0 when absent
-	for k, v := range m {                                           // node_<addr>:…,commands=N,decisions=M,…
-		if !strings.HasPrefix(k, "node_") {
+	st.calls, st.decided = nodeCalls(text)
+	return st, nil
+}
+
+// nodeCalls sums the script calls and the keys they decided over the
+// node_<addr>:breaker=…,commands=N,decisions=M,… lines of sluice's INFO,
+// one a node (not through infoFields, which keys a line by the text before
+// its first ':', the host).
+func nodeCalls(text string) (calls, decided int64) {
+	for line := range strings.SplitSeq(text, "\n") {
+		if !strings.HasPrefix(line, "node_") {
 			continue
 		}
-		for f := range strings.SplitSeq(v, ",") {
+		for f := range strings.SplitSeq(strings.TrimSpace(line), ",") {
 			name, val, _ := strings.Cut(f, "=")
 			n, _ := strconv.ParseInt(val, 10, 64)
 			switch name {
 			case "commands":
-				st.calls += n
+				calls += n
 			case "decisions":
-				st.decided += n
+				decided += n
 			}
 		}
 	}
-	return st, nil
+	return calls, decided
 }
