@@ -27,7 +27,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePolicyJSON$$' -fuzztime $${FUZZTIME:-60s} ./policy
 	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $${FUZZTIME:-60s} ./policy
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./lua
+	$(GO) test -run '^$$' -fuzz '^FuzzBatchAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./lua
 	$(GO) test -run '^$$' -fuzz '^FuzzMTake$$' -fuzztime $${FUZZTIME:-60s} ./limiter
+	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $${FUZZTIME:-60s} ./cluster
 
 soak: ## sluice lab soak, 3 minutes of load with faults
 	$(GO) run ./cmd/sluice lab soak
