@@ -106,20 +106,28 @@ func TestBatchAgreesWithGo(t *testing.T) {
 				which[i] = k
 				items[i] = batchItem{keys[k], pols[k], 1 + rng.Int64N(pols[k].Limit/2+2), limit.Op(rng.IntN(4))}
 			}
-			served, got, err := batchAt(ctx, node.Client(), items, now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, it := range items {
-				want, _, err := local.Decide(&states[which[i]], it.p, it.cost, now, it.op)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !served[i] || got[i] != want {
-					t.Fatalf("seq %d step %d item %d (%s %s cost %d op %d): served %v lua %+v, go %+v",
-						seq, step, i, it.key, it.p.Algorithm, it.cost, it.op, served[i], got[i], want)
-				}
-			}
+			agreeBatch(ctx, t, node.Client(), items, which, states, now, fmt.Sprintf("seq %d step %d", seq, step))
+		}
+	}
+}
+
+// agreeBatch runs items as one Batch call at now and checks every item
+// against the Go model deciding them one at a time, item i on
+// states[which[i]].
+func agreeBatch(ctx context.Context, t *testing.T, c redis.Scripter, items []batchItem, which []int, states []local.State, now int64, where string) {
+	t.Helper()
+	served, got, err := batchAt(ctx, c, items, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range items {
+		want, _, err := local.Decide(&states[which[i]], it.p, it.cost, now, it.op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !served[i] || got[i] != want {
+			t.Fatalf("%s item %d (%s %s cost %d op %d at +%dµs): served %v lua %+v, go %+v",
+				where, i, it.key, it.p.Algorithm, it.cost, it.op, now-algotest.T0, served[i], got[i], want)
 		}
 	}
 }

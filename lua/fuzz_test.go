@@ -99,19 +99,7 @@ func FuzzBatchAgreesWithGo(f *testing.F) {
 			if len(items) == 0 {
 				return
 			}
-			served, got, err := batchAt(ctx, node.Client(), items, now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, it := range items {
-				want, _, err := local.Decide(&states[which[i]], it.p, it.cost, now, it.op)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !served[i] || got[i] != want {
-					t.Fatalf("item %d %s (%s) cost %d op %d at +%dµs: served %v, lua %+v, go %+v", i, it.key, it.p.Algorithm, it.cost, it.op, now-algotest.T0, served[i], got[i], want)
-				}
-			}
+			agreeBatch(ctx, t, node.Client(), items, which, states[:], now, "batch")
 			items, which = items[:0], which[:0]
 		}
 		for ; len(data) >= 8; data = data[8:] {
