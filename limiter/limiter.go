@@ -167,7 +167,7 @@ func (l *Limiter) decideSome(ctx context.Context, reqs []limit.Request, out []li
 }
 
 func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	dctx, cancel := context.WithTimeout(ctx, l.timeout())
+	dctx, cancel := l.deadline(ctx)
 	if hot := l.hotIndexes(reqs); hot == nil {
 		l.store.Do(dctx, reqs, out)
 	} else {
@@ -311,7 +311,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 		return false, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, key)
 	}
 	_, _ = l.fallback.Reset(ctx, key, p)
-	dctx, cancel := context.WithTimeout(ctx, l.timeout())
+	dctx, cancel := l.deadline(ctx)
 	defer cancel()
 	existed, err := l.store.Reset(dctx, key, p)
 	if l.hot != nil {
@@ -322,6 +322,14 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 		}
 	}
 	return existed, err
+}
+
+// deadline is ctx with the store timeout, detached from ctx's cancellation:
+// every connection's calls share the server's context, and a deadline under
+// it would register with it, one lock for the whole server per batch. A
+// call still ends by its timeout, which is short; ctx's values are kept.
+func (l *Limiter) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), l.timeout())
 }
 
 // Snapshot is a copy of the counters.

@@ -51,7 +51,7 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 	}
 	groups := l.groups(reqs, enforced)
 	spent := make([]bool, len(reqs))
-	dctx, cancel := context.WithTimeout(ctx, l.timeout())
+	dctx, cancel := l.deadline(ctx)
 	jobs := make([]func(), 0, len(groups)+1)
 	for _, g := range groups {
 		jobs = append(jobs, func() { l.takeGroup(dctx, reqs, out, spent, g) })
@@ -199,7 +199,7 @@ func (l *Limiter) refund(ctx context.Context, reqs []limit.Request, out []limit.
 		if fallback {
 			store = l.fallback
 		}
-		dctx, cancel := context.WithTimeout(ctx, l.timeout())
+		dctx, cancel := l.deadline(ctx)
 		store.Do(dctx, back, res)
 		cancel()
 		for j, i := range idx {
