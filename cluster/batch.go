@@ -45,6 +45,13 @@ type nodeQueue struct {
 	stop    chan struct{}
 	workers sync.WaitGroup
 
+	// slots bounds the pipelines in flight to the node (Pipelines): a
+	// worker takes one before it sends, and so does a caller that finds
+	// the node idle and sends its own unit at once, sparing the hand-off
+	// to a worker goroutine and back.
+	slots   chan struct{}
+	waiting atomic.Int64 // units a worker holds while it waits for a slot
+
 	last                           atomic.Int64 // unix ns of the last pipeline sent
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
@@ -63,7 +70,8 @@ func (s *Store) queue(addr string) (*nodeQueue, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	q := &nodeQueue{s: s, addr: addr, br: s.breakerLocked(addr), ch: make(chan *unit, 4096), stop: make(chan struct{})}
+	q := &nodeQueue{s: s, addr: addr, br: s.breakerLocked(addr), ch: make(chan *unit, 4096), stop: make(chan struct{}),
+		slots: make(chan struct{}, s.cfg.Pipelines)}
 	if s.cc == nil {
 		q.client = s.single
 	} else {
@@ -81,9 +89,12 @@ func (s *Store) queue(addr string) (*nodeQueue, error) {
 	return q, nil
 }
 
-// submit queues u on its node's queue; when the queue is full it waits, at
-// most until u's deadline (the caller then answers unavailable).
-func (s *Store) submit(u *unit) error {
+// submit hands u to its node's queue. When inline is set and the node is
+// idle — nothing queued and a pipeline slot free — the caller sends u
+// itself, here, and u is done when submit returns; else u is queued for a
+// worker, and when the queue is full submit waits, at most until u's
+// deadline (the caller then answers unavailable).
+func (s *Store) submit(u *unit, inline bool) error {
 	for {
 		q, err := s.queue(u.addr)
 		if err != nil {
@@ -93,6 +104,20 @@ func (s *Store) submit(u *unit) error {
 		if q.stopped { // swept just now: the next lookup starts a new queue
 			q.mu.RUnlock()
 			continue
+		}
+		if inline && len(q.ch) == 0 {
+			select {
+			case q.slots <- struct{}{}:
+				// Under the read lock, so that a sweep cannot close the
+				// client while this pipeline uses it.
+				q.last.Store(time.Now().UnixNano())
+				q.send([]*unit{u})
+				<-q.slots
+				q.mu.RUnlock()
+				close(u.done)
+				return nil
+			default:
+			}
 		}
 		select {
 		case q.ch <- u:
@@ -119,6 +144,11 @@ func (q *nodeQueue) work() {
 				return
 			}
 		}
+		// A slot first, then the rest of the queue: what queues while the
+		// node's pipelines are busy goes out together.
+		q.waiting.Add(1)
+		q.slots <- struct{}{}
+		q.waiting.Add(-1)
 		batch = append(batch[:0], u)
 		n := len(u.items)
 	drain:
@@ -133,6 +163,7 @@ func (q *nodeQueue) work() {
 		}
 		q.last.Store(time.Now().UnixNano())
 		q.send(batch)
+		<-q.slots
 		for _, u := range batch {
 			close(u.done)
 		}

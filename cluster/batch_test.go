@@ -165,7 +165,8 @@ func BenchmarkAutoPipeline(b *testing.B) {
 func queued(s *Store) int {
 	n := 0
 	s.queues.Range(func(_, v any) bool {
-		n += len(v.(*nodeQueue).ch)
+		q := v.(*nodeQueue)
+		n += len(q.ch) + int(q.waiting.Load())
 		return true
 	})
 	return n

@@ -435,8 +435,10 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 		}
 		u.items = append(u.items, it)
 	}
-	for _, u := range units {
-		if err := s.submit(u); err != nil {
+	for i, u := range units {
+		// The last unit may be sent by this goroutine, when its node is
+		// idle: the others are queued first, so that the nodes work at once.
+		if err := s.submit(u, i == len(units)-1); err != nil {
 			for _, it := range u.items {
 				it.res = limit.Result{Err: err}
 			}
