@@ -13,12 +13,13 @@ import (
 )
 
 // minBatch is the fewest single-key requests that go to the batch script.
-// Measured on redis-server 7.0.15 (redis-benchmark, pipeline 16, fresh
-// keys): the single-key script costs Redis about 15 µs a call, the batch
-// script about 28 µs for one key and 12.8 µs for each more (every call
-// builds its four algorithms' closures and its tables again), so below
-// about 7 keys a batch costs more than the same keys one by one.
-const minBatch = 8
+// Counted with callgrind on redis-server 7.0.15 (instructions are exact
+// where timings on a shared machine are not; redis-benchmark, pipeline 16,
+// fresh keys), per decision: the single-key script 90,800; the batch script
+// 115,700 for one key, 92,200 for two, 83,700 for three, 78,300 for four,
+// 71,200 for eight, 67,700 for sixteen. Each call builds the closures of
+// all four algorithms again, so one or two keys are cheaper one by one.
+const minBatch = 3
 
 // split sorts items into those the batch script decides in one call and
 // those that go by their own script: a multi-key call, an ASK redirection,

@@ -66,8 +66,8 @@ func TestObserver(t *testing.T) {
 	p := &limit.Policy{Name: "p", Limit: 100, Rate: 1, Period: time.Hour}
 
 	// A fresh node has no script: NOSCRIPT, then EVAL, two round trips;
-	// the eight keys (minBatch) go in one call of the batch script.
-	if minBatch != 8 {
+	// the eight keys (at least minBatch) go in one call of the batch script.
+	if minBatch > 8 {
 		t.Fatalf("minBatch is %d: give this test that many keys", minBatch)
 	}
 	if r := takeN(ctx, s, p, "a", "b", "c", "d", "e", "f", "g", "h")[0]; r.Err != nil {
