@@ -15,10 +15,11 @@ import (
 // minBatch is the fewest single-key requests that go to the batch script.
 // Counted with callgrind on redis-server 7.0.15 (instructions are exact
 // where timings on a shared machine are not; redis-benchmark, pipeline 16,
-// fresh keys), per decision: the single-key script 90,800; the batch script
-// 115,700 for one key, 92,200 for two, 83,700 for three, 78,300 for four,
-// 71,200 for eight, 67,700 for sixteen. Each call builds the closures of
-// all four algorithms again, so one or two keys are cheaper one by one.
+// fresh keys), per decision: the single-key script 90,900; the batch script
+// 126,400 for one key, 92,700 for two, 82,500 for three, 75,800 for four,
+// 66,500 for eight, 61,600 for sixteen. Each call builds the closures of
+// all four algorithms and parses its policy table again, so one or two
+// keys are cheaper one by one.
 const minBatch = 3
 
 // split sorts items into those the batch script decides in one call and
@@ -52,21 +53,34 @@ func (q *nodeQueue) split(items []*item) (batched, rest []*item) {
 }
 
 func batchable(it *item) bool {
-	return it.multi == nil && !it.ask && !it.alone && !it.eval
+	return it.multi == nil && it.pa != nil && !it.ask && !it.alone && !it.eval
 }
 
 // batchCmd is the call of lua.Batch for items: EVALSHA, or EVAL when the
-// node has not got the script.
+// node has not got the script. Each policy's numbers go once, in the table
+// at the head of ARGV, and each item names its policy by index.
 func batchCmd(ctx context.Context, items []*item, eval bool) *redis.IntSliceCmd {
-	args := make([]any, 0, 3+lua.BatchArgs*len(items))
+	var pols []*policyArgs
+	index := make(map[*policyArgs]int, 4)
+	for _, it := range items {
+		if _, ok := index[it.pa]; !ok {
+			pols = append(pols, it.pa)
+			index[it.pa] = len(pols)
+		}
+	}
+	args := make([]any, 0, 4+4*len(pols)+lua.BatchItemArgs*len(items))
 	if eval {
 		args = append(args, "eval", lua.Batch.Src, 0)
 	} else {
 		args = append(args, "evalsha", lua.Batch.SHA, 0)
 	}
+	args = append(args, len(pols))
+	for _, pa := range pols {
+		args = append(args, pa.id, pa.a[0], pa.a[1], pa.a[2])
+	}
 	for _, it := range items {
 		// it.args is evalsha, sha, 1, key, a1, a2, a3, cost, op
-		args = append(args, it.args[3], it.id, it.args[4], it.args[5], it.args[6], it.args[7], it.args[8])
+		args = append(args, it.args[3], index[it.pa], it.args[7], it.args[8])
 	}
 	return redis.NewIntSliceCmd(ctx, args...)
 }
@@ -87,7 +101,7 @@ func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bo
 	switch {
 	case err == nil:
 		v := cmd.Val()
-		if len(v) != lua.BatchArgs*len(items) {
+		if len(v) != 7*len(items) {
 			e := fmt.Errorf("cluster: unexpected batch script reply of %d integers for %d requests", len(v), len(items))
 			for _, it := range items {
 				it.res = limit.Result{Err: e}

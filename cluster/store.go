@@ -287,7 +287,7 @@ type item struct {
 	args   []any  // the whole EVALSHA command
 	script *lua.Script
 	multi  []limit.Result // the per-key results of a Multi script call; nil for one key
-	id     any            // the algorithm id, for lua.Batch
+	pa     *policyArgs    // the policy's arguments, for lua.Batch
 	addr   string         // the node it goes to
 	ask    bool           // send ASKING first
 	eval   bool           // NOSCRIPT seen: send the whole script
@@ -310,7 +310,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			continue
 		}
 		it := &items[i]
-		it.idx, it.key, it.script, it.id = i, Key(r.Key), pa.script, pa.id
+		it.idx, it.key, it.script, it.pa = i, Key(r.Key), pa.script, pa
 		it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], r.Cost, opArg[r.Op&3]}
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}

@@ -32,13 +32,26 @@ type batchItem struct {
 // batchAt runs one Batch call at now; for each item it returns whether the
 // node decided it, and the decision.
 func batchAt(ctx context.Context, c redis.Scripter, items []batchItem, now int64) ([]bool, []limit.Result, error) {
-	args := make([]any, 0, len(items)*lua.BatchArgs+2)
+	// the policy table, then the items
+	index := map[*limit.Policy]int{}
+	var pols []*limit.Policy
 	for _, it := range items {
-		a, err := lua.ArgsFor(it.p)
+		if _, ok := index[it.p]; !ok {
+			pols = append(pols, it.p)
+			index[it.p] = len(pols)
+		}
+	}
+	args := make([]any, 0, 1+4*len(pols)+len(items)*lua.BatchItemArgs+2)
+	args = append(args, len(pols))
+	for _, p := range pols {
+		a, err := lua.ArgsFor(p)
 		if err != nil {
 			return nil, nil, err
 		}
-		args = append(args, it.key, a.ID, a.A[0], a.A[1], a.A[2], it.cost, int(it.op))
+		args = append(args, a.ID, a.A[0], a.A[1], a.A[2])
+	}
+	for _, it := range items {
+		args = append(args, it.key, index[it.p], it.cost, int(it.op))
 	}
 	args = append(args, now/1_000_000, now%1_000_000)
 	v, err := clockedBatch.Run(ctx, c, nil, args...).Int64Slice()

@@ -75,9 +75,10 @@ func BenchmarkScriptCost(b *testing.B) {
 						}
 						continue
 					}
-					args := make([]any, 0, n*lua.BatchArgs)
+					args := make([]any, 0, 5+n*lua.BatchItemArgs)
+					args = append(args, 1, a.ID, a.A[0], a.A[1], a.A[2])
 					for range n {
-						args = append(args, key(), a.ID, a.A[0], a.A[1], a.A[2], 1, 0)
+						args = append(args, key(), 1, 1, 0)
 					}
 					v, err := rc.EvalSha(ctx, lua.Batch.SHA, nil, args...).Int64Slice()
 					if err != nil || len(v) != 7*n {
