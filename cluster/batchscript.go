@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -60,13 +61,16 @@ func batchable(it *item) bool {
 // node has not got the script. Each policy's numbers go once, in the table
 // at the head of ARGV, and each item names its policy by index.
 func batchCmd(ctx context.Context, items []*item, eval bool) *redis.IntSliceCmd {
+	// A batch holds few policies: a scan of them beats a map per batch.
 	var pols []*policyArgs
-	index := make(map[*policyArgs]int, 4)
-	for _, it := range items {
-		if _, ok := index[it.pa]; !ok {
+	idx := make([]int, len(items))
+	for i, it := range items {
+		j := slices.Index(pols, it.pa)
+		if j < 0 {
+			j = len(pols)
 			pols = append(pols, it.pa)
-			index[it.pa] = len(pols)
 		}
+		idx[i] = j + 1
 	}
 	args := make([]any, 0, 4+4*len(pols)+lua.BatchItemArgs*len(items))
 	if eval {
@@ -78,9 +82,9 @@ func batchCmd(ctx context.Context, items []*item, eval bool) *redis.IntSliceCmd 
 	for _, pa := range pols {
 		args = append(args, pa.id, pa.a[0], pa.a[1], pa.a[2])
 	}
-	for _, it := range items {
+	for i, it := range items {
 		// it.args is evalsha, sha, 1, key, a1, a2, a3, cost, op
-		args = append(args, it.args[3], index[it.pa], it.args[7], it.args[8])
+		args = append(args, it.args[3], idx[i], it.args[7], it.args[8])
 	}
 	return redis.NewIntSliceCmd(ctx, args...)
 }
@@ -145,13 +149,14 @@ func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bo
 }
 
 // unsupported reports whether err says the node cannot run the batch
-// script at all: a Redis before 7.0 fails to compile its shebang line, a
-// later one may refuse the flag.
+// script at all: a Redis before 7.0 fails to compile its shebang line
+// ("Error compiling script"), a later one may refuse the flag ("Unexpected
+// flag in script shebang").
 func unsupported(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false
 	}
 	msg := re.Error()
-	return strings.Contains(msg, "Error compiling script") || strings.Contains(msg, "shebang") || strings.Contains(msg, "flag")
+	return strings.Contains(msg, "Error compiling script") || strings.Contains(msg, "shebang")
 }

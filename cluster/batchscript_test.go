@@ -71,3 +71,24 @@ func TestBatchSendsOtherNodesKeysTheirWay(t *testing.T) {
 	}
 	t.Logf("%d keys, %d of them the first primary's: %d script calls in %d pipelines", n, owned, c1, p1)
 }
+
+// The error replies that mean a node cannot run the batch script at all
+// (from Redis 6.2, which has no script flags, and 7.x refusing a flag), and
+// some that do not. Redis 6 cannot run here, so its text is written out.
+func TestUnsupported(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{"ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'", true},
+		{"ERR Unexpected flag in script shebang: allow-cross-slot-keys", true},
+		{"READONLY You can't write against a read only replica.", false},
+		{"CLUSTERDOWN The cluster is down", false},
+		{"ERR Error running script (call to f_x): @user_script:12: user_script:12: bad argument", false},
+	} {
+		if got := unsupported(redisErr(tc.msg)); got != tc.want {
+			t.Errorf("unsupported(%q) = %v, want %v", tc.msg, got, tc.want)
+		}
+	}
+}

@@ -101,13 +101,8 @@ func TestBatchAgreesWithGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for seq := range 60 {
 		nkeys := 1 + rng.IntN(6)
-		keys := make([]string, nkeys)
-		pols := make([]*limit.Policy, nkeys)
+		keys, pols := randomKeys(rng, "bagree:"+strconv.Itoa(seq)+":", nkeys)
 		states := make([]local.State, nkeys)
-		for i := range keys {
-			keys[i] = "bagree:" + strconv.Itoa(seq) + ":" + strconv.Itoa(i)
-			pols[i] = randomPolicy(rng, limit.Algorithms[rng.IntN(len(limit.Algorithms))])
-		}
 		now := algotest.T0
 		for step := range 15 {
 			now += stepFor(rng, pols)

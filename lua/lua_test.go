@@ -132,6 +132,18 @@ func TestLuaAgreesWithGo(t *testing.T) {
 	}
 }
 
+// randomKeys names n keys prefix0, prefix1, … and draws each a policy of
+// any algorithm.
+func randomKeys(rng *rand.Rand, prefix string, n int) ([]string, []*limit.Policy) {
+	keys := make([]string, n)
+	pols := make([]*limit.Policy, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+		pols[i] = randomPolicy(rng, limit.Algorithms[rng.IntN(len(limit.Algorithms))])
+	}
+	return keys, pols
+}
+
 // The multi-key script against the Go model of it: peek every key, and
 // take every key only when every peek allows.
 func TestMultiAgreesWithGo(t *testing.T) {
@@ -141,13 +153,8 @@ func TestMultiAgreesWithGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for seq := range 100 {
 		n := 1 + rng.IntN(4)
-		keys := make([]string, n)
-		pols := make([]*limit.Policy, n)
+		keys, pols := randomKeys(rng, "{multi"+strconv.Itoa(seq)+"}:", n)
 		states := make([]local.State, n)
-		for i := range keys {
-			keys[i] = "{multi" + strconv.Itoa(seq) + "}:" + strconv.Itoa(i)
-			pols[i] = randomPolicy(rng, limit.Algorithms[rng.IntN(len(limit.Algorithms))])
-		}
 		now := algotest.T0
 		for i := range 20 {
 			now += step(rng, pols[0])
