@@ -46,6 +46,9 @@ const (
 	ByFallbackOpen   = "fallback-open"
 	ByFallbackClosed = "fallback-closed"
 	ByFallbackLocal  = "fallback-local"
+	ByOverloadOpen   = "overload-open"
+	ByOverloadClosed = "overload-closed"
+	ByOverloadLocal  = "overload-local"
 	ByShadow         = "shadow"
 )
 
@@ -81,11 +84,30 @@ type Policy struct {
 	Period    time.Duration
 	// OnStoreError is what happens when the store cannot answer.
 	OnStoreError FailMode
+	// OnOverload is what happens when the store is answering but too
+	// slowly for the request's deadline (see OverloadMode); zero means the
+	// default.
+	OnOverload FailMode
 	// LocalShare is the fraction of Limit and Rate that the FailLocal
 	// bucket of one instance admits alone; zero means 1.0.
 	LocalShare float64
 	Shadow     bool
 	Hot        Hot
+}
+
+// OverloadMode is the failure policy of a request the store could not take
+// in time because its node's queue was too long: OnOverload when set;
+// else OnStoreError, except that open becomes local. A surge is when a
+// limit is needed most, so it never switches limiting off unless the
+// policy says so in as many words (on_overload: open).
+func (p *Policy) OverloadMode() FailMode {
+	switch {
+	case p.OnOverload != "":
+		return p.OnOverload
+	case p.OnStoreError == FailOpen:
+		return FailLocal
+	}
+	return p.OnStoreError
 }
 
 // Bucket is a token bucket in exact integer units. A token is Scale units;
@@ -223,6 +245,29 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // Is reports ErrUnavailable as a match.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// ErrOverload marks a request the store did not send because its node's
+// queue would outlast the request's deadline: the node is answering, only
+// not fast enough for everyone. errors.Is(err, ErrUnavailable) holds too,
+// so every path that falls back on unavailability falls back on overload;
+// the limiter picks the policy's OverloadMode for it.
+var ErrOverload = errors.New("store overloaded")
+
+// OverloadError is an overload of one store node.
+type OverloadError struct {
+	Node string
+	Wait time.Duration // the expected wait in the node's queue
+	Left time.Duration // what was left of the request's deadline
+}
+
+func (e *OverloadError) Error() string {
+	return fmt.Sprintf("store overloaded: node %s: expected wait %s, %s left", e.Node, e.Wait.Round(time.Microsecond), e.Left.Round(time.Microsecond))
+}
+
+// Is reports ErrOverload and ErrUnavailable as matches.
+func (e *OverloadError) Is(target error) bool {
+	return target == ErrOverload || target == ErrUnavailable
+}
 
 // Atomic is implemented by stores that can decide several requests
 // all-or-nothing in one atomic step when their keys share a group (in

@@ -94,11 +94,12 @@ type Stats struct {
 	MTakes      atomic.Int64 // RL.MTAKE calls
 	Refunds     atomic.Int64 // takes of a refused RL.MTAKE given back
 	RefundFails atomic.Int64 // refunds the store could not make (tokens lost, never over-admitted)
-	ByPath      [8]atomic.Int64
+	ByPath      [len(paths)]atomic.Int64
 }
 
 var paths = [...]string{limit.ByStore, limit.ByLease, limit.BySplit, limit.ByEmbedded,
-	limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal, limit.ByShadow}
+	limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal,
+	limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal, limit.ByShadow}
 
 // New validates cfg and returns a Limiter.
 func New(cfg Config) (*Limiter, error) {
@@ -246,26 +247,33 @@ func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []lim
 }
 
 // onStoreError applies the policy's on_store_error to one request whose
-// store call failed for connectivity.
+// store call failed for connectivity, or its overload mode (on_overload)
+// when the store was answering but had no room for it in time.
 func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit.Result) {
 	p := r.Policy
-	switch p.OnStoreError {
+	mode, open, closed, local := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
+	if errors.Is(res.Err, limit.ErrOverload) {
+		mode, open, closed, local = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
+	}
+	switch mode {
 	case limit.FailOpen:
 		// Nothing is known of the bucket: report it as untouched.
-		*res = limit.Result{Allowed: true, Limit: p.Limit, Remaining: p.Limit, RetryAfterMs: -1, DecidedBy: limit.ByFallbackOpen}
+		*res = limit.Result{Allowed: true, Limit: p.Limit, Remaining: p.Limit, RetryAfterMs: -1, DecidedBy: open}
 	case limit.FailLocal:
+		// Fallback and overload share this instance's local bucket of
+		// the key: it is one share, however it came to be used.
 		q := *r
 		q.Policy = p.Share()
 		var one [1]limit.Result
 		l.fallback.Do(ctx, []limit.Request{q}, one[:])
 		*res = one[0]
-		res.DecidedBy = limit.ByFallbackLocal
+		res.DecidedBy = local
 	default: // closed, and any unset value: never admit by accident
 		retry := int64(-1)
 		if r.Cost <= p.Limit {
 			retry = l.closedRetry.Milliseconds()
 		}
-		*res = limit.Result{Allowed: false, Limit: p.Limit, Remaining: 0, RetryAfterMs: retry, DecidedBy: limit.ByFallbackClosed}
+		*res = limit.Result{Allowed: false, Limit: p.Limit, Remaining: 0, RetryAfterMs: retry, DecidedBy: closed}
 	}
 }
 

@@ -144,3 +144,59 @@ func TestResetClearsFallbackToo(t *testing.T) {
 		t.Fatal("fallback bucket survived RL.RESET")
 	}
 }
+
+// A store overloaded (answering, but not in time for the request) decides
+// by the policy's overload mode: open becomes local unless on_overload
+// says open in as many words, so a surge never switches limiting off.
+func TestOverloadPolicies(t *testing.T) {
+	t.Parallel()
+	overloaded := &limit.OverloadError{Node: "n1", Wait: 80 * time.Millisecond, Left: 40 * time.Millisecond}
+	tests := []struct {
+		name          string
+		onStoreError  limit.FailMode
+		onOverload    limit.FailMode
+		wantAdmit     int // of 20 takes on one key, limit 10, share 0.5
+		wantBy        string
+		wantByOnFault string // the same policy when the store is unavailable
+	}{
+		{"open", limit.FailOpen, "", 5, limit.ByOverloadLocal, limit.ByFallbackOpen},
+		{"open, on_overload open", limit.FailOpen, limit.FailOpen, 20, limit.ByOverloadOpen, limit.ByFallbackOpen},
+		{"closed", limit.FailClosed, "", 0, limit.ByOverloadClosed, limit.ByFallbackClosed},
+		{"local", limit.FailLocal, "", 5, limit.ByOverloadLocal, limit.ByFallbackLocal},
+		{"local, on_overload closed", limit.FailLocal, limit.FailClosed, 0, limit.ByOverloadClosed, limit.ByFallbackLocal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := &limit.Policy{Name: "p", Limit: 10, Rate: 1, Period: time.Hour, OnStoreError: tt.onStoreError, OnOverload: tt.onOverload, LocalShare: 0.5}
+			match := MatcherFunc(func(string) *limit.Policy { return p })
+			l, err := New(Config{Policies: match, Store: downStore{overloaded}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted := 0
+			for range 20 {
+				r := take(t, l, "k")[0]
+				if r.Err != nil || r.DecidedBy != tt.wantBy {
+					t.Fatalf("overloaded: err %v, decided_by %q; want no error, %q", r.Err, r.DecidedBy, tt.wantBy)
+				}
+				if r.Allowed {
+					admitted++
+				}
+			}
+			if admitted != tt.wantAdmit {
+				t.Errorf("overloaded: admitted %d of 20, want %d", admitted, tt.wantAdmit)
+			}
+			if s := l.Snapshot(); s.ByPath[tt.wantBy] != 20 {
+				t.Errorf("decided_by_%s = %d, want 20", tt.wantBy, s.ByPath[tt.wantBy])
+			}
+			l, err = New(Config{Policies: match, Store: downStore{&limit.UnavailableError{Node: "n1", Err: context.DeadlineExceeded}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := take(t, l, "k")[0]; r.DecidedBy != tt.wantByOnFault {
+				t.Errorf("unavailable: decided_by %q, want %q (on_overload must not change a fault's answer)", r.DecidedBy, tt.wantByOnFault)
+			}
+		})
+	}
+}

@@ -273,10 +273,11 @@ func PolicyJSON(p *limit.Policy) string {
 		Rate         int64           `json:"rate,omitempty"`
 		Period       string          `json:"period"`
 		OnStoreError limit.FailMode  `json:"on_store_error"`
+		OnOverload   limit.FailMode  `json:"on_overload,omitempty"`
 		LocalShare   float64         `json:"local_share"`
 		Shadow       bool            `json:"shadow"`
 		Hot          hot             `json:"hot"`
-	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.LocalShare, p.Shadow,
+	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow,
 		hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}}
 	if v.Algorithm == "" {
 		v.Algorithm = limit.TokenBucket

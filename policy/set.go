@@ -350,7 +350,11 @@ func Describe(p *limit.Policy) string {
 	} else {
 		fmt.Fprintf(&b, "%s match=%q %s limit=%d/%s", p.Name, p.Match, alg, p.Limit, formatDuration(period))
 	}
-	fmt.Fprintf(&b, " on_store_error=%s local_share=%s", p.OnStoreError, strconv.FormatFloat(share, 'g', -1, 64))
+	fmt.Fprintf(&b, " on_store_error=%s", p.OnStoreError)
+	if p.OnOverload != "" {
+		fmt.Fprintf(&b, " on_overload=%s", p.OnOverload)
+	}
+	fmt.Fprintf(&b, " local_share=%s", strconv.FormatFloat(share, 'g', -1, 64))
 	if p.Shadow {
 		b.WriteString(" shadow")
 	}

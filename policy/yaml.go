@@ -22,7 +22,7 @@ import (
 // lets every error carry its policy and line.
 var (
 	topFields    = []string{"timeout", "defaults", "policies"}
-	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "local_share", "shadow", "hot"}
+	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "hot"}
 	hotFields    = []string{"mode", "threshold", "split"}
 )
 
@@ -202,7 +202,7 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 	var set func(*limit.Policy)
 	var msg string
 	switch field {
-	case "name", "match", "algorithm", "on_store_error", "hot.mode":
+	case "name", "match", "algorithm", "on_store_error", "on_overload", "hot.mode":
 		msg, set = decode(v, text, func(s string) (string, func(*limit.Policy)) { return textField(field, s) })
 	case "limit", "rate", "hot.threshold", "hot.split":
 		msg, set = decode(v, integer, func(n int64) (string, func(*limit.Policy)) { return integerField(field, n) })
@@ -257,6 +257,9 @@ func textField(field, s string) (string, func(*limit.Policy)) {
 	case "on_store_error":
 		m := limit.FailMode(s)
 		return checkFailMode(m), func(p *limit.Policy) { p.OnStoreError = m }
+	case "on_overload":
+		m := limit.FailMode(s)
+		return checkFailMode(m), func(p *limit.Policy) { p.OnOverload = m }
 	case "hot.mode":
 		m := limit.HotMode(s)
 		return checkHotMode(m), func(p *limit.Policy) { p.Hot.Mode = m }
