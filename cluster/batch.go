@@ -19,6 +19,11 @@ type unit struct {
 	ctx   context.Context
 	items []*item
 	done  chan struct{} // closed by the worker when every item is filed
+
+	// q and queued (unix ns) are set when u goes to its node: for the
+	// waiter, to tell an overloaded node from a silent one (Store.late).
+	q      *nodeQueue
+	queued int64
 }
 
 // nodeQueue feeds one node's workers. Each worker takes whatever is queued
@@ -53,6 +58,10 @@ type nodeQueue struct {
 	waiting atomic.Int64 // units a worker holds while it waits for a slot
 
 	last                           atomic.Int64 // unix ns of the last pipeline sent
+	answered                       atomic.Int64 // unix ns of the last pipeline the node answered
+	backlog                        atomic.Int64 // decisions queued or in flight
+	service                        service      // the node's recent service times, for the door
+	overloads                      atomic.Int64 // decisions turned away at the door or late while the node answered
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
 }
@@ -105,13 +114,17 @@ func (s *Store) submit(u *unit, inline bool) error {
 			q.mu.RUnlock()
 			continue
 		}
+		now := time.Now()
+		u.q, u.queued = q, now.UnixNano()
 		if inline && len(q.ch) == 0 {
 			select {
 			case q.slots <- struct{}{}:
 				// Under the read lock, so that a sweep cannot close the
 				// client while this pipeline uses it.
-				q.last.Store(time.Now().UnixNano())
+				q.last.Store(now.UnixNano())
+				q.backlog.Add(int64(len(u.items)))
 				q.send([]*unit{u})
+				q.backlog.Add(-int64(len(u.items)))
 				<-q.slots
 				q.mu.RUnlock()
 				close(u.done)
@@ -119,9 +132,15 @@ func (s *Store) submit(u *unit, inline bool) error {
 			default:
 			}
 		}
+		if err := q.admit(u, now); err != nil {
+			q.mu.RUnlock()
+			return err
+		}
+		q.backlog.Add(int64(len(u.items)))
 		select {
 		case q.ch <- u:
 		case <-u.ctx.Done():
+			q.backlog.Add(-int64(len(u.items)))
 		}
 		q.mu.RUnlock()
 		return nil
@@ -165,6 +184,7 @@ func (q *nodeQueue) work() {
 		q.send(batch)
 		<-q.slots
 		for _, u := range batch {
+			q.backlog.Add(-int64(len(u.items)))
 			close(u.done)
 		}
 	}
@@ -203,13 +223,23 @@ func (q *nodeQueue) send(batch []*unit) {
 	if len(items) == 0 {
 		return
 	}
-	if !q.br.allow(time.Now()) {
+	sent := time.Now()
+	if !q.br.allow(sent) {
 		q.fail(items, ErrCircuitOpen)
 		return
+	}
+	// A pipeline waits Timeout at least, whatever is left of its requests'
+	// time: one that gets no reply in that time is a sign the node is
+	// down; one cut short by requests that queued long is not.
+	if floor := sent.Add(min(q.s.cfg.Timeout, q.s.cfg.MaxTimeout)); latest.Before(floor) {
+		latest = floor
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
 	reached, evalBatch := q.pipeline(ctx, items, false)
+	if reached {
+		q.noteAnswer(time.Now(), sent, len(items))
+	}
 	for pass := 0; pass < 3; pass++ {
 		var again []*item
 		for _, u := range batch {
@@ -241,7 +271,9 @@ func (q *nodeQueue) send(batch []*unit) {
 			it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: errNoReply}}
 		}
 	}
-	q.br.report(reached, time.Now())
+	// A node that answered anything while this pipeline waited is alive:
+	// its replies reach sluice late, or this connection broke alone.
+	q.br.report(reached || q.answeredSince(sent.UnixNano()), time.Now())
 }
 
 // pipeline sends items in one round trip and files each reply; it reports
@@ -319,6 +351,15 @@ type NodeStats struct {
 	Pipelines int64  // pipelines sent
 	Commands  int64  // script calls sent in them
 	Decisions int64  // keys decided by those calls (more than Commands with the batch script)
+	// Overload counts the decisions the node had no room for in time
+	// while it kept answering (decided by on_overload).
+	Overload int64
+	// BreakerOpens counts the times the node's breaker opened.
+	BreakerOpens int64
+	// PipelineCost and Service are the door's model of the node's recent
+	// service times (overload.go): of a pipeline whatever it carries, and
+	// of each decision in it.
+	PipelineCost, Service time.Duration
 }
 
 // Stats reports every node the store has a queue for: the nodes it has
@@ -328,7 +369,8 @@ func (s *Store) Stats() []NodeStats {
 	var out []NodeStats
 	s.queues.Range(func(_, v any) bool {
 		q := v.(*nodeQueue)
-		out = append(out, NodeStats{Addr: q.addr, Breaker: states[q.addr], Pipelines: q.pipelines.Load(), Commands: q.commands.Load(), Decisions: q.decisions.Load()})
+		out = append(out, NodeStats{Addr: q.addr, Breaker: states[q.addr], Pipelines: q.pipelines.Load(), Commands: q.commands.Load(), Decisions: q.decisions.Load(),
+			Overload: q.overloads.Load(), BreakerOpens: q.br.opens.Load(), Service: time.Duration(q.service.perDecision.Load()), PipelineCost: time.Duration(q.service.fixed.Load())})
 		return true
 	})
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Addr, b.Addr) })

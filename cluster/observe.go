@@ -30,6 +30,7 @@ const (
 	KindRedirect    = "moved_ask"    // MOVED or ASK: sent to another node
 	KindNoScript    = "noscript"     // NOSCRIPT: the script is loaded and the command sent again
 	KindBreakerOpen = "breaker_open" // not sent: the node's circuit breaker is open
+	KindOverload    = "overload"     // not sent, or late: the node answers, but its queue would outlast the deadline
 	KindRedisError  = "redis_error"  // any other error: an error reply, a reply that does not parse, a closed client: a bug to surface
 )
 

@@ -457,7 +457,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 		default:
 			err := ErrClosed
 			if ctx.Err() != nil {
-				err = s.unavailable(u.addr, ctx.Err())
+				err = s.late(u, ctx.Err())
 			}
 			for _, it := range u.items {
 				out[it.idx] = limit.Result{Err: err}

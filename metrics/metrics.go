@@ -81,7 +81,7 @@ func New(version string) *Metrics {
 
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "decisions_total",
-		Help: "Rate-limit decisions, by policy, by the path that decided (store, lease, split, embedded, fallback-open, fallback-closed, fallback-local, shadow) and by result (allowed or rejected).",
+		Help: "Rate-limit decisions, by policy, by the path that decided (store, lease, split, embedded, fallback-open, fallback-closed, fallback-local, overload-open, overload-closed, overload-local, shadow) and by result (allowed or rejected).",
 	}, []string{"policy", "decided_by", "result"})
 	m.decCache.make = func(k decisionKey) prometheus.Counter {
 		return m.decisions.WithLabelValues(k.policy, k.by, result(k.allowed))
@@ -108,7 +108,7 @@ func New(version string) *Metrics {
 
 	m.Store = newStoreMetrics()
 	reg.MustRegister(build, m.decisions, errs, reloads, m.reloadOK,
-		m.Store.latency, m.Store.batch, m.Store.errors)
+		m.Store.latency, m.Store.batch, m.Store.errors, m.Store.overload)
 	return m
 }
 
@@ -177,8 +177,12 @@ type StoreMetrics struct {
 	latency *prometheus.HistogramVec
 	batch   *prometheus.HistogramVec
 	errors  *prometheus.CounterVec
-	nodes   cache[string, nodeMetrics]
-	errs    cache[nodeKind, prometheus.Counter]
+	// overload counts the decisions a node had no room for (kind
+	// overload): a surge, not a fault, so apart from the errors.
+	overload  *prometheus.CounterVec
+	overloads cache[string, prometheus.Counter]
+	nodes     cache[string, nodeMetrics]
+	errs      cache[nodeKind, prometheus.Counter]
 }
 
 type nodeMetrics struct{ latency, batch prometheus.Observer }
@@ -203,7 +207,12 @@ func newStoreMetrics() *StoreMetrics {
 			Namespace: namespace, Subsystem: "store", Name: "errors_total",
 			Help: "Commands to a Redis node that failed or were sent back, by kind: timeout, connection, cluster_down, tryagain, moved_ask, noscript, breaker_open, redis_error.",
 		}, []string{"node", "kind"}),
+		overload: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "overload_total",
+			Help: "Decisions not sent to a Redis node, or answered late, because the node's queue would have outlasted their deadline while the node kept answering; decided by the policy's on_overload.",
+		}, []string{"node"}),
 	}
+	s.overloads.make = func(node string) prometheus.Counter { return s.overload.WithLabelValues(node) }
 	s.nodes.make = func(node string) nodeMetrics {
 		return nodeMetrics{latency: s.latency.WithLabelValues(node), batch: s.batch.WithLabelValues(node)}
 	}
@@ -220,6 +229,10 @@ func (s *StoreMetrics) Pipeline(node string, d time.Duration, commands int) {
 
 // Error counts one failed command; see cluster.Observer.
 func (s *StoreMetrics) Error(node, kind string) {
+	if kind == cluster.KindOverload {
+		s.overloads.get(node).Inc()
+		return
+	}
 	s.errs.get(nodeKind{node, kind}).Inc()
 }
 

@@ -362,8 +362,8 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 			if n.Commands > 0 {
 				perCall = float64(n.Decisions) / float64(n.Commands)
 			}
-			fmt.Fprintf(w, "node_%s:breaker=%s,pipelines=%d,commands=%d,decisions=%d,avg_batch=%.2f,decisions_per_call=%.2f\r\n",
-				n.Addr, n.Breaker, n.Pipelines, n.Commands, n.Decisions, avg, perCall)
+			fmt.Fprintf(w, "node_%s:breaker=%s,pipelines=%d,commands=%d,decisions=%d,avg_batch=%.2f,decisions_per_call=%.2f,overload=%d,breaker_opens=%d,pipeline_us=%.1f,decision_us=%.2f\r\n",
+				n.Addr, n.Breaker, n.Pipelines, n.Commands, n.Decisions, avg, perCall, n.Overload, n.BreakerOpens, float64(n.PipelineCost)/1e3, float64(n.Service)/1e3)
 		}
 	}
 }

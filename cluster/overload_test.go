@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// A node that keeps answering while sluice's queue to it is deep is slow,
+// not dead: its breaker stays closed, and what cannot be served in time is
+// turned away at the door as overloaded, not timed out as unavailable.
+// The overload is real: a side client keeps the node busy with DEBUG
+// SLEEP 4 ms after 4 ms, so it answers in bursts, and 200 callers with a
+// 30 ms deadline each ask more than it can serve.
+func TestSlowNodeIsNotDead(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	ctx := t.Context()
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 30 * time.Millisecond, MaxBatch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := &limit.Policy{Name: "p", Limit: 1_000_000, Rate: 1_000_000, Period: time.Second}
+
+	side := redis.NewClient(&redis.Options{Addr: n.Addr})
+	defer side.Close()
+	stop := make(chan struct{})
+	var sleeper sync.WaitGroup
+	sleeper.Add(1)
+	go func() {
+		defer sleeper.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := side.Do(ctx, "debug", "sleep", "0.004").Err(); err != nil && ctx.Err() == nil {
+				t.Errorf("DEBUG SLEEP: %v", err)
+				return
+			}
+		}
+	}()
+
+	const callers, perCaller = 200, 150
+	var stored, overloaded, unavailable, other atomic.Int64
+	var firstOther atomic.Value
+	var wg sync.WaitGroup
+	end := time.Now().Add(3 * time.Second) // bounds the load loop
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := []limit.Request{{Key: fmt.Sprintf("slow:%d", c), Cost: 1, Policy: p}}
+			out := make([]limit.Result, 1)
+			for i := 0; i < perCaller && time.Now().Before(end); i++ {
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+				s.Do(rctx, reqs, out)
+				cancel()
+				switch err := out[0].Err; {
+				case err == nil:
+					stored.Add(1)
+				case errors.Is(err, limit.ErrOverload):
+					overloaded.Add(1)
+				case errors.Is(err, limit.ErrUnavailable):
+					unavailable.Add(1)
+					firstOther.CompareAndSwap(nil, err.Error())
+				default:
+					other.Add(1)
+					firstOther.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	sleeper.Wait()
+
+	opens := s.breaker(n.Addr).opens.Load()
+	for _, st := range s.Stats() {
+		opens = max(opens, st.BreakerOpens)
+		t.Logf("node %s: %d pipelines, %d decisions, %d overloaded; service %v a pipeline + %v a decision", st.Addr, st.Pipelines, st.Decisions, st.Overload, st.PipelineCost, st.Service)
+	}
+	total := stored.Load() + overloaded.Load() + unavailable.Load() + other.Load()
+	t.Logf("%d decisions: %d by the store, %d overloaded, %d unavailable, %d other (first: %v); breaker opened %d times",
+		total, stored.Load(), overloaded.Load(), unavailable.Load(), other.Load(), firstOther.Load(), opens)
+	if opens != 0 {
+		t.Errorf("the breaker of a node that kept answering opened %d times, want 0", opens)
+	}
+	if other.Load() != 0 {
+		t.Errorf("%d error replies, want 0", other.Load())
+	}
+	if stored.Load() == 0 || overloaded.Load() == 0 {
+		t.Errorf("by the store %d, overloaded %d: want both > 0 (the test must overload a live node)", stored.Load(), overloaded.Load())
+	}
+	if u := unavailable.Load(); u*100 > total {
+		t.Errorf("%d of %d unavailable (a timeout taken for a fault), want at most 1%%", u, total)
+	}
+}
