@@ -61,6 +61,7 @@ type nodeQueue struct {
 	answered                       atomic.Int64 // unix ns of the last pipeline the node answered
 	backlog                        atomic.Int64 // decisions queued or in flight
 	service                        service      // the node's recent service times, for the door
+	batchLimit                     atomic.Int64 // the decisions a worker takes at most for one pipeline (overload.go)
 	overloads                      atomic.Int64 // decisions turned away at the door or late while the node answered
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
@@ -90,6 +91,8 @@ func (s *Store) queue(addr string) (*nodeQueue, error) {
 		s.sweepSoon() // a node not seen before: perhaps another has left
 	}
 	q.last.Store(time.Now().UnixNano())
+	q.batchLimit.Store(int64(min(s.cfg.MaxBatch, 4*minBatchLimit)))
+	q.br.setConfirm(q.confirmAlive)
 	s.queues.Store(addr, q)
 	q.workers.Add(s.cfg.Pipelines)
 	for range s.cfg.Pipelines {
@@ -171,7 +174,7 @@ func (q *nodeQueue) work() {
 		batch = append(batch[:0], u)
 		n := len(u.items)
 	drain:
-		for n < q.s.cfg.MaxBatch {
+		for limit := int(q.batchLimit.Load()); n < limit; {
 			select {
 			case u = <-q.ch:
 				batch = append(batch, u)
@@ -272,8 +275,18 @@ func (q *nodeQueue) send(batch []*unit) {
 		}
 	}
 	// A node that answered anything while this pipeline waited is alive:
-	// its replies reach sluice late, or this connection broke alone.
-	q.br.report(reached || q.answeredSince(sent.UnixNano()), time.Now())
+	// its replies reach sluice late, or this connection broke alone. One
+	// that did not is a failure for the breaker, which asks the node
+	// before it opens; meanwhile the timeouts of a node not known to be
+	// down are overload (lateReplies).
+	answered := reached || q.answeredSince(sent.UnixNano())
+	if !answered {
+		q.noteSilence()
+	}
+	if !reached && q.alive(sent.UnixNano()) {
+		q.lateReplies(items, sent)
+	}
+	q.br.report(answered, time.Now())
 }
 
 // pipeline sends items in one round trip and files each reply; it reports

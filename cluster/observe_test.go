@@ -115,13 +115,20 @@ func TestObserver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = n.Resume() }()
-	for range 3 {
+	// The breaker opens after 2 timeouts and an unanswered PING (100 ms,
+	// MaxTimeout), asked on its own goroutine: takes go on timing out
+	// meanwhile, then fail at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.count(rec.errs, n.Addr+" "+KindBreakerOpen) == 0 {
 		if r := takeN(ctx, s, p, "a")[0]; !errors.Is(r.Err, limit.ErrUnavailable) {
 			t.Fatalf("take while paused: %v, want unavailable", r.Err)
 		}
+		if time.Now().After(deadline) {
+			t.Fatal("the breaker did not open within 10s of the pause")
+		}
 	}
-	if got := rec.count(rec.errs, n.Addr+" "+KindTimeout); got != 2 {
-		t.Errorf("timeouts = %d, want 2 (the breaker threshold)", got)
+	if got := rec.count(rec.errs, n.Addr+" "+KindTimeout); got < 2 || got > 4 {
+		t.Errorf("timeouts = %d, want 2 (the breaker threshold) to 4 (the takes during its PING)", got)
 	}
 	if got := rec.count(rec.errs, n.Addr+" "+KindBreakerOpen); got != 1 {
 		t.Errorf("breaker_open = %d, want 1", got)

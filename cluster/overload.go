@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,7 +96,29 @@ func (m *service) wait(backlog int64, maxBatch int) time.Duration {
 func (q *nodeQueue) noteAnswer(now, sent time.Time, n int) {
 	q.answered.Store(now.UnixNano())
 	q.service.note(now, sent, n)
+	// The pipeline's size limit, in the spirit of TCP's congestion window:
+	// it doubles while full pipelines come back within a quarter of the
+	// timeout, and halves when one takes more than half of it. A node is
+	// never sent a pipeline much larger than it was seen to serve in time,
+	// so a pipeline's own size never makes it time out, and a burst after
+	// an idle spell starts small.
+	limit, d := q.batchLimit.Load(), now.Sub(sent)
+	switch {
+	case d > q.s.cfg.Timeout/2:
+		q.batchLimit.Store(max(minBatchLimit, limit/2))
+	case int64(n)*2 >= limit && d <= q.s.cfg.Timeout/4:
+		q.batchLimit.Store(min(int64(q.s.cfg.MaxBatch), limit*2))
+	}
 }
+
+// noteSilence records a pipeline that got no reply while nothing else from
+// the node arrived: its size limit halves.
+func (q *nodeQueue) noteSilence() {
+	q.batchLimit.Store(max(minBatchLimit, q.batchLimit.Load()/2))
+}
+
+// minBatchLimit is the least a pipeline's size limit falls to.
+const minBatchLimit = 8
 
 // answeredSince reports whether the node answered anything after t.
 func (q *nodeQueue) answeredSince(t int64) bool { return q.answered.Load() > t }
@@ -102,7 +126,7 @@ func (q *nodeQueue) answeredSince(t int64) bool { return q.answered.Load() > t }
 // expectedWait is how long a request of n decisions queued now would wait
 // for its reply.
 func (q *nodeQueue) expectedWait(n int) time.Duration {
-	return q.service.wait(q.backlog.Load()+int64(n), q.s.cfg.MaxBatch)
+	return q.service.wait(q.backlog.Load()+int64(n), int(q.batchLimit.Load()))
 }
 
 // admit decides at the door whether u may join the queue: nil, or the
@@ -132,12 +156,51 @@ func (q *nodeQueue) overloaded(n int) {
 }
 
 // late is the error of a unit whose deadline passed before its node's
-// reply: overloaded when the node answered anything since the unit was
-// queued, unavailable when it did not.
+// reply: overloaded while the node is alive — it answered something since
+// the unit was queued, or within the cool-down and its breaker is closed
+// — and unavailable once the node is known to be down (its breaker open:
+// threshold pipelines unanswered, and the PING after them too) or has
+// answered nothing for a cool-down. Under a surge sluice itself may read
+// replies late (its goroutines wait for a CPU); that is overload too.
 func (s *Store) late(u *unit, err error) error {
-	if q := u.q; q != nil && q.answeredSince(u.queued) {
+	if q := u.q; q != nil && q.alive(u.queued) {
 		q.overloaded(len(u.items))
 		return &limit.OverloadError{Node: u.addr, Wait: time.Duration(time.Now().UnixNano() - u.queued)}
 	}
 	return s.unavailable(u.addr, err)
+}
+
+// alive reports whether the node counts as alive for a request queued at
+// queued (unix ns).
+func (q *nodeQueue) alive(queued int64) bool {
+	if q.answeredSince(queued) {
+		return true
+	}
+	return q.br.state.Load() == closed && q.answeredSince(time.Now().Add(-q.s.cfg.BreakerCooldown).UnixNano())
+}
+
+// confirmAlive is the breaker's question to the node before it opens: a
+// PING, waiting up to the cool-down (MaxTimeout at most, the longest a
+// connection may wait).
+func (q *nodeQueue) confirmAlive() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), min(q.s.cfg.BreakerCooldown, q.s.cfg.MaxTimeout))
+	defer cancel()
+	if err := q.client.Ping(ctx).Err(); err != nil {
+		return false
+	}
+	q.answered.Store(time.Now().UnixNano())
+	return true
+}
+
+// lateReplies turns the timeouts of a pipeline that got no reply while
+// the node answered others into overload: the node is alive, and its
+// reply to this one came too late for the requests in it.
+func (q *nodeQueue) lateReplies(items []*item, sent time.Time) {
+	for _, it := range items {
+		var ue *limit.UnavailableError
+		if errors.As(it.res.Err, &ue) && errKind(ue.Err) == KindTimeout {
+			q.overloaded(1)
+			it.res = limit.Result{Err: &limit.OverloadError{Node: q.addr, Wait: time.Since(sent)}}
+		}
+	}
 }

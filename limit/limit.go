@@ -256,11 +256,14 @@ var ErrOverload = errors.New("store overloaded")
 // OverloadError is an overload of one store node.
 type OverloadError struct {
 	Node string
-	Wait time.Duration // the expected wait in the node's queue
-	Left time.Duration // what was left of the request's deadline
+	Wait time.Duration // the expected wait in the node's queue, or the time waited
+	Left time.Duration // what was left of the request's deadline; 0 when it passed
 }
 
 func (e *OverloadError) Error() string {
+	if e.Left <= 0 { // queued or sent, and the deadline came first
+		return fmt.Sprintf("store overloaded: node %s: no reply after %s", e.Node, e.Wait.Round(time.Microsecond))
+	}
 	return fmt.Sprintf("store overloaded: node %s: expected wait %s, %s left", e.Node, e.Wait.Round(time.Microsecond), e.Left.Round(time.Microsecond))
 }
 
