@@ -269,12 +269,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item, evalBatch bool)
 			if it.ask {
 				_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
 			}
-			if it.eval {
-				args := append([]any{"eval", it.script.Src}, it.args[2:]...)
-				cmds[i] = redis.NewIntSliceCmd(ctx, args...)
-			} else {
-				cmds[i] = redis.NewIntSliceCmd(ctx, it.args...)
-			}
+			cmds[i] = redis.NewIntSliceCmd(ctx, it.command(it.eval)...)
 			_ = p.Process(ctx, cmds[i])
 		}
 		return nil

@@ -83,8 +83,7 @@ func batchCmd(ctx context.Context, items []*item, eval bool) *redis.IntSliceCmd 
 		args = append(args, pa.id, pa.a[0], pa.a[1], pa.a[2])
 	}
 	for i, it := range items {
-		// it.args is evalsha, sha, 1, key, a1, a2, a3, cost, op
-		args = append(args, it.args[3], idx[i], it.args[7], it.args[8])
+		args = append(args, it.key, idx[i], it.cost, opArg[it.op&3])
 	}
 	return redis.NewIntSliceCmd(ctx, args...)
 }

@@ -37,7 +37,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pa := &policyArgs{script: a.Script, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
+	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
 	setup := redis.NewClient(&redis.Options{Addr: node.Addr})
 	defer setup.Close()
 	for _, s := range []*lua.Script{lua.Batch, a.Script} {
@@ -50,8 +50,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 		items := make([]*item, n+singles)
 		for i := range items {
 			k := Key("pc:" + strconv.Itoa(i))
-			items[i] = &item{key: k, script: a.Script, pa: pa,
-				args: []any{"evalsha", a.Script.SHA, 1, k, pa.a[0], pa.a[1], pa.a[2], int64(1), opArg[0]}}
+			items[i] = &item{key: k, script: a.Script, pa: pa, cost: 1, op: limit.OpTake}
 		}
 		batched, rest := items[:n], items[n:]
 		decisions := float64(n + singles)
@@ -68,7 +67,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 				_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 					_ = p.Process(ctx, bcmd)
 					for i, it := range rest {
-						cmds[i] = redis.NewIntSliceCmd(ctx, it.args...)
+						cmds[i] = redis.NewIntSliceCmd(ctx, it.command(false)...)
 						_ = p.Process(ctx, cmds[i])
 					}
 					return nil
@@ -187,14 +186,14 @@ func (c *rawPipe) appendBatch(items []*item) {
 	for _, it := range items {
 		c.w = redcon.AppendBulkString(c.w, it.key)
 		c.w = appendBulkInt(c.w, 1)
-		c.w = appendBulkInt(c.w, it.args[7].(int64))
-		c.w = redcon.AppendBulkString(c.w, it.args[8].(string))
+		c.w = appendBulkInt(c.w, it.cost)
+		c.w = redcon.AppendBulkString(c.w, opArg[it.op&3].(string))
 	}
 	c.n++
 }
 
 func (c *rawPipe) appendSingle(it *item) {
-	c.w = redcon.AppendArray(c.w, len(it.args))
+	c.w = redcon.AppendArray(c.w, 9)
 	c.w = redcon.AppendBulkString(c.w, "evalsha")
 	c.w = redcon.AppendBulkString(c.w, it.script.SHA)
 	c.w = appendBulkInt(c.w, 1)
@@ -202,8 +201,8 @@ func (c *rawPipe) appendSingle(it *item) {
 	for _, x := range it.pa.a {
 		c.w = appendBulkInt(c.w, x.(int64))
 	}
-	c.w = appendBulkInt(c.w, it.args[7].(int64))
-	c.w = redcon.AppendBulkString(c.w, it.args[8].(string))
+	c.w = appendBulkInt(c.w, it.cost)
+	c.w = redcon.AppendBulkString(c.w, opArg[it.op&3].(string))
 	c.n++
 }
 

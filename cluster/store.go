@@ -284,7 +284,10 @@ func (s *Store) Ping(ctx context.Context) error {
 type item struct {
 	idx    int    // index in the batch
 	key    string // Redis key
-	args   []any  // the whole EVALSHA command
+	cost   int64
+	op     limit.Op
+	args   []any // the whole EVALSHA command of a Multi call; nil for one key (see command)
+	argv   [9]any
 	script *lua.Script
 	multi  []limit.Result // the per-key results of a Multi script call; nil for one key
 	pa     *policyArgs    // the policy's arguments, for lua.Batch
@@ -295,6 +298,25 @@ type item struct {
 	again  bool           // send it once more in this pipeline's next pass
 	retry  bool           // redirected: go round again
 	res    limit.Result
+}
+
+// command is the script call that decides it alone: EVALSHA, or EVAL when
+// the node lacks the script. A single-key item's command is built here,
+// in its argv, only when it is sent this way: the batch script needs
+// none of it, and building it for every request was a third of a
+// batch's allocations. Only the worker that sends it calls this.
+func (it *item) command(eval bool) []any {
+	if it.args != nil {
+		if eval {
+			return append([]any{"eval", it.script.Src}, it.args[2:]...)
+		}
+		return it.args
+	}
+	it.argv = [9]any{"evalsha", it.pa.sha, 1, it.key, it.pa.a[0], it.pa.a[1], it.pa.a[2], it.cost, opArg[it.op&3]}
+	if eval {
+		it.argv[0], it.argv[1] = "eval", it.pa.src
+	}
+	return it.argv[:]
 }
 
 // Do decides a batch. Its items join the per-node queues, where concurrent
@@ -310,8 +332,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			continue
 		}
 		it := &items[i]
-		it.idx, it.key, it.script, it.pa = i, Key(r.Key), pa.script, pa
-		it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], r.Cost, opArg[r.Op&3]}
+		it.idx, it.key, it.script, it.pa, it.cost, it.op = i, Key(r.Key), pa.script, pa, r.Cost, r.Op
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}
 			continue
@@ -371,9 +392,10 @@ var opArg = [4]any{"0", "1", "2", "3"}
 // policyArgs are the script arguments that depend only on the policy,
 // boxed once per policy instead of once per request.
 type policyArgs struct {
-	script *lua.Script
-	id     any
-	a      [3]any
+	script   *lua.Script
+	sha, src any // script.SHA and script.Src
+	id       any
+	a        [3]any
 }
 
 // maxArgCache bounds the policies whose arguments are kept. Policies from
@@ -389,7 +411,7 @@ func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
 	if err != nil {
 		return nil, err
 	}
-	pa := &policyArgs{script: a.Script, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
+	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
 	if s.argCount.Add(1) > maxArgCache {
 		s.argCache.Clear()
 		s.argCount.Store(1)
