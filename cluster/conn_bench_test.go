@@ -63,7 +63,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 			run := func() {
 				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
-				bcmd := batchCmd(ctx, batched, false)
+				bcmd := batchCmd(ctx, batched, false, new(scratch))
 				_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 					_ = p.Process(ctx, bcmd)
 					for i, it := range rest {

@@ -442,19 +442,24 @@ func (s *Store) route(ctx context.Context, key string) (string, error) {
 // or in flight when ctx ends is answered unavailable and left to its
 // worker; when the Store closes, ErrClosed.
 func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []*item {
+	// The units' item lists are cut from one slice, sized by a first
+	// count, instead of each growing on its own.
 	units := make([]*unit, 0, 3)
+	counts := make([]int, 0, 3)
 	for _, it := range items {
-		var u *unit
-		for _, x := range units {
-			if x.addr == it.addr {
-				u = x
-				break
-			}
+		if i := unitFor(units, it.addr); i >= 0 {
+			counts[i]++
+			continue
 		}
-		if u == nil {
-			u = &unit{addr: it.addr, ctx: ctx, done: make(chan struct{})}
-			units = append(units, u)
-		}
+		units = append(units, &unit{addr: it.addr, ctx: ctx, done: make(chan struct{})})
+		counts = append(counts, 1)
+	}
+	all := make([]*item, len(items))
+	for i, u := range units {
+		u.items, all = all[:0:counts[i]], all[counts[i]:]
+	}
+	for _, it := range items {
+		u := units[unitFor(units, it.addr)]
 		u.items = append(u.items, it)
 	}
 	for i, u := range units {
@@ -496,6 +501,16 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 		}
 	}
 	return retry
+}
+
+// unitFor is the index of the unit for addr in units, or -1.
+func unitFor(units []*unit, addr string) int {
+	for i, u := range units {
+		if u.addr == addr {
+			return i
+		}
+	}
+	return -1
 }
 
 // file records the reply of one command of a pipeline, or marks the item
