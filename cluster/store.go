@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,8 +323,9 @@ func (it *item) command(eval bool) []any {
 // Do decides a batch. Its items join the per-node queues, where concurrent
 // batches from other connections are sent together, one pipeline per node.
 func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	items := make([]item, len(reqs))
-	live := make([]*item, 0, len(reqs))
+	sc := doPool.Get().(*doScratch)
+	items := slices.Grow(sc.items[:0], len(reqs))[:len(reqs)]
+	live := slices.Grow(sc.live[:0], len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		pa, err := s.policyArgs(r.Policy)
@@ -339,8 +341,31 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		}
 		live = append(live, it)
 	}
-	s.rounds(ctx, live, out)
+	if !s.rounds(ctx, live, out) || cap(items) > maxPooledItems {
+		return // a worker may still hold an item: leave them to the collector
+	}
+	clear(items)
+	clear(live)
+	sc.items, sc.live = items, live
+	doPool.Put(sc)
 }
+
+// doScratch is the items of one Do, kept for the next once every worker is
+// done with them (a pool of them: one slice of items was a Do's largest
+// allocation in bytes). Items whose unit a waiter gave up on — its deadline
+// came, or the Store closed, while the unit was queued or in flight — are
+// still the worker's: that Do does not return its scratch, so a pooled item
+// is never one a worker can still write.
+type doScratch struct {
+	items []item
+	live  []*item
+}
+
+var doPool = sync.Pool{New: func() any { return new(doScratch) }}
+
+// maxPooledItems bounds the items a pooled scratch keeps: a rare huge
+// batch is left to the collector.
+const maxPooledItems = 1024
 
 // freeRounds are the rounds of a request sent at once: the first try, a
 // redirection, and one more during a migration (ASK after MOVED).
@@ -355,17 +380,23 @@ const maxRounds = 16
 // the target knows it, and the target names the source. It goes round
 // again after a short pause, with the slot map reloaded, until its
 // deadline; past it, it is unavailable (limit.ErrUnavailable), a
-// connectivity condition for on_store_error, never an error reply.
-func (s *Store) rounds(ctx context.Context, live []*item, out []limit.Result) {
+// connectivity condition for on_store_error, never an error reply. It
+// reports whether every unit it sent was seen done: false means a worker
+// may still hold some of the items.
+func (s *Store) rounds(ctx context.Context, live []*item, out []limit.Result) (settled bool) {
+	settled = true
 	for r := 0; len(live) > 0; r++ {
 		if r >= freeRounds && !s.pause(ctx, r-freeRounds) {
 			for _, it := range live {
 				out[it.idx] = limit.Result{Err: s.unavailable(it.addr, errRedirectLoop)}
 			}
-			return
+			return settled
 		}
-		live = s.round(ctx, live, out)
+		var done bool
+		live, done = s.round(ctx, live, out)
+		settled = settled && done
 	}
+	return settled
 }
 
 // pause waits before round n (from 0) of a redirection loop: 1ms, 2ms,
@@ -440,8 +471,9 @@ func (s *Store) route(ctx context.Context, key string) (string, error) {
 // round sends every item once through its node's queue, files the answers
 // in out, and returns the items redirected elsewhere. A unit still queued
 // or in flight when ctx ends is answered unavailable and left to its
-// worker; when the Store closes, ErrClosed.
-func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []*item {
+// worker; when the Store closes, ErrClosed. settled is false when that
+// happened to any unit.
+func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) (retry []*item, settled bool) {
 	// The units' item lists are cut from one slice, sized by a first
 	// count, instead of each growing on its own.
 	units := make([]*unit, 0, 3)
@@ -472,7 +504,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 			close(u.done)
 		}
 	}
-	var retry []*item
+	settled = true
 	for _, u := range units {
 		select {
 		case <-u.done:
@@ -489,6 +521,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 			for _, it := range u.items {
 				out[it.idx] = limit.Result{Err: err}
 			}
+			settled = false
 			continue
 		}
 		for _, it := range u.items {
@@ -500,7 +533,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 			out[it.idx] = it.res
 		}
 	}
-	return retry
+	return retry, settled
 }
 
 // unitFor is the index of the unit for addr in units, or -1.
