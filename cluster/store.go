@@ -280,8 +280,8 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // item is one request in flight: where it goes and how. A worker writes
-// res, retry, eval, ask and addr; Do reads them only after the item's unit
-// is done.
+// res, retry, eval, ask, addr and argv; Do reads them only after the
+// item's unit is done, and only then may the item be pooled (doScratch).
 type item struct {
 	idx    int    // index in the batch
 	key    string // Redis key
