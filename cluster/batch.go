@@ -296,15 +296,18 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item, evalBatch bool)
 	for _, it := range items {
 		it.again = false // sent now; a reply may ask for it again
 	}
-	batched, rest := q.split(items)
+	sc := getScratch()
+	defer putScratch(sc)
+	batched, rest := q.split(items, sc)
 	q.pipelines.Add(1)
 	q.commands.Add(int64(len(rest)))
 	var bcmd *redis.IntSliceCmd
 	if batched != nil {
 		q.commands.Add(1)
-		bcmd = batchCmd(ctx, batched, evalBatch)
+		bcmd = batchCmd(ctx, batched, evalBatch, sc)
 	}
-	cmds := make([]*redis.IntSliceCmd, len(rest))
+	sc.cmds = slices.Grow(sc.cmds[:0], len(rest))[:len(rest)]
+	cmds := sc.cmds
 	start := time.Now()
 	_, _ = q.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if bcmd != nil {
@@ -314,12 +317,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item, evalBatch bool)
 			if it.ask {
 				_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
 			}
-			if it.eval {
-				args := append([]any{"eval", it.script.Src}, it.args[2:]...)
-				cmds[i] = redis.NewIntSliceCmd(ctx, args...)
-			} else {
-				cmds[i] = redis.NewIntSliceCmd(ctx, it.args...)
-			}
+			cmds[i] = redis.NewIntSliceCmd(ctx, it.command(it.eval)...)
 			_ = p.Process(ctx, cmds[i])
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -23,12 +24,51 @@ import (
 // keys are cheaper one by one.
 const minBatch = 3
 
+// scratch holds the slices one pipeline builds and drops when it returns:
+// the split of its items, the batch script's arguments, the commands.
+// Reused through scratchPool, they cost a pipeline no allocation once warm
+// (they were six of a 16-key Do's 63). A scratch belongs to one call of
+// nodeQueue.pipeline: nothing it holds is used after that call returns (go-redis
+// keeps no command or argument past Pipelined), so reuse cannot reach an
+// object still in use.
+type scratch struct {
+	batched, rest []*item
+	idx           []int
+	pols          []*policyArgs
+	args          []any
+	cmds          []*redis.IntSliceCmd
+}
+
+// scratchPool is a pool of *scratch, shared by every Store: a pool is safe
+// for concurrent use and holds no state that outlives a call.
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxScratch bounds the slices a scratch keeps for the next pipeline: a
+// rare huge batch (MaxBatch raised far) is left to the collector.
+const maxScratch = 4096
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+// putScratch clears sc, so that it holds no item, key or command of the
+// pipeline it served, and returns it to the pool.
+func putScratch(sc *scratch) {
+	if cap(sc.args) > maxScratch || cap(sc.batched) > maxScratch || cap(sc.rest) > maxScratch {
+		return
+	}
+	clear(sc.batched[:cap(sc.batched)])
+	clear(sc.rest[:cap(sc.rest)])
+	clear(sc.pols[:cap(sc.pols)])
+	clear(sc.args[:cap(sc.args)])
+	clear(sc.cmds[:cap(sc.cmds)])
+	scratchPool.Put(sc)
+}
+
 // split sorts items into those the batch script decides in one call and
 // those that go by their own script: a multi-key call, an ASK redirection,
 // a request the batch script could not serve, a script to EVAL. batched is
 // nil when there are fewer than minBatch, or the store or node does not
-// batch.
-func (q *nodeQueue) split(items []*item) (batched, rest []*item) {
+// batch; the slices are sc's.
+func (q *nodeQueue) split(items []*item, sc *scratch) (batched, rest []*item) {
 	if q.s.cfg.PerKey || q.noBatch.Load() {
 		return nil, items
 	}
@@ -41,8 +81,7 @@ func (q *nodeQueue) split(items []*item) (batched, rest []*item) {
 	if n < minBatch {
 		return nil, items
 	}
-	batched = make([]*item, 0, n)
-	rest = make([]*item, 0, len(items)-n)
+	batched, rest = sc.batched[:0], sc.rest[:0]
 	for _, it := range items {
 		if batchable(it) {
 			batched = append(batched, it)
@@ -50,6 +89,7 @@ func (q *nodeQueue) split(items []*item) (batched, rest []*item) {
 			rest = append(rest, it)
 		}
 	}
+	sc.batched, sc.rest = batched, rest
 	return batched, rest
 }
 
@@ -60,10 +100,10 @@ func batchable(it *item) bool {
 // batchCmd is the call of lua.Batch for items: EVALSHA, or EVAL when the
 // node has not got the script. Each policy's numbers go once, in the table
 // at the head of ARGV, and each item names its policy by index.
-func batchCmd(ctx context.Context, items []*item, eval bool) *redis.IntSliceCmd {
+func batchCmd(ctx context.Context, items []*item, eval bool, sc *scratch) *redis.IntSliceCmd {
 	// A batch holds few policies: a scan of them beats a map per batch.
-	var pols []*policyArgs
-	idx := make([]int, len(items))
+	pols := sc.pols[:0]
+	idx := slices.Grow(sc.idx[:0], len(items))[:len(items)]
 	for i, it := range items {
 		j := slices.Index(pols, it.pa)
 		if j < 0 {
@@ -72,22 +112,26 @@ func batchCmd(ctx context.Context, items []*item, eval bool) *redis.IntSliceCmd 
 		}
 		idx[i] = j + 1
 	}
-	args := make([]any, 0, 4+4*len(pols)+lua.BatchItemArgs*len(items))
+	args := slices.Grow(sc.args[:0], 4+4*len(pols)+lua.BatchItemArgs*len(items))
 	if eval {
-		args = append(args, "eval", lua.Batch.Src, 0)
+		args = append(args, "eval", batchSrc, 0)
 	} else {
-		args = append(args, "evalsha", lua.Batch.SHA, 0)
+		args = append(args, "evalsha", batchSHA, 0)
 	}
 	args = append(args, len(pols))
 	for _, pa := range pols {
 		args = append(args, pa.id, pa.a[0], pa.a[1], pa.a[2])
 	}
 	for i, it := range items {
-		// it.args is evalsha, sha, 1, key, a1, a2, a3, cost, op
-		args = append(args, it.args[3], idx[i], it.args[7], it.args[8])
+		args = append(args, it.key, idx[i], it.cost, opArg[it.op&3])
 	}
+	sc.pols, sc.idx, sc.args = pols, idx, args
 	return redis.NewIntSliceCmd(ctx, args...)
 }
+
+// batchSHA and batchSrc are lua.Batch's, boxed once: boxing a string
+// variable allocates.
+var batchSHA, batchSrc any = lua.Batch.SHA, lua.Batch.Src
 
 // fileBatch files the reply of a batch script call: each item's decision,
 // or a mark that sends it by its own script in the next pass. It reports

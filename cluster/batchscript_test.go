@@ -37,7 +37,7 @@ func TestBatchSendsOtherNodesKeysTheirWay(t *testing.T) {
 		for i := range items {
 			it := &items[i]
 			it.idx, it.key, it.script, it.pa = i, Key("stale:"+strconv.Itoa(i)), pa.script, pa
-			it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], 1, opArg[limit.OpTake]}
+			it.cost, it.op = 1, limit.OpTake
 			it.addr = first // as if every key were the first primary's
 			live[i] = it
 		}

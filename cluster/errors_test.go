@@ -27,7 +27,7 @@ func testScript(name, src string) *lua.Script {
 // withScript makes every request of p run script, with a1..a3 as its first
 // three arguments: the store's per-policy argument cache is filled first.
 func withScript(s *Store, p *limit.Policy, script *lua.Script, a ...any) {
-	pa := &policyArgs{script: script, a: [3]any{0, 0, 0}}
+	pa := &policyArgs{script: script, sha: script.SHA, src: script.Src, a: [3]any{0, 0, 0}}
 	copy(pa.a[:], a)
 	s.argCache.Store(p, pa)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -279,12 +280,15 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // item is one request in flight: where it goes and how. A worker writes
-// res, retry, eval, ask and addr; Do reads them only after the item's unit
-// is done.
+// res, retry, eval, ask, addr and argv; Do reads them only after the
+// item's unit is done, and only then may the item be pooled (doScratch).
 type item struct {
 	idx    int    // index in the batch
 	key    string // Redis key
-	args   []any  // the whole EVALSHA command
+	cost   int64
+	op     limit.Op
+	args   []any // the whole EVALSHA command of a Multi call; nil for one key (see command)
+	argv   [9]any
 	script *lua.Script
 	multi  []limit.Result // the per-key results of a Multi script call; nil for one key
 	pa     *policyArgs    // the policy's arguments, for lua.Batch
@@ -297,11 +301,31 @@ type item struct {
 	res    limit.Result
 }
 
+// command is the script call that decides it alone: EVALSHA, or EVAL when
+// the node lacks the script. A single-key item's command is built here,
+// in its argv, only when it is sent this way: the batch script needs
+// none of it, and building it for every request was a third of a
+// batch's allocations. Only the worker that sends it calls this.
+func (it *item) command(eval bool) []any {
+	if it.args != nil {
+		if eval {
+			return append([]any{"eval", it.script.Src}, it.args[2:]...)
+		}
+		return it.args
+	}
+	it.argv = [9]any{"evalsha", it.pa.sha, 1, it.key, it.pa.a[0], it.pa.a[1], it.pa.a[2], it.cost, opArg[it.op&3]}
+	if eval {
+		it.argv[0], it.argv[1] = "eval", it.pa.src
+	}
+	return it.argv[:]
+}
+
 // Do decides a batch. Its items join the per-node queues, where concurrent
 // batches from other connections are sent together, one pipeline per node.
 func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	items := make([]item, len(reqs))
-	live := make([]*item, 0, len(reqs))
+	sc := doPool.Get().(*doScratch)
+	items := slices.Grow(sc.items[:0], len(reqs))[:len(reqs)]
+	live := slices.Grow(sc.live[:0], len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		pa, err := s.policyArgs(r.Policy)
@@ -310,16 +334,38 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			continue
 		}
 		it := &items[i]
-		it.idx, it.key, it.script, it.pa = i, Key(r.Key), pa.script, pa
-		it.args = []any{"evalsha", pa.script.SHA, 1, it.key, pa.a[0], pa.a[1], pa.a[2], r.Cost, opArg[r.Op&3]}
+		it.idx, it.key, it.script, it.pa, it.cost, it.op = i, Key(r.Key), pa.script, pa, r.Cost, r.Op
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}
 			continue
 		}
 		live = append(live, it)
 	}
-	s.rounds(ctx, live, out)
+	if !s.rounds(ctx, live, out) || cap(items) > maxPooledItems {
+		return // a worker may still hold an item: leave them to the collector
+	}
+	clear(items)
+	clear(live)
+	sc.items, sc.live = items, live
+	doPool.Put(sc)
 }
+
+// doScratch is the items of one Do, kept for the next once every worker is
+// done with them (a pool of them: one slice of items was a Do's largest
+// allocation in bytes). Items whose unit a waiter gave up on — its deadline
+// came, or the Store closed, while the unit was queued or in flight — are
+// still the worker's: that Do does not return its scratch, so a pooled item
+// is never one a worker can still write.
+type doScratch struct {
+	items []item
+	live  []*item
+}
+
+var doPool = sync.Pool{New: func() any { return new(doScratch) }}
+
+// maxPooledItems bounds the items a pooled scratch keeps: a rare huge
+// batch is left to the collector.
+const maxPooledItems = 1024
 
 // freeRounds are the rounds of a request sent at once: the first try, a
 // redirection, and one more during a migration (ASK after MOVED).
@@ -334,17 +380,23 @@ const maxRounds = 16
 // the target knows it, and the target names the source. It goes round
 // again after a short pause, with the slot map reloaded, until its
 // deadline; past it, it is unavailable (limit.ErrUnavailable), a
-// connectivity condition for on_store_error, never an error reply.
-func (s *Store) rounds(ctx context.Context, live []*item, out []limit.Result) {
+// connectivity condition for on_store_error, never an error reply. It
+// reports whether every unit it sent was seen done: false means a worker
+// may still hold some of the items.
+func (s *Store) rounds(ctx context.Context, live []*item, out []limit.Result) (settled bool) {
+	settled = true
 	for r := 0; len(live) > 0; r++ {
 		if r >= freeRounds && !s.pause(ctx, r-freeRounds) {
 			for _, it := range live {
 				out[it.idx] = limit.Result{Err: s.unavailable(it.addr, errRedirectLoop)}
 			}
-			return
+			return settled
 		}
-		live = s.round(ctx, live, out)
+		var done bool
+		live, done = s.round(ctx, live, out)
+		settled = settled && done
 	}
+	return settled
 }
 
 // pause waits before round n (from 0) of a redirection loop: 1ms, 2ms,
@@ -371,9 +423,10 @@ var opArg = [4]any{"0", "1", "2", "3"}
 // policyArgs are the script arguments that depend only on the policy,
 // boxed once per policy instead of once per request.
 type policyArgs struct {
-	script *lua.Script
-	id     any
-	a      [3]any
+	script   *lua.Script
+	sha, src any // script.SHA and script.Src
+	id       any
+	a        [3]any
 }
 
 // maxArgCache bounds the policies whose arguments are kept. Policies from
@@ -389,7 +442,7 @@ func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
 	if err != nil {
 		return nil, err
 	}
-	pa := &policyArgs{script: a.Script, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
+	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
 	if s.argCount.Add(1) > maxArgCache {
 		s.argCache.Clear()
 		s.argCount.Store(1)
@@ -418,21 +471,27 @@ func (s *Store) route(ctx context.Context, key string) (string, error) {
 // round sends every item once through its node's queue, files the answers
 // in out, and returns the items redirected elsewhere. A unit still queued
 // or in flight when ctx ends is answered unavailable and left to its
-// worker; when the Store closes, ErrClosed.
-func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []*item {
+// worker; when the Store closes, ErrClosed. settled is false when that
+// happened to any unit.
+func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) (retry []*item, settled bool) {
+	// The units' item lists are cut from one slice, sized by a first
+	// count, instead of each growing on its own.
 	units := make([]*unit, 0, 3)
+	counts := make([]int, 0, 3)
 	for _, it := range items {
-		var u *unit
-		for _, x := range units {
-			if x.addr == it.addr {
-				u = x
-				break
-			}
+		if i := unitFor(units, it.addr); i >= 0 {
+			counts[i]++
+			continue
 		}
-		if u == nil {
-			u = &unit{addr: it.addr, ctx: ctx, done: make(chan struct{})}
-			units = append(units, u)
-		}
+		units = append(units, &unit{addr: it.addr, ctx: ctx, done: make(chan struct{})})
+		counts = append(counts, 1)
+	}
+	all := make([]*item, len(items))
+	for i, u := range units {
+		u.items, all = all[:0:counts[i]], all[counts[i]:]
+	}
+	for _, it := range items {
+		u := units[unitFor(units, it.addr)]
 		u.items = append(u.items, it)
 	}
 	for i, u := range units {
@@ -445,7 +504,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 			close(u.done)
 		}
 	}
-	var retry []*item
+	settled = true
 	for _, u := range units {
 		select {
 		case <-u.done:
@@ -462,6 +521,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 			for _, it := range u.items {
 				out[it.idx] = limit.Result{Err: err}
 			}
+			settled = false
 			continue
 		}
 		for _, it := range u.items {
@@ -473,7 +533,17 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) []
 			out[it.idx] = it.res
 		}
 	}
-	return retry
+	return retry, settled
+}
+
+// unitFor is the index of the unit for addr in units, or -1.
+func unitFor(units []*unit, addr string) int {
+	for i, u := range units {
+		if u.addr == addr {
+			return i
+		}
+	}
+	return -1
 }
 
 // file records the reply of one command of a pipeline, or marks the item
