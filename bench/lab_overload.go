@@ -228,6 +228,15 @@ func (r OverloadLabRow) BreakerCell() string {
 	return thousands(float64(r.BreakerOpens))
 }
 
+// decidedLog is the row's decisions for a progress line.
+func (r OverloadLabRow) decidedLog() string {
+	if r.Direct() {
+		return fmt.Sprintf("script calls %d", r.ScriptCalls)
+	}
+	return fmt.Sprintf("store %s  overload %s  fallback %s  breaker openings %d",
+		r.StoreCell(), r.OverloadCell(), r.FallbackCell(), r.BreakerOpens)
+}
+
 // DecidedCell is the detail table's raw counts.
 func (r OverloadLabRow) DecidedCell() string {
 	if r.Direct() {
@@ -390,10 +399,8 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 			} else {
 				rep.DirectCommand = in.String()
 			}
-			s := row.Split()
-			rig.logf("[%d/%d] %5d clients %-14s %8.0f req/s  p50 %s ms  p99 %s ms  store %s  overload %s  fallback %s  breaker openings %d  connections %d (peak %d)  %v",
-				i+1, len(c.Clients), n, side, row.RPS, ms(row.P50), ms(row.P99), percent(s.Share(s.Store)), percent(s.Share(s.Overload)),
-				percent(s.Share(s.Fallback)), row.BreakerOpens, row.Connections, row.Peak, row.Elapsed.Round(10*time.Millisecond))
+			rig.logf("[%d/%d] %5d clients %-14s %8.0f req/s  p50 %s ms  p99 %s ms  %s  connections %d (peak %d)  %v",
+				i+1, len(c.Clients), n, side, row.RPS, ms(row.P50), ms(row.P99), row.decidedLog(), row.Connections, row.Peak, row.Elapsed.Round(10*time.Millisecond))
 		}
 	}
 
