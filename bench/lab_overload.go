@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -302,6 +303,10 @@ type OverloadLabReport struct {
 	TenantLimit, TenantRate int64
 	TenantShare             float64
 	Warmup                  Result
+	// LoadBefore and LoadAfter are the machine's load averages (1, 5,
+	// 15 minutes) before the warm-up and after the last step: the
+	// machine is shared, and its other work shows in the figures.
+	LoadBefore, LoadAfter string
 	LabRun
 }
 
@@ -364,6 +369,8 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 	}
 	d := overloadDriver{bin: bin, sluice: sl, store: st}
 
+	rep.LoadBefore = loadAverage()
+	defer func() { rep.LoadAfter = loadAverage() }()
 	uniform := invocation{Host: host, Port: port, Pipeline: 1, Keyspace: c.Keyspace, Command: []string{"RL.TAKE", "key:__rand_int__", "1"}}
 	if c.Warmup > 0 {
 		in := uniform
@@ -439,3 +446,13 @@ func childFiles(ctx context.Context) (int, error) {
 
 // PollEvery is how often a step reads the connected clients.
 func (rep *OverloadLabReport) PollEvery() time.Duration { return overloadPollEvery }
+
+// loadAverage is the first three fields of /proc/loadavg, "n/a" where it
+// cannot be read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "n/a"
+}

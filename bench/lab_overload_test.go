@@ -233,6 +233,7 @@ func TestOverloadLabMarkdown(t *testing.T) {
 			Requests: 200_000, Admitted: 77_231, Rejected: 122_769, DecidedBy: map[string]int64{"fallback-open": 77_043, "store": 122_957},
 			Budget: 444, LocalShare: 444, Window: 6800 * time.Millisecond, Connections: 5001}},
 		TenantLimit: 100, TenantRate: 50, TenantShare: 1, SluiceCommand: "redis-benchmark -c 5000", Files: 20_000,
+		LoadBefore: "1.50 1.20 1.00", LoadAfter: "6.00 3.00 2.00",
 	}
 	if err := rep.Config.resolve(); err != nil {
 		t.Fatal(err)
@@ -247,6 +248,7 @@ func TestOverloadLabMarkdown(t *testing.T) {
 		"| 5,000 | 30,000 | 100.0 | 200.0 | 77,231 | 444 | 444 | 173.94 | fallback-open=77043 store=122957 | 0 | over: 173.9× the budget |",
 		"| 5,000 | `tenant:1:5000` | 200,000 | 122,769 | 6.8s | 5,001 |",
 		"`timeout: 100ms`", "timeout: 100ms\n", "redis-benchmark -c 5000\n```", "`ulimit -n` 20,000",
+		"load average (1, 5, 15 min) was 1.50 1.20 1.00 before the warm-up and 6.00 3.00 2.00 after the last step",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in:\n%s", want, md)
