@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-rl/sluice/bench"
@@ -22,6 +23,7 @@ func labCommands() []command {
 		{name: "partition", run: labPartition, about: "the owning primary frozen (SIGSTOP) under load, once per on_store_error"},
 		{name: "restart", run: labRestart, about: "SCRIPT FLUSH, a restart, a failover of the owning primary under load"},
 		{name: "latency", run: labLatency, about: "p50/p99 of one decision: in process, embedded, through the cluster, EVALSHA"},
+		{name: "overload", run: labOverload, about: "50 → 5,000 redis-benchmark clients through one sluice and straight at the shards; one tenant in the surge"},
 	}
 }
 
@@ -204,4 +206,46 @@ Cluster.
 		clusterSeeds(fs, &rep.Config.Cluster)
 		fs.IntVar(&rep.Config.Samples, "samples", rep.Config.Samples, fmt.Sprintf("timed decisions per path (at most %d)", bench.MaxLatencyLabSamples))
 	})
+}
+
+func labOverload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	rep := &bench.OverloadLabReport{}
+	return labMain(ctx, args, stdout, stderr, rep, "overload", `A surge is not an outage: one sluice process (policy timeout --timeout) in
+front of a Redis Cluster, every node up, and redis-benchmark with uniform
+keys (RL.TAKE key:__rand_int__ 1) at each of --clients, then the same
+script by EVALSHA straight at the shards (--cluster). Prints per count and
+side requests/s, p50/p99 and, for sluice, the share decided by the store, at
+the door by overload and by the failure policy, and the breaker openings;
+then one tenant key (limit 100, rate 50/s, on_store_error open) at each of
+--tenant-clients: admitted against the budget (limit + rate × window) and
+the local share. Every client must connect (needs ulimit -n above the
+largest count). Without --cluster it starts a local 3+3 Redis Cluster
+(redis-server, redis-cli and redis-benchmark on PATH).
+`, func(fs *flag.FlagSet) {
+		c := &rep.Config
+		for _, l := range []struct {
+			name string
+			dst  *[]int
+		}{{"clients", &c.Clients}, {"tenant-clients", &c.TenantClients}} {
+			fs.Func(l.name, fmt.Sprintf("client `counts`, in order (default %s)", commaInts(*l.dst)), func(s string) error {
+				n, err := intList(s)
+				*l.dst = n
+				return err
+			})
+		}
+		fs.IntVar(&c.Requests, "requests", c.Requests, "redis-benchmark -n of every step and side")
+		fs.IntVar(&c.Warmup, "warmup", c.Warmup, "requests through sluice before the first step")
+		fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "the policy file's store deadline")
+		fs.IntVar(&c.Keyspace, "keyspace", c.Keyspace, "redis-benchmark -r of the uniform steps")
+		clusterSeeds(fs, &c.Cluster)
+	})
+}
+
+// commaInts is a flag's default list: 50,200,1000.
+func commaInts(v []int) string {
+	parts := make([]string, len(v))
+	for i, n := range v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
 }
