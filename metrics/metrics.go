@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"runtime"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/cluster"
@@ -35,6 +37,11 @@ var errorKinds = [...]string{ErrorNoPolicy, ErrorStore, ErrorUnavailable, ErrorI
 // 0.1–1ms; the default store deadline is 50ms.
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
+// Buckets of sluice_request_duration_seconds: fine around the usual store
+// timeouts (50 ms, 100 ms), where the question "within timeout + 20 ms?"
+// is asked.
+var requestBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .07, .1, .12, .15, .2, .25, .5, 1, 2.5}
+
 // Buckets of sluice_store_commands_per_pipeline, up to cluster's MaxBatch.
 var batchBuckets = prometheus.ExponentialBuckets(1, 2, 10) // 1 … 512
 
@@ -55,6 +62,8 @@ type Metrics struct {
 
 	// Store is the cluster.Observer of the Redis store.
 	Store *StoreMetrics
+
+	requests prometheus.Histogram
 }
 
 type decisionKey struct {
@@ -106,9 +115,14 @@ func New(version string) *Metrics {
 	})
 	m.reloadOK.Set(1)
 
+	m.requests = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "request_duration_seconds",
+		Help:    "sluice's own time for a request: from reading the pipeline it came in to writing its replies (time in socket buffers before sluice reads is not included); one sample per command.",
+		Buckets: requestBuckets,
+	})
 	m.Store = newStoreMetrics()
 	reg.MustRegister(build, m.decisions, errs, reloads, m.reloadOK,
-		m.Store.latency, m.Store.batch, m.Store.errors, m.Store.overload)
+		m.Store.latency, m.Store.batch, m.Store.errors, m.Store.overload, m.requests)
 	return m
 }
 
@@ -139,6 +153,31 @@ func (m *Metrics) Decision(p *limit.Policy, r *limit.Result) {
 		name = p.Name
 	}
 	m.decCache.get(decisionKey{name, r.DecidedBy, r.Allowed}).Inc()
+}
+
+// Pipeline records the time from reading a pipeline of commands commands
+// to writing its replies: one sample per command, all of that duration.
+func (m *Metrics) Pipeline(d time.Duration, commands int) {
+	v := d.Seconds()
+	for range commands {
+		m.requests.Observe(v)
+	}
+}
+
+// RequestDurations returns the histogram of sluice_request_duration_seconds
+// as cumulative counts: counts[i] requests took at most bounds[i] seconds;
+// the last bound is +Inf.
+func (m *Metrics) RequestDurations() (bounds []float64, counts []uint64) {
+	var out dto.Metric
+	if err := m.requests.Write(&out); err != nil {
+		return nil, nil
+	}
+	h := out.GetHistogram()
+	for _, b := range h.GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+		counts = append(counts, b.GetCumulativeCount())
+	}
+	return append(bounds, math.Inf(1)), append(counts, h.GetSampleCount())
 }
 
 // DecisionError counts one error reply of the limiter; it is

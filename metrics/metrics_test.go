@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -335,5 +336,33 @@ func hasLines(t *testing.T, got, want string) {
 		if l != "" && !strings.HasPrefix(l, "#") && !lines[l] {
 			t.Errorf("scrape lacks %q", l)
 		}
+	}
+}
+
+// The request histogram counts one sample per command of a pipeline, and
+// RequestDurations reads it back cumulative, +Inf last.
+func TestRequestDurations(t *testing.T) {
+	m := New("test")
+	m.Pipeline(3*time.Millisecond, 4) // four commands read together
+	m.Pipeline(90*time.Millisecond, 1)
+	m.Pipeline(3*time.Second, 1)
+	bounds, counts := m.RequestDurations()
+	if len(bounds) != len(counts) || len(bounds) < 2 || !math.IsInf(bounds[len(bounds)-1], 1) {
+		t.Fatalf("bounds %v counts %v: want equal lengths, +Inf last", bounds, counts)
+	}
+	at := func(le float64) uint64 {
+		for i, b := range bounds {
+			if b == le {
+				return counts[i]
+			}
+		}
+		t.Fatalf("no bound %v in %v", le, bounds)
+		return 0
+	}
+	if got := [3]uint64{at(.0025), at(.005), at(.1)}; got != [3]uint64{0, 4, 5} {
+		t.Errorf("cumulative counts at 2.5ms, 5ms, 100ms = %v, want [0 4 5]", got)
+	}
+	if got := counts[len(counts)-1]; got != 6 {
+		t.Errorf("+Inf count %d, want 6", got)
 	}
 }

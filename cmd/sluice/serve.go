@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -198,7 +199,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		MaxOutputBytes:  f.maxOutputBytes,
 		Logger:          log,
 		Version:         version,
-		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store, hot) },
+		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store, hot, m) },
 		HotKeys:         func() []server.HotKey { return hotKeys(hot) },
 	})
 	if err != nil {
@@ -335,11 +336,36 @@ func adminHandler(store limit.Store, mode string, timeout func() time.Duration, 
 	return mux
 }
 
+// writeRequestDurations writes the histogram of sluice's own time per
+// request (sluice_request_duration_seconds) as one INFO line of cumulative
+// counts by upper bound in µs: request_duration_us:le_100=N,…,le_inf=N.
+func writeRequestDurations(w io.Writer, m *metrics.Metrics) {
+	bounds, counts := m.RequestDurations()
+	if len(bounds) == 0 {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("request_duration_us:")
+	for i, le := range bounds {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if math.IsInf(le, 1) {
+			fmt.Fprintf(&b, "le_inf=%d", counts[i])
+		} else {
+			fmt.Fprintf(&b, "le_%d=%d", int64(math.Round(le*1e6)), counts[i])
+		}
+	}
+	b.WriteString("\r\n")
+	_, _ = io.WriteString(w, b.String())
+}
+
 // writeInfo appends sluice's own INFO section.
-func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter, store limit.Store, hot *hotkey.Layer) {
+func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter, store limit.Store, hot *hotkey.Layer, m *metrics.Metrics) {
 	s := lim.Snapshot()
 	fmt.Fprintf(w, "# Sluice\r\nstore:%s\r\npolicies:%d\r\ndecisions:%d\r\nallowed:%d\r\nrejected:%d\r\nerror_replies:%d\r\nstore_errors:%d\r\n",
 		mode, len(h.Current().Policies), s.Decisions, s.Allowed, s.Rejected, s.Errors, s.StoreErrors)
+	writeRequestDurations(w, m)
 	paths := make([]string, 0, len(s.ByPath))
 	for p := range s.ByPath {
 		paths = append(paths, p)
