@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"slices"
@@ -156,6 +157,21 @@ type OverloadLabRow struct {
 	BreakerOpens, Overload int64
 	// ScriptCalls is the primaries' EVAL and EVALSHA calls, summed.
 	ScriptCalls int64
+	// OwnP99 is sluice's own p99 time per request, from reading it to
+	// writing its reply, in ms: the upper bound of its histogram bucket
+	// (INFO request_duration_us); NaN on the direct side.
+	OwnP99 float64
+}
+
+// OwnP99Cell is OwnP99 as a table cell: "≤ 120" (ms), or "—".
+func (r OverloadLabRow) OwnP99Cell() string {
+	switch {
+	case r.Direct() || math.IsNaN(r.OwnP99):
+		return "—"
+	case math.IsInf(r.OwnP99, 1):
+		return "> 2,500"
+	}
+	return "≤ " + strconv.FormatFloat(r.OwnP99, 'f', -1, 64)
 }
 
 // Direct reports whether the row is redis-benchmark straight at the

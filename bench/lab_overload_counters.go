@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +41,7 @@ func (d overloadDriver) uniform(ctx context.Context, in invocation, side string)
 		row.Connections = delta.connections
 		row.Decisions, row.DecidedBy = delta.decisions, delta.by
 		row.BreakerOpens, row.Overload = delta.node["breaker_opens"], delta.node["overload"]
+		row.OwnP99 = ownQuantile(delta.durations, 0.99)
 	}
 	if err != nil {
 		return row, err
@@ -199,6 +202,10 @@ type sluiceCounters struct {
 	// decided_by_* lines; node sums each integer field of the node_ lines
 	// ("breaker_opens", "overload") over the nodes.
 	by, node map[string]int64
+	// durations is the INFO line request_duration_us: sluice's own time
+	// per request, cumulative counts by upper bound in µs (le_inf last,
+	// as -1).
+	durations map[int64]int64
 }
 
 func (d overloadDriver) sluiceInfo(ctx context.Context) (sluiceCounters, error) {
@@ -216,7 +223,7 @@ func (d overloadDriver) sluiceInfo(ctx context.Context) (sluiceCounters, error) 
 // is split at ',' and '=', not by infoFields, which would key every node
 // by its host. Fields that are not integers (avg_batch=1.50) are skipped.
 func parseSluiceInfo(text string) (sluiceCounters, error) {
-	c := sluiceCounters{by: map[string]int64{}, node: map[string]int64{}}
+	c := sluiceCounters{by: map[string]int64{}, node: map[string]int64{}, durations: map[int64]int64{}}
 	f := infoFields(text)
 	for _, v := range []struct {
 		name string
@@ -241,6 +248,24 @@ func parseSluiceInfo(text string) (sluiceCounters, error) {
 		}
 	}
 	for line := range strings.SplitSeq(text, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "request_duration_us:"); ok {
+			for field := range strings.SplitSeq(rest, ",") {
+				name, val, _ := strings.Cut(field, "=")
+				n, err := strconv.ParseInt(val, 10, 64)
+				bound, ok := strings.CutPrefix(name, "le_")
+				if err != nil || !ok {
+					return c, fmt.Errorf("sluice INFO: request_duration_us field %q", field)
+				}
+				le := int64(-1)
+				if bound != "inf" {
+					if le, err = strconv.ParseInt(bound, 10, 64); err != nil {
+						return c, fmt.Errorf("sluice INFO: request_duration_us bound %q", bound)
+					}
+				}
+				c.durations[le] = n
+			}
+			continue
+		}
 		if !strings.HasPrefix(line, "node_") {
 			continue
 		}
@@ -270,5 +295,38 @@ func (c sluiceCounters) minus(before sluiceCounters) sluiceCounters {
 		decisions: c.decisions - before.decisions, allowed: c.allowed - before.allowed,
 		rejected: c.rejected - before.rejected, connections: c.connections - before.connections,
 		connected: c.connected, by: sub(c.by, before.by), node: sub(c.node, before.node),
+		durations: sub64(c.durations, before.durations),
 	}
+}
+
+func sub64(a, b map[int64]int64) map[int64]int64 {
+	out := map[int64]int64{}
+	for k, v := range a {
+		out[k] = v - b[k]
+	}
+	return out
+}
+
+// ownQuantile is the upper bound, in ms, of the histogram bucket that holds
+// quantile q of the durations (cumulative counts by bound in µs, -1 for
+// +Inf): sluice's own time per request, as /metrics would say it. It is
+// NaN without samples and +Inf when the quantile lies past the last bound.
+func ownQuantile(durations map[int64]int64, q float64) float64 {
+	total := durations[-1]
+	if total <= 0 {
+		return math.NaN()
+	}
+	bounds := make([]int64, 0, len(durations))
+	for le := range durations {
+		if le >= 0 {
+			bounds = append(bounds, le)
+		}
+	}
+	slices.Sort(bounds)
+	for _, le := range bounds {
+		if float64(durations[le]) >= q*float64(total) {
+			return float64(le) / 1000
+		}
+	}
+	return math.Inf(1)
 }

@@ -27,7 +27,7 @@ func TestOverloadLab(t *testing.T) {
 	if len(rep.Rows) != 4 {
 		t.Fatalf("%d uniform rows, want a sluice and a direct row for each of 2 counts", len(rep.Rows))
 	}
-	checkTable(t, md, "| clients | path | requests/s | p50 ms | p99 ms | decided by store | by overload | by fallback | breaker openings |",
+	checkTable(t, md, "| clients | path | requests/s | p50 ms | p99 ms | sluice's own p99 ms | decided by store | by overload | by fallback | breaker openings |",
 		"4 | sluice", "4 | direct EVALSHA", "20 | sluice", "20 | direct EVALSHA")
 	for i, r := range rep.Rows {
 		wantClients, wantSide := cfg.Clients[i/2], []string{OverloadSluice, OverloadDirect}[i%2]
@@ -45,6 +45,9 @@ func TestOverloadLab(t *testing.T) {
 				t.Errorf("%d clients direct: %d script calls for %d requests", r.Clients, r.ScriptCalls, r.Requests)
 			}
 			continue
+		}
+		if math.IsNaN(r.OwnP99) || r.OwnP99 <= 0 {
+			t.Errorf("%d clients sluice: own p99 %v ms, want a bound from INFO request_duration_us", r.Clients, r.OwnP99)
 		}
 		s := r.Split()
 		if s.Total != int64(r.Requests) || s.Store+s.Overload+s.Fallback != s.Total || s.Other != 0 {
@@ -222,11 +225,11 @@ func TestOverloadLabMarkdown(t *testing.T) {
 	rep := &OverloadLabReport{
 		Config: OverloadLabConfig{Clients: []int{50, 5000}, TenantClients: []int{5000}},
 		Rows: []OverloadLabRow{
-			{Clients: 50, Side: OverloadSluice, Result: Result{RPS: 14_500, P50: 2.9, P99: 8.8}, Requests: 200_000, Decisions: 200_000,
+			{Clients: 50, Side: OverloadSluice, Result: Result{RPS: 14_500, P50: 2.9, P99: 8.8}, Requests: 200_000, Decisions: 200_000, OwnP99: 2.5,
 				DecidedBy: map[string]int64{"store": 200_000}, Connections: 51, Peak: 50, Elapsed: 14 * time.Second},
-			{Clients: 50, Side: OverloadDirect, Result: Result{RPS: 31_400, P50: 1.3, P99: 3.5}, Requests: 200_000, ScriptCalls: 200_000,
+			{Clients: 50, Side: OverloadDirect, Result: Result{RPS: 31_400, P50: 1.3, P99: 3.5}, Requests: 200_000, ScriptCalls: 200_000, OwnP99: math.NaN(),
 				Connections: 54, Peak: 50, Elapsed: 7 * time.Second},
-			{Clients: 5000, Side: OverloadSluice, Result: Result{RPS: 31_600, P50: 120, P99: 271}, Requests: 200_000, Decisions: 200_000,
+			{Clients: 5000, Side: OverloadSluice, Result: Result{RPS: 31_600, P50: 120, P99: 271}, Requests: 200_000, Decisions: 200_000, OwnP99: math.Inf(1),
 				DecidedBy: map[string]int64{"store": 108_000, "fallback-closed": 92_000}, BreakerOpens: 12, Connections: 5001, Peak: 4990},
 		},
 		Tenant: []OverloadTenantRow{{Clients: 5000, Key: "tenant:1:5000", Result: Result{RPS: 30_000, P50: 100, P99: 200},
@@ -241,9 +244,9 @@ func TestOverloadLabMarkdown(t *testing.T) {
 	rep.Policy = overloadPolicy(rep.Config.Timeout)
 	md := rep.Markdown()
 	for _, want := range []string{
-		"| 50 | sluice | 14,500 | 2.900 | 8.800 | 100.0 % | 0.0 % | 0.0 % | 0 |",
-		"| 50 | direct EVALSHA | 31,400 | 1.300 | 3.500 | 100 % (no failure policy) | — | — | — |",
-		"| 5,000 | sluice | 31,600 | 120.0 | 271.0 | 54.0 % | 0.0 % | 46.0 % | 12 |",
+		"| 50 | sluice | 14,500 | 2.900 | 8.800 | ≤ 2.5 | 100.0 % | 0.0 % | 0.0 % | 0 |",
+		"| 50 | direct EVALSHA | 31,400 | 1.300 | 3.500 | — | 100 % (no failure policy) | — | — | — |",
+		"| 5,000 | sluice | 31,600 | 120.0 | 271.0 | > 2,500 | 54.0 % | 0.0 % | 46.0 % | 12 |",
 		"| 5,000 | sluice | 200,000 | fallback-closed=92000 store=108000 | 5,001 | 4,990 |",
 		"| 5,000 | 30,000 | 100.0 | 200.0 | 77,231 | 444 | 444 | 173.94 | fallback-open=77043 store=122957 | 0 | over: 173.9× the budget |",
 		"| 5,000 | `tenant:1:5000` | 200,000 | 122,769 | 6.8s | 5,001 |",
@@ -260,5 +263,34 @@ func TestOverloadLabMarkdown(t *testing.T) {
 	rep.Tenant = nil
 	if md := rep.Markdown(); strings.Contains(md, "One tenant") {
 		t.Errorf("a tenant section without tenant steps:\n%s", md)
+	}
+}
+
+// ownQuantile reads the bucket bound that holds a quantile of INFO's
+// request_duration_us counts.
+func TestOwnQuantile(t *testing.T) {
+	c, err := parseSluiceInfo("decisions:0\r\nallowed:0\r\nrejected:0\r\ntotal_connections_received:1\r\nconnected_clients:1\r\n" +
+		"request_duration_us:le_100=0,le_1000=90,le_50000=99,le_100000=100,le_inf=100\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := sluiceCounters{durations: map[int64]int64{100: 0, 1000: 40, 50000: 40, 100000: 40, -1: 40}}
+	d := c.minus(before).durations // 60 new: 50 within 1 ms, 59 within 50 ms, all within 100 ms
+	for _, tt := range []struct {
+		q    float64
+		want float64
+	}{{0.5, 1}, {0.98, 50}, {0.99, 100}, {1, 100}} {
+		if got := ownQuantile(d, tt.q); got != tt.want {
+			t.Errorf("quantile %v of %v = %v ms, want %v", tt.q, d, got, tt.want)
+		}
+	}
+	if got := ownQuantile(map[int64]int64{100: 0, -1: 5}, 0.99); !math.IsInf(got, 1) {
+		t.Errorf("past the last bound: %v, want +Inf", got)
+	}
+	if got := ownQuantile(map[int64]int64{}, 0.99); !math.IsNaN(got) {
+		t.Errorf("no samples: %v, want NaN", got)
+	}
+	if _, err := parseSluiceInfo("decisions:0\r\nallowed:0\r\nrejected:0\r\ntotal_connections_received:1\r\nconnected_clients:1\r\nrequest_duration_us:le_x=1\r\n"); err == nil {
+		t.Error("a bad bound parsed")
 	}
 }
