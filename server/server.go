@@ -120,6 +120,11 @@ type Config struct {
 	// HotKeys, when not nil, lists the keys this instance treats as hot, for
 	// RL.HOTKEYS. nil answers an empty array.
 	HotKeys func() []HotKey
+	// OnPipeline, when set, is told of every pipeline of commands
+	// commands read together, and the time d from the read to its replies
+	// written: sluice's own time per request, for metrics. It is called
+	// on the connection's goroutine and must be fast.
+	OnPipeline func(d time.Duration, commands int)
 	// ShutdownTimeout bounds how long Shutdown waits for in-flight commands,
 	// in addition to its context. Default 10s.
 	ShutdownTimeout time.Duration
@@ -451,7 +456,9 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 		conn.Close()
 		return
 	}
+	start := time.Now()
 	c.cmds = append(append(c.cmds[:0], first), conn.ReadPipeline()...)
+	n := len(c.cmds)
 	if !s.begin() {
 		conn.Close()
 		return
@@ -469,6 +476,9 @@ func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
 	// closes connections as soon as nothing is. redcon's own writer stays
 	// empty, so its flush after this returns writes nothing.
 	c.flush()
+	if s.cfg.OnPipeline != nil {
+		s.cfg.OnPipeline(time.Since(start), n)
+	}
 	if errors.Is(c.werr, os.ErrDeadlineExceeded) {
 		s.log.Debug("client closed: replies not read within WriteTimeout", "id", c.id, "addr", c.addr)
 	}

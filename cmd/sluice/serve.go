@@ -201,6 +201,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Version:         version,
 		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store, hot, m) },
 		HotKeys:         func() []server.HotKey { return hotKeys(hot) },
+		OnPipeline:      m.Pipeline,
 	})
 	if err != nil {
 		return err
