@@ -91,6 +91,12 @@ type Config struct {
 	// (os.Executable), which is right for `sluice bench`.
 	Binary string
 
+	// NoEmbedded leaves out the embedded side. By default Run also starts
+	// Binary as `sluice serve` with Policy and no store (embedded mode)
+	// and measures it with the same commands as the sluice side, even in
+	// front of a running SluiceAddr.
+	NoEmbedded bool
+
 	// RedisBenchmark is the redis-benchmark binary; "" means the one on
 	// PATH. The cluster started for a nil Cluster needs redis-server and
 	// redis-cli on PATH too.

@@ -11,19 +11,22 @@ import (
 	"github.com/sluice-rl/sluice/bench"
 )
 
-// benchCmd is `sluice bench`: redis-benchmark against sluice and against
-// the cluster directly, in one run; see package bench.
+// benchCmd is `sluice bench`: redis-benchmark against sluice, against an
+// embedded sluice and against the cluster directly, in one run; see package
+// bench.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: sluice bench [flags]
 
-Runs redis-benchmark against sluice (RL.TAKE) and straight at the Redis
-Cluster shards (EVALSHA of the same script, same policy), alternating, and
-prints a markdown table; --out and --svg write it and an SVG chart to files.
-Without --cluster it starts a local 3+3 Redis Cluster; without --sluice it
-starts this binary as 'sluice serve'. Needs redis-benchmark (and
+Runs redis-benchmark against sluice (RL.TAKE), against a second sluice in
+embedded mode (RL.TAKE decided in process: the front end's ceiling) and
+straight at the Redis Cluster shards (EVALSHA of the same script, same
+policy), alternating, and prints a markdown table; --out and --svg write it
+and an SVG chart to files. Without --cluster it starts a local 3+3 Redis
+Cluster; without --sluice it starts this binary as 'sluice serve'; the
+embedded sluice is always this binary. Needs redis-benchmark (and
 redis-server, redis-cli) on PATH.
 
 `)
@@ -37,6 +40,7 @@ redis-server, redis-cli) on PATH.
 	)
 	fs.StringVar(&clusterS, "cluster", "", "seed nodes host:port[,…] of a running Redis Cluster (default: start one)")
 	fs.StringVar(&cfg.SluiceAddr, "sluice", "", "host:port of a running sluice in front of --cluster whose policy admits everything (default: start one)")
+	embedded := fs.Bool("embedded", true, "also measure this binary in embedded mode, the front end's ceiling")
 	fs.IntVar(&cfg.Requests, "requests", 0, "requests per run, redis-benchmark -n (default 200000 at pipeline 1, 1000000 deeper; 2000 with --quick)")
 	fs.IntVar(&cfg.Clients, "clients", bench.DefaultClients, "parallel connections, redis-benchmark -c")
 	fs.StringVar(&pipelines, "pipelines", "1,16", "pipeline depths to sweep, redis-benchmark -P")
@@ -53,6 +57,7 @@ redis-server, redis-cli) on PATH.
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	cfg.NoEmbedded = !*embedded
 	if clusterS != "" {
 		cfg.Cluster = strings.Split(clusterS, ",")
 	}
