@@ -298,6 +298,13 @@ const inlineCost = 4
 // then where the offending request starts (or 0 if it started before b).
 func (s *scanner) feed(b []byte) (boundary int, bad string) {
 	for i := 0; i < len(b); i++ {
+		if s.state == stIdle {
+			if n := s.whole(b[i:]); n > 0 {
+				i += n - 1
+				boundary = i + 1
+				continue
+			}
+		}
 		if s.state == stData {
 			k := min(s.data, len(b)-i)
 			s.n += k
@@ -384,6 +391,57 @@ func (s *scanner) feed(b []byte) (boundary int, bad string) {
 		}
 	}
 	return boundary, ""
+}
+
+// whole returns the length of the multibulk request at the start of b if
+// all of it is in b and the byte-by-byte scan below would accept it with no
+// error, else 0, and then the byte-by-byte scan decides. It is the common
+// case (whole requests from a client's write) at a fraction of the cost: a
+// few comparisons per header instead of a state change per byte, which
+// made feed the largest single cost of sluice at pipeline 16 (11 % of its
+// instructions under callgrind). It applies feed's bounds: a count of at
+// most max/6 and a request of at most max bytes (which is also feed's
+// bound on each bulk length: its bulk must end within max); it gives up
+// on counts and lengths of more than 9 digits, which feed handles.
+func (s *scanner) whole(b []byte) int {
+	if len(b) < 4 || b[0] != '*' {
+		return 0
+	}
+	count, i := wholeNumber(b, 1)
+	if i < 0 || count < 1 || count > s.max/6 {
+		return 0
+	}
+	for range count {
+		if i >= len(b) || b[i] != '$' {
+			return 0
+		}
+		size, end := wholeNumber(b, i+1)
+		if end < 0 || size > s.max {
+			return 0
+		}
+		i = end + size + 2 // past the data and its CRLF
+		if i > len(b) || b[i-2] != '\r' || b[i-1] != '\n' {
+			return 0
+		}
+	}
+	if i > s.max {
+		return 0
+	}
+	return i
+}
+
+// wholeNumber reads the digits of a count or length at b[i:] and the CRLF
+// after them. It returns the number and the index past the LF, or -1 for
+// no digits, more than 9, anything but a digit before CRLF, or the end of b.
+func wholeNumber(b []byte, i int) (n, next int) {
+	start := i
+	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		n = n*10 + int(b[i]-'0')
+	}
+	if d := i - start; d == 0 || d > 9 || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
+		return 0, -1
+	}
+	return n, i + 2
 }
 
 // length scans one byte of the decimal count after '*' or length after
