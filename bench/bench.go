@@ -140,7 +140,7 @@ func (h *harness) logf(format string, args ...any) {
 	fmt.Fprintf(h.progress, "bench: "+format+"\n", args...)
 }
 
-// measure checks both sides once, warms them up and runs the rounds.
+// measure checks every side once, warms them up and runs the rounds.
 func (h *harness) measure(ctx context.Context, rep *Report) error {
 	h.ticks = clockTicks()
 	if err := h.front.sanity(ctx, "bench:sanity", "store"); err != nil {

@@ -117,11 +117,11 @@ type Config struct {
 	Keyspace int
 
 	// Rounds is how often each scenario × pipeline runs on each side, the
-	// two sides alternating; the report shows the median. 0 means 2 (1
+	// sides alternating; the report shows the median. 0 means 2 (1
 	// with Quick).
 	Rounds int
 
-	// Threads is redis-benchmark's --threads for every run, both sides
+	// Threads is redis-benchmark's --threads for every run, every side
 	// alike; 0 means 1. Left alone, redis-benchmark 7.0 runs one thread
 	// per primary with --cluster and one otherwise; with more than one
 	// thread it only notices the end of a run at its next 250ms tick, which

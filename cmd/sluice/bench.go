@@ -46,7 +46,7 @@ redis-server, redis-cli) on PATH.
 	fs.StringVar(&pipelines, "pipelines", "1,16", "pipeline depths to sweep, redis-benchmark -P")
 	fs.IntVar(&cfg.Keyspace, "keyspace", bench.DefaultKeyspace, "keys of the uniform scenario, redis-benchmark -r")
 	fs.IntVar(&cfg.Rounds, "rounds", 0, "rounds, sides alternating; the table shows the median (default 2; 1 with --quick)")
-	fs.IntVar(&cfg.Threads, "threads", 1, "redis-benchmark --threads for every run, both sides; more than 1 adds up to 250ms to each run's time in redis-benchmark 7.0")
+	fs.IntVar(&cfg.Threads, "threads", 1, "redis-benchmark --threads for every run, every side; more than 1 adds up to 250ms to each run's time in redis-benchmark 7.0")
 	fs.StringVar(&scenarios, "scenarios", "uniform,hot", "scenarios: uniform (random keys), hot (one key), hot-lease (one key, a lease policy on the sluice side; not in the default)")
 	fs.IntVar(&cfg.Warmup, "warmup", 0, "unrecorded requests per side before the rounds (default 20000; 500 with --quick; -1 none)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a smoke run: 2000 requests per run, 1 round")
