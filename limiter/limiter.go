@@ -333,7 +333,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 //
 // The in-process store never waits, so it gets ctx as it is: the timer of a
 // deadline was about a tenth of the embedded mode's CPU at pipeline 1
-// (three allocations and a runtime timer added and removed per batch).
+// (six allocations and a runtime timer added and removed per batch).
 func (l *Limiter) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.inProcess {
 		return ctx, noCancel
