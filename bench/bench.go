@@ -89,6 +89,20 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 	if h.child != nil && h.front.pid != h.child.pid() {
 		return nil, fmt.Errorf("bench: sluice at %s reports pid %d, but the child is %d", addr, h.front.pid, h.child.pid())
 	}
+	if !c.NoEmbedded {
+		// The embedded side: the same binary and policy file, no store.
+		if _, err := rig.startSluice(ctx, 1, nil, rig.policy, 0); err != nil {
+			return nil, err
+		}
+		emb := rig.children[len(rig.children)-1]
+		if h.embedded, err = newFront(ctx, emb.addr); err != nil {
+			return nil, err
+		}
+		defer h.embedded.close()
+		if h.embedded.pid != emb.pid() {
+			return nil, fmt.Errorf("bench: the embedded sluice at %s reports pid %d, but the child is %d", emb.addr, h.embedded.pid, emb.pid())
+		}
+	}
 
 	rep := &Report{
 		Machine:   machine(c.Now(), h.front.version, h.store.version, benchmarkVersion(h.bin)),
@@ -117,6 +131,7 @@ type harness struct {
 	progress io.Writer
 	store    *store
 	front    *front
+	embedded *front // the embedded side's sluice; nil with NoEmbedded
 	child    *child // nil for a running sluice
 	ticks    int64  // clock ticks per second of /proc times
 }
@@ -125,11 +140,16 @@ func (h *harness) logf(format string, args ...any) {
 	fmt.Fprintf(h.progress, "bench: "+format+"\n", args...)
 }
 
-// measure checks both sides once, warms them up and runs the rounds.
+// measure checks every side once, warms them up and runs the rounds.
 func (h *harness) measure(ctx context.Context, rep *Report) error {
 	h.ticks = clockTicks()
-	if err := h.front.sanity(ctx, "bench:sanity"); err != nil {
+	if err := h.front.sanity(ctx, "bench:sanity", "store"); err != nil {
 		return err
+	}
+	if h.embedded != nil {
+		if err := h.embedded.sanity(ctx, "bench:sanity", "embedded"); err != nil {
+			return err
+		}
 	}
 	if err := h.store.sanity(ctx, redisKey("bench:sanity")); err != nil {
 		return err
@@ -138,8 +158,8 @@ func (h *harness) measure(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	h.logf("sanity: RL.TAKE and EVALSHA answer; script %s on %d primaries; %s is on %s; redis pids %v; sluice pid %d",
-		h.store.sha, len(h.store.primaries), redisKey(HotKey), hotOwner, h.store.pids, h.front.pid)
+	h.logf("sanity: RL.TAKE and EVALSHA answer; script %s on %d primaries; %s is on %s; redis pids %v; sluice pid %d%s",
+		h.store.sha, len(h.store.primaries), redisKey(HotKey), hotOwner, h.store.pids, h.front.pid, h.embeddedPid())
 	if slices.Contains(h.cfg.Scenarios, HotLease) {
 		leaseOwner, err := h.store.owner(ctx, redisKey(HotLeaseKey))
 		if err != nil {
@@ -151,7 +171,7 @@ func (h *harness) measure(ctx context.Context, rep *Report) error {
 	}
 
 	if w := h.cfg.Warmup; w > 0 {
-		for _, side := range []Side{Sluice, Direct} {
+		for _, side := range h.sides() {
 			in, err := h.invocation(side, Uniform, 1, hotOwner)
 			if err != nil {
 				return err
@@ -165,11 +185,11 @@ func (h *harness) measure(ctx context.Context, rep *Report) error {
 		}
 	}
 
-	total := h.cfg.Rounds * len(h.cfg.Scenarios) * len(h.cfg.Pipelines) * 2
+	total := h.cfg.Rounds * len(h.cfg.Scenarios) * len(h.cfg.Pipelines) * len(h.sides())
 	for round := 1; round <= h.cfg.Rounds; round++ {
 		for _, sc := range h.cfg.Scenarios {
 			for _, p := range h.cfg.Pipelines {
-				for _, side := range []Side{Sluice, Direct} {
+				for _, side := range h.sides() {
 					in, err := h.invocation(side, sc, p, hotOwner)
 					if err != nil {
 						return err
@@ -179,9 +199,9 @@ func (h *harness) measure(ctx context.Context, rep *Report) error {
 						return err
 					}
 					rep.Runs = append(rep.Runs, run)
-					h.logf("[%d/%d] round %d %-7s P%-3d %-6s %9.0f req/s  p50 %.3f ms  p99 %.3f ms  redis %s µs/decision (primaries %s)  sluice %s µs/decision  %s decisions/call  %s",
+					h.logf("[%d/%d] round %d %-7s P%-3d %-8s %9.0f req/s  p50 %.3f ms  p99 %.3f ms  redis %s µs/decision (primaries %s)  sluice %s µs/decision  %s commands/pipeline  %s decisions/call  %s",
 						len(rep.Runs), total, round, sc, p, side, run.RPS, run.P50, run.P99,
-						fixed(run.RedisCPU, 1), fixed(run.PrimaryCPU, 1), fixed(run.SluiceCPU, 1), fixed(run.PerCall, 1), run.Elapsed.Round(10*time.Millisecond))
+						fixed(run.RedisCPU, 1), fixed(run.PrimaryCPU, 1), fixed(run.SluiceCPU, 1), fixed(run.PerPipeline, 1), fixed(run.PerCall, 1), run.Elapsed.Round(10*time.Millisecond))
 				}
 			}
 		}
@@ -202,8 +222,11 @@ func (h *harness) invocation(side Side, sc Scenario, pipeline int, hotOwner stri
 	}
 	var addr string
 	switch {
-	case side == Sluice:
+	case side == Sluice || side == Embedded:
 		addr = h.front.addr
+		if side == Embedded {
+			addr = h.embedded.addr
+		}
 		key := HotKey
 		switch sc {
 		case Uniform:
@@ -232,9 +255,16 @@ func (h *harness) invocation(side Side, sc Scenario, pipeline int, hotOwner stri
 // that the run did what it claims.
 func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scenario, side Side, hotOwner string) (Trial, error) {
 	run := Trial{Round: round, Scenario: sc, Pipeline: in.Pipeline, Side: side, Requests: in.Requests,
-		Command: in.String(), RedisCPU: math.NaN(), PrimaryCPU: math.NaN(), SluiceCPU: math.NaN(), PerCall: math.NaN()}
+		Command: in.String(), RedisCPU: math.NaN(), PrimaryCPU: math.NaN(), SluiceCPU: math.NaN(), PerCall: math.NaN(), PerPipeline: math.NaN()}
+	// The sluice whose counters and CPU the run reads: the embedded one on
+	// the embedded side, else the one in front of the cluster, whose
+	// counters must not move during a direct run.
+	f := h.front
+	if side == Embedded {
+		f = h.embedded
+	}
 
-	before, err := h.counters(ctx, false)
+	before, err := h.counters(ctx, f, false)
 	if err != nil {
 		return run, err
 	}
@@ -243,23 +273,24 @@ func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scena
 		return run, err
 	}
 	run.Result, run.Elapsed = res, took
-	after, err := h.counters(ctx, true)
+	after, err := h.counters(ctx, f, true)
 	if err != nil {
 		return run, err
 	}
-	if before.redisErr == nil && after.redisErr == nil {
+	if before.redisErr == nil && after.redisErr == nil && side != Embedded {
 		run.RedisCPU = h.perDecision(after.redisTicks-before.redisTicks, in.Requests)
 	}
-	if before.primaryErr == nil && after.primaryErr == nil {
+	if before.primaryErr == nil && after.primaryErr == nil && side != Embedded {
 		run.PrimaryCPU = h.perDecision(after.primaryTicks-before.primaryTicks, in.Requests)
 	}
-	if side == Sluice && after.front.calls > before.front.calls {
-		run.PerCall = float64(after.front.decided-before.front.decided) / float64(after.front.calls-before.front.calls)
+	fBefore, fAfter := before.front, after.front
+	if side == Sluice {
+		run.PerCall = ratio(float64(fAfter.nodes.decisions-fBefore.nodes.decisions), float64(fAfter.nodes.commands-fBefore.nodes.commands))
+		run.PerPipeline = ratio(float64(fAfter.nodes.commands-fBefore.nodes.commands), float64(fAfter.nodes.pipelines-fBefore.nodes.pipelines))
 	}
-	if side == Sluice && before.sluiceErr == nil && after.sluiceErr == nil {
+	if side != Direct && before.sluiceErr == nil && after.sluiceErr == nil {
 		run.SluiceCPU = h.perDecision(after.sluiceTicks-before.sluiceTicks, in.Requests)
 	}
-	fBefore, fAfter := before.front, after.front
 
 	var calls, failed, redisErrors int64
 	for _, addr := range h.store.primaries {
@@ -269,13 +300,34 @@ func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scena
 		failed += a.failed - b.failed
 		redisErrors += a.errors - b.errors
 	}
+	// byStore counts the decisions of the side's own path: the store's,
+	// or in process on the embedded side.
 	byStore := fAfter.byStore - fBefore.byStore
-	if side == Sluice {
+	if side == Embedded {
+		byStore = fAfter.byEmbedded - fBefore.byEmbedded
+	}
+	if side != Direct {
 		run.ByLease = fAfter.byLease - fBefore.byLease
 	}
 	fallback := (fAfter.decisions - fBefore.decisions) - byStore - run.ByLease
 	run.Errors = redisErrors + (fAfter.errorReplies - fBefore.errorReplies) + max(0, fallback)
 	return run, h.check(run, calls, failed, redisErrors, byStore, fallback, hotOwner)
+}
+
+// sides are the sides each cell runs, in order.
+func (h *harness) sides() []Side {
+	if h.embedded == nil {
+		return []Side{Sluice, Direct}
+	}
+	return sides
+}
+
+// embeddedPid is "; embedded sluice pid N" for the sanity line, or "".
+func (h *harness) embeddedPid() string {
+	if h.embedded == nil {
+		return ""
+	}
+	return fmt.Sprintf("; embedded sluice pid %d", h.embedded.pid)
 }
 
 // check fails a run whose counters say it measured something else than it
@@ -284,23 +336,30 @@ func (h *harness) runOne(ctx context.Context, in invocation, round int, sc Scena
 // leased tokens after, so its store and lease decisions must add up to the
 // requests, and the shard runs a script per claim, not per request. Direct
 // runs one script a request; sluice decides a node's batch in one call, so
-// for it the store's count of decisions is the evidence.
+// for it the store's count of decisions is the evidence. On the embedded
+// side byStore is the count decided in process, which must be every
+// request (with the leased ones for hot-lease).
 func (h *harness) check(run Trial, calls, failed, redisErrors, byStore, fallback int64, hotOwner string) error {
 	n := int64(run.Requests)
 	where := fmt.Sprintf("bench: round %d %s P%d %s", run.Round, run.Scenario, run.Pipeline, run.Side)
-	leased := run.Side == Sluice && run.Scenario == HotLease
+	viaSluice := run.Side != Direct
+	path := "the store"
+	if run.Side == Embedded {
+		path = "the embedded store"
+	}
+	leased := viaSluice && run.Scenario == HotLease
 	switch {
 	case failed > 0 || redisErrors > 0:
 		return fmt.Errorf("%s: Redis answered %d error replies (%d failed script calls)", where, redisErrors, failed)
-	case run.Errors > 0 && run.Side == Sluice:
-		return fmt.Errorf("%s: sluice answered %d requests with an error or a fallback (%d decided by the store, %d by lease, %d fallback); see its INFO", where, run.Errors, byStore, run.ByLease, fallback)
+	case run.Errors > 0 && viaSluice:
+		return fmt.Errorf("%s: sluice answered %d requests with an error or a fallback (%d decided by %s, %d by lease, %d fallback); see its INFO", where, run.Errors, byStore, path, run.ByLease, fallback)
 	case leased && byStore+run.ByLease != n:
-		return fmt.Errorf("%s: sluice decided %d of %d requests by the store and %d by lease, want them to add up to the requests", where, byStore, n, run.ByLease)
+		return fmt.Errorf("%s: sluice decided %d of %d requests by %s and %d by lease, want them to add up to the requests", where, byStore, n, path, run.ByLease)
 	case leased:
 		return nil
-	case run.Side == Sluice && byStore < n:
-		return fmt.Errorf("%s: sluice decided %d of %d requests by the store", where, byStore, n)
-	case run.Side == Sluice:
+	case viaSluice && byStore < n:
+		return fmt.Errorf("%s: sluice decided %d of %d requests by %s", where, byStore, n, path)
+	case viaSluice:
 		return nil // the batch script decides many requests a call: sluice's count is the evidence
 	case calls < n:
 		return fmt.Errorf("%s: the primaries ran the script %d times for %d requests", where, calls, n)
@@ -332,12 +391,12 @@ type counters struct {
 	redisErr, primaryErr, sluiceErr       error
 }
 
-func (h *harness) counters(ctx context.Context, after bool) (counters, error) {
+func (h *harness) counters(ctx context.Context, f *front, after bool) (counters, error) {
 	var c counters
 	cpu := func() {
 		c.redisTicks, c.redisErr = h.redisTicks(h.store.pids)
 		c.primaryTicks, c.primaryErr = h.redisTicks(h.store.primPids)
-		c.sluiceTicks, c.sluiceErr = h.sluiceTicks()
+		c.sluiceTicks, c.sluiceErr = sluiceTicks(f)
 	}
 	if after {
 		cpu()
@@ -346,7 +405,7 @@ func (h *harness) counters(ctx context.Context, after bool) (counters, error) {
 	if c.nodes, err = h.store.stats(ctx); err != nil {
 		return c, err
 	}
-	if c.front, err = h.front.stats(ctx); err != nil {
+	if c.front, err = f.stats(ctx); err != nil {
 		return c, err
 	}
 	if !after {
@@ -362,11 +421,11 @@ func (h *harness) redisTicks(pids []int) (uint64, error) {
 	return cpuTicks(pids)
 }
 
-func (h *harness) sluiceTicks() (uint64, error) {
-	if h.front.pid == 0 {
+func sluiceTicks(f *front) (uint64, error) {
+	if f.pid == 0 {
 		return 0, errors.ErrUnsupported
 	}
-	return cpuTicks([]int{h.front.pid})
+	return cpuTicks([]int{f.pid})
 }
 
 // perDecision converts clock ticks to µs per request.
@@ -426,8 +485,8 @@ func newFront(ctx context.Context, addr string) (*front, error) {
 func (f *front) close() { _ = f.c.Close() }
 
 // sanity takes one token of key and checks the reply: 6 elements, the
-// first five integers, admitted, decided by the store.
-func (f *front) sanity(ctx context.Context, key string) error {
+// first five integers, admitted, decided by by ("store", "embedded").
+func (f *front) sanity(ctx context.Context, key, by string) error {
 	v, err := f.c.Do(ctx, "RL.TAKE", key, 1).Slice()
 	if err != nil {
 		return fmt.Errorf("bench: RL.TAKE %s on sluice %s: %w", key, f.addr, err)
@@ -440,16 +499,16 @@ func (f *front) sanity(ctx context.Context, key string) error {
 			return fmt.Errorf("bench: RL.TAKE %s: element %d is %T, want an integer: %v", key, i+1, v[i], v)
 		}
 	}
-	if v[0] != int64(1) || v[5] != "store" {
-		return fmt.Errorf("bench: RL.TAKE %s = %v: want admitted (1) and decided by store; the benchmark needs a policy that admits everything and a reachable cluster", key, v)
+	if v[0] != int64(1) || v[5] != by {
+		return fmt.Errorf("bench: RL.TAKE %s on sluice %s = %v: want admitted (1) and decided by %s; the benchmark needs a policy that admits everything and a reachable cluster", key, f.addr, v, by)
 	}
 	return nil
 }
 
 // frontStats are sluice's counters that a run checks.
 type frontStats struct {
-	decisions, byStore, byLease, errorReplies int64
-	calls, decided                            int64 // script calls to the store, and the keys they decided
+	decisions, byStore, byEmbedded, byLease, errorReplies int64
+	nodes                                                 nodeTotals
 }
 
 var errNoStats = errors.New("bench: sluice INFO lacks decisions or decided_by_store")
@@ -468,16 +527,22 @@ func (f *front) stats(ctx context.Context) (frontStats, error) {
 		return frontStats{}, errNoStats
 	}
 	st.errorReplies, _ = strconv.ParseInt(m["total_error_replies"], 10, 64)
-	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64) // 0 when absent
-	st.calls, st.decided = nodeCalls(text)
+	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64)       // 0 when absent
+	st.byEmbedded, _ = strconv.ParseInt(m["decided_by_embedded"], 10, 64) // 0 when absent
+	st.nodes = nodeCalls(text)
 	return st, nil
 }
 
-// nodeCalls sums the script calls and the keys they decided over the
-// node_<addr>:breaker=…,commands=N,decisions=M,… lines of sluice's INFO,
-// one a node (not through infoFields, which keys a line by the text before
-// its first ':', the host).
-func nodeCalls(text string) (calls, decided int64) {
+// nodeTotals are the sums over the store's nodes of sluice's INFO node_…
+// lines: the pipelines sent, the commands (script calls) in them, and the
+// decisions those calls made.
+type nodeTotals struct{ pipelines, commands, decisions int64 }
+
+// nodeCalls sums the node_<addr>:breaker=…,pipelines=P,commands=N,decisions=M,…
+// lines of sluice's INFO, one a node (not through infoFields, which keys a
+// line by the text before its first ':', the host).
+func nodeCalls(text string) nodeTotals {
+	var t nodeTotals
 	for line := range strings.SplitSeq(text, "\n") {
 		if !strings.HasPrefix(line, "node_") {
 			continue
@@ -486,12 +551,14 @@ func nodeCalls(text string) (calls, decided int64) {
 			name, val, _ := strings.Cut(f, "=")
 			n, _ := strconv.ParseInt(val, 10, 64)
 			switch name {
+			case "pipelines":
+				t.pipelines += n
 			case "commands":
-				calls += n
+				t.commands += n
 			case "decisions":
-				decided += n
+				t.decisions += n
 			}
 		}
 	}
-	return calls, decided
+	return t
 }

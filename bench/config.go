@@ -91,6 +91,12 @@ type Config struct {
 	// (os.Executable), which is right for `sluice bench`.
 	Binary string
 
+	// NoEmbedded leaves out the embedded side. By default Run also starts
+	// Binary as `sluice serve` with Policy and no store (embedded mode)
+	// and measures it with the same commands as the sluice side, even in
+	// front of a running SluiceAddr.
+	NoEmbedded bool
+
 	// RedisBenchmark is the redis-benchmark binary; "" means the one on
 	// PATH. The cluster started for a nil Cluster needs redis-server and
 	// redis-cli on PATH too.
@@ -111,11 +117,11 @@ type Config struct {
 	Keyspace int
 
 	// Rounds is how often each scenario × pipeline runs on each side, the
-	// two sides alternating; the report shows the median. 0 means 2 (1
+	// sides alternating; the report shows the median. 0 means 2 (1
 	// with Quick).
 	Rounds int
 
-	// Threads is redis-benchmark's --threads for every run, both sides
+	// Threads is redis-benchmark's --threads for every run, every side
 	// alike; 0 means 1. Left alone, redis-benchmark 7.0 runs one thread
 	// per primary with --cluster and one otherwise; with more than one
 	// thread it only notices the end of a run at its next 250ms tick, which

@@ -1,12 +1,16 @@
 // Package bench measures what sluice costs: it runs redis-benchmark against
-// sluice (RL.TAKE) and, alternately, straight at the Redis Cluster shards
-// (EVALSHA of the same token-bucket script with the same policy), and
-// reports requests per second, latency, the CPU Redis spends per decision on
-// each side and the CPU sluice spends per decision.
+// sluice (RL.TAKE), against a second sluice in embedded mode (the same
+// RL.TAKE decided in process: the front end's ceiling) and, alternately,
+// straight at the Redis Cluster shards (EVALSHA of the same token-bucket
+// script with the same policy), and reports requests per second, latency,
+// the CPU Redis spends per decision on each side, the CPU sluice spends per
+// decision (and how much of it the store path adds to the embedded mode's),
+// and how sluice batched: commands per store pipeline, decisions per script
+// call.
 //
 // Run does it all in one call: it starts a local Redis Cluster
 // (internal/localredis) and a `sluice serve` child process unless it is given
-// running ones, loads the script on every primary, checks with one call of
+// running ones, and an embedded `sluice serve` child, loads the script on every primary, checks with one call of
 // each command that the replies have the expected shape, runs the rounds,
 // and writes a markdown table and an SVG bar chart.
 //
@@ -14,7 +18,7 @@
 // error reply (and Run fails with its output), a sluice run must be decided
 // by the store for every request (INFO decided_by_store; in the hot-lease
 // scenario by the store or a leased token, decided_by_store +
-// decided_by_lease), and a direct uniform run must reach every primary
+// decided_by_lease), an embedded run in process (decided_by_embedded), and a direct uniform run must reach every primary
 // (INFO commandstats), so a benchmark cannot quietly measure fallback
 // answers or one shard.
 //

@@ -58,8 +58,27 @@ func TestBenchQuickEndToEnd(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	if strings.Count(stdout.String(), " | sluice | ")+strings.Count(stdout.String(), " | direct | ") != 8 {
-		t.Errorf("report does not list 8 runs:\n%s", stdout.String())
+	for _, side := range []string{"sluice", "embedded", "direct"} {
+		if n := strings.Count(stdout.String(), " | "+side+" | "); n != 4 {
+			t.Errorf("report lists %d %s runs, want 4:\n%s", n, side, stdout.String())
+		}
+	}
+	// Every row has the embedded side's req/s and CPU and the sluice
+	// side's commands per store pipeline: no n/a in the summary table
+	// but the Redis CPU of runs the machine cannot read.
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if strings.HasPrefix(line, "| uniform |") || strings.HasPrefix(line, "| hot |") {
+			cells := strings.Split(line, "|")
+			if len(cells) != 20 {
+				t.Errorf("row has %d cells, want 18: %s", len(cells)-2, line)
+				continue
+			}
+			for _, i := range []int{5, 9, 15, 16, 17} { // embedded req/s, p50/p99, CPU, store path CPU, commands per pipeline
+				if c := strings.TrimSpace(cells[i]); c == "n/a" || c == "n/a / n/a" || c == "" {
+					t.Errorf("cell %d is %q: %s", i, c, line)
+				}
+			}
+		}
 	}
 	got, err := os.ReadFile(md)
 	if err != nil {
@@ -75,22 +94,22 @@ func TestBenchQuickEndToEnd(t *testing.T) {
 	if _, rects := decodeSVG(t, string(doc)); rects != 3+2*4 {
 		t.Errorf("SVG has %d rects, want %d", rects, 3+2*4)
 	}
-	if !strings.Contains(progress, "[8/8] round 1 hot") {
+	if !strings.Contains(progress, "[12/12] round 1 hot") {
 		t.Errorf("progress lacks the last run")
 	}
 
 	// Everything the benchmark started is gone.
 	var pids []int
-	if m := regexp.MustCompile(`redis pids \[([0-9 ]+)\]; sluice pid (\d+)`).FindStringSubmatch(progress); m != nil {
-		for _, f := range strings.Fields(m[1] + " " + m[2]) {
+	if m := regexp.MustCompile(`redis pids \[([0-9 ]+)\]; sluice pid (\d+); embedded sluice pid (\d+)`).FindStringSubmatch(progress); m != nil {
+		for _, f := range strings.Fields(m[1] + " " + m[2] + " " + m[3]) {
 			pid, _ := strconv.Atoi(f)
 			pids = append(pids, pid)
 		}
 	} else {
 		t.Fatalf("progress lacks the pids")
 	}
-	if len(pids) != 7 {
-		t.Errorf("%d pids, want 6 redis-servers and sluice: %v", len(pids), pids)
+	if len(pids) != 8 {
+		t.Errorf("%d pids, want 6 redis-servers and 2 sluices: %v", len(pids), pids)
 	}
 	for _, pid := range pids {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -161,9 +161,10 @@ e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0
 func TestNodeCalls(t *testing.T) {
 	t.Parallel()
 	text := "# Sluice\r\ndecisions:100\r\n" +
-		"node_127.0.0.1:7000:breaker=closed,pipelines=5,commands=6,decisions=40,avg_batch=1.20,decisions_per_call=6.67\r\n" +
-		"node_127.0.0.1:7001:breaker=closed,pipelines=5,commands=4,decisions=60,avg_batch=0.80,decisions_per_call=15.00\r\n"
-	if calls, decided := nodeCalls(text); calls != 10 || decided != 100 {
-		t.Fatalf("nodeCalls = %d, %d; want 10, 100 (both nodes' lines)", calls, decided)
+		"node_127.0.0.1:7000:breaker=closed,pipelines=3,commands=6,decisions=40,avg_batch=2.00,decisions_per_call=6.67\r\n" +
+		"node_127.0.0.1:7001:breaker=closed,pipelines=5,commands=4,decisions=60,avg_batch=0.80,decisions_per_call=15.00\r\n" +
+		"nodes_total:7\r\n"
+	if got, want := nodeCalls(text), (nodeTotals{pipelines: 8, commands: 10, decisions: 100}); got != want {
+		t.Fatalf("nodeCalls = %+v, want %+v (both nodes' lines)", got, want)
 	}
 }

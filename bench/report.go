@@ -17,9 +17,17 @@ type Side string
 
 // The sides.
 const (
-	Sluice Side = "sluice" // RL.TAKE through sluice
-	Direct Side = "direct" // EVALSHA of the same script on the owning shard
+	Sluice Side = "sluice" // RL.TAKE through sluice in front of the cluster
+	// Embedded is RL.TAKE through a second sluice process, the same binary
+	// with the same policy file and no store (embedded mode): the front
+	// end's ceiling, so that the sluice side's CPU minus this side's is
+	// what the store path adds.
+	Embedded Side = "embedded"
+	Direct   Side = "direct" // EVALSHA of the same script on the owning shard
 )
+
+// sides are the sides in the order each cell runs them.
+var sides = []Side{Sluice, Embedded, Direct}
 
 // Trial is one redis-benchmark run. CPU figures are µs of CPU time per
 // request (decision); NaN when they could not be measured.
@@ -36,10 +44,14 @@ type Trial struct {
 	// and replicas, per request; PrimaryCPU the primaries' share of it.
 	RedisCPU, PrimaryCPU float64
 	// PerCall is the decisions per script call sluice sent to the store
-	// (its INFO node_… lines); NaN on the direct side, where it is 1.
+	// (its INFO node_… lines); NaN on the other sides (1 on the direct
+	// side, none embedded).
 	PerCall float64
-	// SluiceCPU is the CPU of the sluice process per request; NaN on the
-	// direct side.
+	// PerPipeline is the commands per pipeline sluice sent to the store
+	// (INFO node_… lines: commands ÷ pipelines); NaN on the other sides.
+	PerPipeline float64
+	// SluiceCPU is the CPU of the sluice process per request (of the
+	// embedded one on the embedded side); NaN on the direct side.
 	SluiceCPU float64
 	// ScriptCalls are the script calls each primary ran during the run,
 	// in Report.Primaries order.
@@ -47,8 +59,8 @@ type Trial struct {
 	// Errors counts error replies and fallback answers; a run with any
 	// fails Run.
 	Errors int64
-	// ByLease is the requests of a sluice run decided by a leased token
-	// (INFO decided_by_lease); 0 on the direct side.
+	// ByLease is the requests of a sluice or embedded run decided by a
+	// leased token (INFO decided_by_lease); 0 on the direct side.
 	ByLease int64
 }
 
@@ -59,17 +71,23 @@ type Summary struct {
 	RedisCPU, SluiceCPU float64 // µs per decision; NaN unknown
 	PrimaryCPU          float64 // the primaries' part of RedisCPU
 	PerCall             float64 // decisions per script call; NaN unknown
+	PerPipeline         float64 // commands per store pipeline; NaN unknown
 }
 
-// Row is one scenario at one pipeline depth, both sides.
+// Row is one scenario at one pipeline depth, every side; a side that did
+// not run is all NaN.
 type Row struct {
-	Scenario       Scenario
-	Pipeline       int
-	Sluice, Direct Summary
+	Scenario                 Scenario
+	Pipeline                 int
+	Sluice, Embedded, Direct Summary
 }
 
 // Ratio is sluice req/s ÷ direct req/s.
 func (r Row) Ratio() float64 { return ratio(r.Sluice.RPS, r.Direct.RPS) }
+
+// StoreCPU is the sluice CPU µs per decision that the store path adds to
+// the front end: the sluice side's minus the embedded side's.
+func (r Row) StoreCPU() float64 { return r.Sluice.SluiceCPU - r.Embedded.SluiceCPU }
 
 // cpuSplit is "all (primaries + replicas)" of a summary's Redis CPU.
 func cpuSplit(s Summary) string {
@@ -146,13 +164,14 @@ func (r *Report) aggregate() {
 	}
 	for _, c := range order {
 		r.Rows = append(r.Rows, Row{Scenario: c.sc, Pipeline: c.p,
-			Sluice: summarize(runs[c][Sluice]), Direct: summarize(runs[c][Direct])})
+			Sluice: summarize(runs[c][Sluice]), Embedded: summarize(runs[c][Embedded]), Direct: summarize(runs[c][Direct])})
 	}
 }
 
 func summarize(runs []Trial) Summary {
 	if len(runs) == 0 {
-		return Summary{RPS: math.NaN(), P50: math.NaN(), P99: math.NaN(), RedisCPU: math.NaN(), SluiceCPU: math.NaN(), PrimaryCPU: math.NaN(), PerCall: math.NaN()}
+		nan := math.NaN()
+		return Summary{RPS: nan, P50: nan, P99: nan, RedisCPU: nan, SluiceCPU: nan, PrimaryCPU: nan, PerCall: nan, PerPipeline: nan}
 	}
 	pick := func(f func(Trial) float64) float64 {
 		v := make([]float64, len(runs))
@@ -162,14 +181,15 @@ func summarize(runs []Trial) Summary {
 		return Median(v)
 	}
 	return Summary{
-		Requests:   runs[0].Requests,
-		RPS:        pick(func(r Trial) float64 { return r.RPS }),
-		P50:        pick(func(r Trial) float64 { return r.P50 }),
-		P99:        pick(func(r Trial) float64 { return r.P99 }),
-		RedisCPU:   pick(func(r Trial) float64 { return r.RedisCPU }),
-		PrimaryCPU: pick(func(r Trial) float64 { return r.PrimaryCPU }),
-		PerCall:    pick(func(r Trial) float64 { return r.PerCall }),
-		SluiceCPU:  pick(func(r Trial) float64 { return r.SluiceCPU }),
+		Requests:    runs[0].Requests,
+		RPS:         pick(func(r Trial) float64 { return r.RPS }),
+		P50:         pick(func(r Trial) float64 { return r.P50 }),
+		P99:         pick(func(r Trial) float64 { return r.P99 }),
+		RedisCPU:    pick(func(r Trial) float64 { return r.RedisCPU }),
+		PrimaryCPU:  pick(func(r Trial) float64 { return r.PrimaryCPU }),
+		PerCall:     pick(func(r Trial) float64 { return r.PerCall }),
+		PerPipeline: pick(func(r Trial) float64 { return r.PerPipeline }),
+		SluiceCPU:   pick(func(r Trial) float64 { return r.SluiceCPU }),
 	}
 }
 
@@ -196,21 +216,26 @@ func (r *Report) Markdown() string {
 	w("# sluice bench: RL.TAKE through sluice vs EVALSHA straight at the shards\n\n")
 	w("Machine: %s.\n\n", r.Machine)
 	threads := plural(r.Threads, "redis-benchmark thread")
-	w("%d clients, %s, uniform keyspace %s, %d primaries (+ replicas); each cell ran %s on each side, sluice then direct, and shows the **median** of the rounds; the whole run took %s.\n\n",
-		r.Clients, threads, thousands(float64(r.Keyspace)), len(r.Primaries), plural(r.Rounds, "round"), r.Elapsed.Round(time.Second))
-	w("| scenario | pipeline | requests | sluice req/s | direct req/s | sluice/direct | sluice p50 / p99 ms | direct p50 / p99 ms | Redis CPU µs/decision, sluice (primaries + replicas) | Redis CPU µs/decision, direct (primaries + replicas) | Redis CPU sluice/direct | sluice CPU µs/decision | decisions per script call, sluice |\n")
-	w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w("%d clients, %s, uniform keyspace %s, %d primaries (+ replicas); each cell ran %s on each side, %s, and shows the **median** of the rounds; the whole run took %s.\n\n",
+		r.Clients, threads, thousands(float64(r.Keyspace)), len(r.Primaries), plural(r.Rounds, "round"), r.sideOrder(), r.Elapsed.Round(time.Second))
+	w("| scenario | pipeline | requests | sluice req/s | embedded req/s | direct req/s | sluice/direct | sluice p50 / p99 ms | embedded p50 / p99 ms | direct p50 / p99 ms | Redis CPU µs/decision, sluice (primaries + replicas) | Redis CPU µs/decision, direct (primaries + replicas) | Redis CPU sluice/direct | sluice CPU µs/decision | embedded sluice CPU µs/decision | store path's sluice CPU µs/decision (sluice − embedded) | commands per store pipeline, sluice | decisions per script call, sluice |\n")
+	w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, row := range r.Rows {
-		w("| %s | %d | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s |\n",
+		w("| %s | %d | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			row.Scenario, row.Pipeline, thousands(float64(row.Sluice.Requests)),
-			thousands(row.Sluice.RPS), thousands(row.Direct.RPS), fixed(row.Ratio(), 2),
-			fixed(row.Sluice.P50, 3), fixed(row.Sluice.P99, 3), fixed(row.Direct.P50, 3), fixed(row.Direct.P99, 3),
-			cpuSplit(row.Sluice), cpuSplit(row.Direct), fixed(row.CPURatio(), 2), fixed(row.Sluice.SluiceCPU, 1), fixed(row.Sluice.PerCall, 1))
+			thousands(row.Sluice.RPS), thousands(row.Embedded.RPS), thousands(row.Direct.RPS), fixed(row.Ratio(), 2),
+			fixed(row.Sluice.P50, 3), fixed(row.Sluice.P99, 3), fixed(row.Embedded.P50, 3), fixed(row.Embedded.P99, 3),
+			fixed(row.Direct.P50, 3), fixed(row.Direct.P99, 3),
+			cpuSplit(row.Sluice), cpuSplit(row.Direct), fixed(row.CPURatio(), 2),
+			fixed(row.Sluice.SluiceCPU, 1), fixed(row.Embedded.SluiceCPU, 1), fixed(row.StoreCPU(), 1),
+			fixed(row.Sluice.PerPipeline, 1), fixed(row.Sluice.PerCall, 1))
 	}
 	w("\n")
 	w("- **sluice**: `RL.TAKE key 1` to one sluice in front of the cluster, with one catch-all policy that admits everything " +
 		"(limit and rate 1,000,000,000 per 1s), so every decision runs the token-bucket algorithm and writes; sluice decides a node's batch " +
-		"with one call of its batch script (the last column: decisions per script call). " +
+		"with one call of its batch script (the last column: decisions per script call), and sends a node's calls in pipelines (commands per store pipeline; both from sluice's INFO `node_…` lines). " +
+		"**embedded**: the same `RL.TAKE` to a second sluice process, the same binary and policy file with no store (embedded mode, decided in process): " +
+		"the front end's ceiling, so sluice CPU minus embedded CPU is what the store path costs sluice per decision. " +
 		"**direct**: `EVALSHA` of sluice's single-key token-bucket script with the same bucket arguments, sent by redis-benchmark straight to the owning primary.\n")
 	w("- **uniform**: random keys out of the keyspace on every shard; **hot**: one key, so one shard does all the work.\n")
 	if r.hasScenario(HotLease) {
@@ -220,8 +245,8 @@ func (r *Report) Markdown() string {
 			"Decided by lease: %s.\n", HotLeaseKey, r.leaseShares())
 	}
 	w("- **Redis CPU µs/decision**: user + system CPU of every redis-server of the cluster (primaries and replicas, from /proc/<pid>/stat) during the run, divided by the requests.\n")
-	w("- **sluice CPU µs/decision**: the same for the sluice process. redis-benchmark shares the machine with both, so on a small machine every number is also a measure of contention.\n")
-	w("- Checked for every run: no error reply (redis-benchmark stops at the first), every sluice request decided by the store (INFO `decided_by_store`), " +
+	w("- **sluice CPU µs/decision**: the same for the sluice process (for the embedded sluice process on the embedded side). redis-benchmark shares the machine with both, so on a small machine every number is also a measure of contention.\n")
+	w("- Checked for every run: no error reply (redis-benchmark stops at the first), every sluice request decided by the store (INFO `decided_by_store`), every embedded one in process (`decided_by_embedded`), " +
 		"the primaries ran the script at least once per request (INFO commandstats), a direct uniform run reached every primary, and a hot run reached the key's owner.\n")
 	if !r.RedisCPU {
 		w("- Redis CPU is n/a: the cluster's processes are not readable on this machine.\n")
@@ -241,19 +266,34 @@ func (r *Report) Markdown() string {
 	}
 	w("\n## Every run\n\n")
 	w("Script calls per primary: %s.\n\n", strings.Join(r.Primaries, ", "))
-	w("| # | round | scenario | pipeline | side | req/s | p50 ms | p99 ms | max ms | Redis CPU µs/decision | sluice CPU µs/decision | script calls per primary | time |\n")
-	w("|--:|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w("| # | round | scenario | pipeline | side | req/s | p50 ms | p99 ms | max ms | Redis CPU µs/decision | sluice CPU µs/decision | commands per store pipeline | decisions per script call | script calls per primary | time |\n")
+	w("|--:|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for i, run := range r.Runs {
 		calls := make([]string, len(run.ScriptCalls))
 		for j, c := range run.ScriptCalls {
 			calls[j] = strconv.FormatInt(c, 10)
 		}
-		w("| %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		w("| %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			i+1, run.Round, run.Scenario, run.Pipeline, run.Side, thousands(run.RPS),
 			fixed(run.P50, 3), fixed(run.P99, 3), fixed(run.Max, 3), fixed(run.RedisCPU, 1), fixed(run.SluiceCPU, 1),
-			strings.Join(calls, " / "), run.Elapsed.Round(10*time.Millisecond))
+			fixed(run.PerPipeline, 1), fixed(run.PerCall, 1), strings.Join(calls, " / "), run.Elapsed.Round(10*time.Millisecond))
 	}
 	return b.String()
+}
+
+// sideOrder is the order the sides ran in each cell: "sluice, embedded,
+// then direct".
+func (r *Report) sideOrder() string {
+	var ran []string
+	for _, side := range sides {
+		if slices.ContainsFunc(r.Runs, func(t Trial) bool { return t.Side == side }) {
+			ran = append(ran, string(side))
+		}
+	}
+	if len(ran) < 2 {
+		return strings.Join(ran, "")
+	}
+	return strings.Join(ran[:len(ran)-1], ", ") + " then " + ran[len(ran)-1]
 }
 
 // hasScenario says whether any run is of scenario sc.

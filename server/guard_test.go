@@ -295,3 +295,42 @@ func TestOversizedStreamIsCutOff(t *testing.T) {
 	}
 	t.Logf("the server closed the connection after the client wrote %d KiB", written>>10)
 }
+
+// FuzzScanner checks that feeding a read whole, where whole requests take
+// the scanner's fast path, finds the same last boundary and the same error
+// as feeding it a byte at a time, which never does.
+func FuzzScanner(f *testing.F) {
+	for _, seed := range []string{
+		"*1\r\n$4\r\nPING\r\n",
+		strings.Repeat("*3\r\n$7\r\nRL.TAKE\r\n$16\r\nkey:000000123456\r\n$1\r\n1\r\n", 16),
+		"*1\r\n$244\r\n" + strings.Repeat("a", 244) + "\r\n",
+		"*1\r\n$245\r\n" + strings.Repeat("a", 245) + "\r\n",
+		"*01\r\n$004\r\nPING\r\n*42\r\n",
+		"*2\r\n$0\r\n\r\n$1\r\nx\r\nPING\r\n*1\r\n$3\r\nab",
+		"*1\r\n$1\r\nxy\r\n",
+		"*1\r\n$999999999\r\n",
+		"*0000000001\r\n$0000000001\r\nx\r\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		const max = 256
+		s := scanner{max: max}
+		boundary, bad := s.feed([]byte(in))
+		s = scanner{max: max}
+		last, slowBad := 0, ""
+		for i := range len(in) {
+			b, bad := s.feed([]byte{in[i]})
+			if b == 1 {
+				last = i + 1
+			}
+			if bad != "" {
+				slowBad = bad
+				break
+			}
+		}
+		if boundary != last || bad != slowBad {
+			t.Fatalf("whole read: %d, %q; byte by byte: %d, %q", boundary, bad, last, slowBad)
+		}
+	})
+}

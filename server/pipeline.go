@@ -88,7 +88,8 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 		args := cmds[i].Args
 		sl := slot{req: -1}
 		cmd, err := c.resolve(args)
-		if cmd != nil {
+		if cmd != nil && c.lastCmd.Load() != cmd {
+			// A pipeline of one command stores it once, not once each.
 			c.lastCmd.Store(cmd)
 		}
 		switch {

@@ -100,8 +100,10 @@ type Config struct {
 	// WriteTimeout closes a connection when one write of replies (at most
 	// about MaxOutputBytes) is not taken by the client within this long, so a
 	// client that pipelines requests and never reads its replies is dropped
-	// instead of blocking its goroutine and MaxClients slot forever.
-	// Default 10s.
+	// instead of blocking its goroutine and MaxClients slot forever. A write
+	// gets at least WriteTimeout and at most an eighth more: the deadline is
+	// moved forward only when less than WriteTimeout is left on it, not
+	// before every write. Default 10s.
 	WriteTimeout time.Duration
 	// MaxOutputBytes is how many bytes of replies a connection buffers before
 	// writing them out, even in the middle of a pipeline; with WriteTimeout it

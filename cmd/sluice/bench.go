@@ -11,19 +11,22 @@ import (
 	"github.com/sluice-rl/sluice/bench"
 )
 
-// benchCmd is `sluice bench`: redis-benchmark against sluice and against
-// the cluster directly, in one run; see package bench.
+// benchCmd is `sluice bench`: redis-benchmark against sluice, against an
+// embedded sluice and against the cluster directly, in one run; see package
+// bench.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: sluice bench [flags]
 
-Runs redis-benchmark against sluice (RL.TAKE) and straight at the Redis
-Cluster shards (EVALSHA of the same script, same policy), alternating, and
-prints a markdown table; --out and --svg write it and an SVG chart to files.
-Without --cluster it starts a local 3+3 Redis Cluster; without --sluice it
-starts this binary as 'sluice serve'. Needs redis-benchmark (and
+Runs redis-benchmark against sluice (RL.TAKE), against a second sluice in
+embedded mode (RL.TAKE decided in process: the front end's ceiling) and
+straight at the Redis Cluster shards (EVALSHA of the same script, same
+policy), alternating, and prints a markdown table; --out and --svg write it
+and an SVG chart to files. Without --cluster it starts a local 3+3 Redis
+Cluster; without --sluice it starts this binary as 'sluice serve'; the
+embedded sluice is always this binary. Needs redis-benchmark (and
 redis-server, redis-cli) on PATH.
 
 `)
@@ -37,12 +40,13 @@ redis-server, redis-cli) on PATH.
 	)
 	fs.StringVar(&clusterS, "cluster", "", "seed nodes host:port[,…] of a running Redis Cluster (default: start one)")
 	fs.StringVar(&cfg.SluiceAddr, "sluice", "", "host:port of a running sluice in front of --cluster whose policy admits everything (default: start one)")
+	embedded := fs.Bool("embedded", true, "also measure this binary in embedded mode, the front end's ceiling")
 	fs.IntVar(&cfg.Requests, "requests", 0, "requests per run, redis-benchmark -n (default 200000 at pipeline 1, 1000000 deeper; 2000 with --quick)")
 	fs.IntVar(&cfg.Clients, "clients", bench.DefaultClients, "parallel connections, redis-benchmark -c")
 	fs.StringVar(&pipelines, "pipelines", "1,16", "pipeline depths to sweep, redis-benchmark -P")
 	fs.IntVar(&cfg.Keyspace, "keyspace", bench.DefaultKeyspace, "keys of the uniform scenario, redis-benchmark -r")
 	fs.IntVar(&cfg.Rounds, "rounds", 0, "rounds, sides alternating; the table shows the median (default 2; 1 with --quick)")
-	fs.IntVar(&cfg.Threads, "threads", 1, "redis-benchmark --threads for every run, both sides; more than 1 adds up to 250ms to each run's time in redis-benchmark 7.0")
+	fs.IntVar(&cfg.Threads, "threads", 1, "redis-benchmark --threads for every run, every side; more than 1 adds up to 250ms to each run's time in redis-benchmark 7.0")
 	fs.StringVar(&scenarios, "scenarios", "uniform,hot", "scenarios: uniform (random keys), hot (one key), hot-lease (one key, a lease policy on the sluice side; not in the default)")
 	fs.IntVar(&cfg.Warmup, "warmup", 0, "unrecorded requests per side before the rounds (default 20000; 500 with --quick; -1 none)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a smoke run: 2000 requests per run, 1 round")
@@ -53,6 +57,7 @@ redis-server, redis-cli) on PATH.
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	cfg.NoEmbedded = !*embedded
 	if clusterS != "" {
 		cfg.Cluster = strings.Split(clusterS, ",")
 	}
