@@ -24,6 +24,9 @@ type unit struct {
 	// waiter, to tell an overloaded node from a silent one (Store.late).
 	q      *nodeQueue
 	queued int64
+	// redirected: u goes round again after MOVED or ASK; running out of
+	// time then is a redirection loop, not overload.
+	redirected bool
 }
 
 // nodeQueue feeds one node's workers. Each worker takes whatever is queued

@@ -161,9 +161,11 @@ func (q *nodeQueue) overloaded(n int) {
 // — and unavailable once the node is known to be down (its breaker open:
 // threshold pipelines unanswered, and the PING after them too) or has
 // answered nothing for a cool-down. Under a surge sluice itself may read
-// replies late (its goroutines wait for a CPU); that is overload too.
+// replies late (its goroutines wait for a CPU); that is overload too. A
+// unit sent round again after MOVED or ASK that runs out of time is in a
+// redirection loop: unavailable, as rounds says.
 func (s *Store) late(u *unit, err error) error {
-	if q := u.q; q != nil && q.alive(u.queued) {
+	if q := u.q; q != nil && !u.redirected && q.alive(u.queued) {
 		q.overloaded(len(u.items))
 		return &limit.OverloadError{Node: u.addr, Wait: time.Duration(time.Now().UnixNano() - u.queued)}
 	}

@@ -393,7 +393,7 @@ func (s *Store) rounds(ctx context.Context, live []*item, out []limit.Result) (s
 			return settled
 		}
 		var done bool
-		live, done = s.round(ctx, live, out)
+		live, done = s.round(ctx, live, out, r > 0)
 		settled = settled && done
 	}
 	return settled
@@ -473,7 +473,7 @@ func (s *Store) route(ctx context.Context, key string) (string, error) {
 // or in flight when ctx ends is answered unavailable and left to its
 // worker; when the Store closes, ErrClosed. settled is false when that
 // happened to any unit.
-func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) (retry []*item, settled bool) {
+func (s *Store) round(ctx context.Context, items []*item, out []limit.Result, redirected bool) (retry []*item, settled bool) {
 	// The units' item lists are cut from one slice, sized by a first
 	// count, instead of each growing on its own.
 	units := make([]*unit, 0, 3)
@@ -483,7 +483,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result) (r
 			counts[i]++
 			continue
 		}
-		units = append(units, &unit{addr: it.addr, ctx: ctx, done: make(chan struct{})})
+		units = append(units, &unit{addr: it.addr, ctx: ctx, done: make(chan struct{}), redirected: redirected})
 		counts = append(counts, 1)
 	}
 	all := make([]*item, len(items))
