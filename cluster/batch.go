@@ -287,7 +287,7 @@ func (q *nodeQueue) send(batch []*unit) {
 		q.noteSilence()
 	}
 	if !reached && q.alive(sent.UnixNano()) {
-		q.lateReplies(items, sent)
+		q.lateReplies(batch, sent)
 	}
 	q.br.report(answered, time.Now())
 }

@@ -131,10 +131,11 @@ func (q *nodeQueue) expectedWait(n int) time.Duration {
 
 // admit decides at the door whether u may join the queue: nil, or the
 // overload error of its items. A unit without a deadline is always
-// admitted.
+// admitted, and so is one going round after MOVED or ASK: a redirection
+// loop that runs out of time is unavailable, not overload.
 func (q *nodeQueue) admit(u *unit, now time.Time) error {
 	d, ok := u.ctx.Deadline()
-	if !ok || !q.answeredSince(now.Add(-q.s.cfg.BreakerCooldown).UnixNano()) {
+	if !ok || u.redirected || !q.answeredSince(now.Add(-q.s.cfg.BreakerCooldown).UnixNano()) {
 		return nil
 	}
 	wait, left := q.expectedWait(len(u.items)), d.Sub(now)
@@ -197,8 +198,16 @@ func (q *nodeQueue) confirmAlive() bool {
 // lateReplies turns the timeouts of a pipeline that got no reply while
 // the node answered others into overload: the node is alive, and its
 // reply to this one came too late for the requests in it.
-func (q *nodeQueue) lateReplies(items []*item, sent time.Time) {
-	for _, it := range items {
+func (q *nodeQueue) lateReplies(batch []*unit, sent time.Time) {
+	for _, u := range batch {
+		if !u.redirected {
+			q.lateUnit(u, sent)
+		}
+	}
+}
+
+func (q *nodeQueue) lateUnit(u *unit, sent time.Time) {
+	for _, it := range u.items {
 		var ue *limit.UnavailableError
 		if errors.As(it.res.Err, &ue) && errKind(ue.Err) == KindTimeout {
 			q.overloaded(1)
