@@ -76,7 +76,7 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 		if r.Err != nil && errors.Is(r.Err, limit.ErrUnavailable) {
 			l.stats.StoreErrors.Add(1)
 			l.onStoreError(ctx, &reqs[i], r)
-			spent[i] = r.Allowed && r.DecidedBy == limit.ByFallbackLocal && !reqs[i].Policy.Shadow
+			spent[i] = r.Allowed && byLocal(r.DecidedBy) && !reqs[i].Policy.Shadow
 		}
 	}
 	var err error
@@ -173,6 +173,12 @@ func (l *Limiter) takeGroup(ctx context.Context, reqs []limit.Request, out []lim
 	}
 }
 
+// byLocal reports whether a decision was made by the in-process bucket of
+// the fallback, for a store failure or an overload.
+func byLocal(decidedBy string) bool {
+	return decidedBy == limit.ByFallbackLocal || decidedBy == limit.ByOverloadLocal
+}
+
 // refund gives back every take of a refused MTAKE, in one store batch (and
 // one of the fallback store, for takes it made), and reports each rule's
 // state after it.
@@ -181,7 +187,7 @@ func (l *Limiter) refund(ctx context.Context, reqs []limit.Request, out []limit.
 		var back []limit.Request
 		var idx []int
 		for i := range reqs {
-			if spent[i] && (out[i].DecidedBy == limit.ByFallbackLocal) == fallback {
+			if spent[i] && byLocal(out[i].DecidedBy) == fallback {
 				r := reqs[i]
 				r.Op = limit.OpReturn
 				if fallback {

@@ -194,3 +194,23 @@ func TestThrottlePolicy(t *testing.T) {
 		t.Fatalf("%d CL.THROTTLE policies kept, bound %d", n, maxThrottlePolicies)
 	}
 }
+
+// A refused RL.MTAKE gives back what the local bucket took for an
+// overloaded store too, not only for a failed one: both spend the same
+// in-process share.
+func TestMTakeRefundsOverloadLocal(t *testing.T) {
+	t.Parallel()
+	p := &limit.Policy{Name: "p", Limit: 1, Rate: 1, Period: time.Hour, OnStoreError: limit.FailLocal, LocalShare: 1}
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }),
+		Store: downStore{&limit.OverloadError{Node: "n1", Wait: time.Second, Left: time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, out, err := mtake(t, l, "a", 1, "b", 2) // b asks more than its limit: refused
+	if err != nil || ok || out[0].DecidedBy != limit.ByOverloadLocal {
+		t.Fatalf("first MTAKE: ok=%v %+v %v; want refused, a decided by %s", ok, out, err, limit.ByOverloadLocal)
+	}
+	if ok, out, err := mtake(t, l, "a", 1); err != nil || !ok {
+		t.Fatalf("MTAKE a after the refusal: ok=%v %+v %v; want admitted: the refused call's local take of a must be given back", ok, out, err)
+	}
+}
