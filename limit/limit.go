@@ -272,6 +272,24 @@ func (e *OverloadError) Is(target error) bool {
 	return target == ErrOverload || target == ErrUnavailable
 }
 
+// frontKey is the context key of WithFront.
+type frontKey struct{}
+
+// WithFront returns ctx marked with the door a request came in by ("resp",
+// "http", "grpc"), for the decision metrics' front label. Set it once per
+// server or connection, not per request: it allocates.
+func WithFront(ctx context.Context, front string) context.Context {
+	return context.WithValue(ctx, frontKey{}, front)
+}
+
+// FrontOf returns the door of ctx, "resp" when none is set.
+func FrontOf(ctx context.Context) string {
+	if f, ok := ctx.Value(frontKey{}).(string); ok {
+		return f
+	}
+	return "resp"
+}
+
 // Atomic is implemented by stores that can decide several requests
 // all-or-nothing in one atomic step when their keys share a group (in
 // Redis Cluster, a hash slot).

@@ -28,10 +28,12 @@ func TestHooks(t *testing.T) {
 			var mu sync.Mutex
 			got := map[string]int{}
 			var errs []error
+			fronts := map[string]int{}
 			l, err := New(Config{Policies: policyFor(tc.mode, 1), Store: tc.store,
-				OnDecision: func(p *limit.Policy, r *limit.Result) {
+				OnDecision: func(front string, p *limit.Policy, r *limit.Result) {
 					mu.Lock()
 					defer mu.Unlock()
+					fronts[front]++
 					if r.Err != nil {
 						t.Errorf("OnDecision with an error: %v", r.Err)
 					}
@@ -50,6 +52,11 @@ func TestHooks(t *testing.T) {
 			if _, err := l.MTake(context.Background(), []limit.Request{{Key: "nomatch", Cost: 1}}, make([]limit.Result, 1)); err == nil {
 				t.Fatal("MTake of a key no policy matches: no error")
 			}
+			l.Decide(limit.WithFront(context.Background(), "grpc"), []limit.Request{{Key: "k", Cost: 1}}, make([]limit.Result, 1))
+			if fronts["resp"] != 2 || fronts["grpc"] != 1 {
+				t.Errorf("OnDecision heard fronts %v, want resp 2 (the default) and grpc 1 (WithFront)", fronts)
+			}
+			got["p "+tc.wantBy+" allowed"]-- // the grpc one
 			want := "p " + tc.wantBy + " allowed"
 			if got[want] != 2 || len(got) != 1 {
 				t.Errorf("OnDecision heard %v, want 2 of %q", got, want)

@@ -59,7 +59,7 @@ type Config struct {
 	// policy and its final result (r.Err is nil), after the failure policy
 	// and shadow mode. It runs on the hot path, from many goroutines: it
 	// must be fast, safe for concurrent use, and keep neither pointer.
-	OnDecision func(p *limit.Policy, r *limit.Result)
+	OnDecision func(front string, p *limit.Policy, r *limit.Result)
 	// OnError, when set, is called once per request answered with an error
 	// (no policy, an error Redis returned, a malformed reply); the same
 	// rules as OnDecision apply.
@@ -75,7 +75,7 @@ type Limiter struct {
 	hot      HotPath
 	stats    Stats
 
-	onDecision func(*limit.Policy, *limit.Result)
+	onDecision func(string, *limit.Policy, *limit.Result)
 	onError    func(error)
 
 	closedRetry time.Duration
@@ -140,16 +140,16 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 		n++
 	}
 	if n == 0 {
-		l.count(reqs, out)
+		l.count(ctx, reqs, out)
 		return
 	}
 	if n < len(reqs) {
 		l.decideSome(ctx, reqs, out)
-		l.count(reqs, out)
+		l.count(ctx, reqs, out)
 		return
 	}
 	l.decide(ctx, reqs, out)
-	l.count(reqs, out)
+	l.count(ctx, reqs, out)
 }
 
 // decideSome decides the requests that have a policy when others have none.
@@ -280,7 +280,11 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 }
 
 // count records the results of reqs in the counters and the hooks.
-func (l *Limiter) count(reqs []limit.Request, out []limit.Result) {
+func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	front := ""
+	if l.onDecision != nil {
+		front = limit.FrontOf(ctx)
+	}
 	for i := range out {
 		r := &out[i]
 		switch {
@@ -297,7 +301,7 @@ func (l *Limiter) count(reqs []limit.Request, out []limit.Result) {
 		}
 		l.stats.Decisions.Add(1)
 		if l.onDecision != nil {
-			l.onDecision(reqs[i].Policy, r)
+			l.onDecision(front, reqs[i].Policy, r)
 		}
 		for j, p := range paths {
 			if p == r.DecidedBy {

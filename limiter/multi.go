@@ -97,7 +97,7 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 	if err != nil {
 		return false, l.failed(err)
 	}
-	l.count(reqs, out)
+	l.count(ctx, reqs, out)
 	return ok, nil
 }
 

@@ -67,8 +67,8 @@ type Metrics struct {
 }
 
 type decisionKey struct {
-	policy, by string
-	allowed    bool
+	front, policy, by string
+	allowed           bool
 }
 
 // New returns Metrics with the Go and process collectors and
@@ -90,10 +90,10 @@ func New(version string) *Metrics {
 
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "decisions_total",
-		Help: "Rate-limit decisions, by policy, by the path that decided (store, lease, split, embedded, fallback-open, fallback-closed, fallback-local, overload-open, overload-closed, overload-local, shadow) and by result (allowed or rejected).",
-	}, []string{"policy", "decided_by", "result"})
+		Help: "Rate-limit decisions, by the door they came in by (resp, http, grpc), by policy, by the path that decided (store, lease, split, embedded, fallback-open, fallback-closed, fallback-local, overload-open, overload-closed, overload-local, shadow) and by result (allowed or rejected).",
+	}, []string{"front", "policy", "decided_by", "result"})
 	m.decCache.make = func(k decisionKey) prometheus.Counter {
-		return m.decisions.WithLabelValues(k.policy, k.by, result(k.allowed))
+		return m.decisions.WithLabelValues(k.front, k.policy, k.by, result(k.allowed))
 	}
 
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -145,14 +145,14 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Decision counts one decision; it is limiter.Config.OnDecision. It does
-// not allocate once the (policy, decided_by, result) combination has been
+// not allocate once the (front, policy, decided_by, result) combination has been
 // seen.
-func (m *Metrics) Decision(p *limit.Policy, r *limit.Result) {
+func (m *Metrics) Decision(front string, p *limit.Policy, r *limit.Result) {
 	name := ""
 	if p != nil {
 		name = p.Name
 	}
-	m.decCache.get(decisionKey{name, r.DecidedBy, r.Allowed}).Inc()
+	m.decCache.get(decisionKey{front, name, r.DecidedBy, r.Allowed}).Inc()
 }
 
 // Pipeline records the time from reading a pipeline of commands commands

@@ -33,10 +33,14 @@ func TestDecisions(t *testing.T) {
 	api := &limit.Policy{Name: "api"}
 	login := &limit.Policy{Name: "login"}
 	for range 3 {
-		m.Decision(api, &limit.Result{Allowed: true, DecidedBy: limit.ByStore})
+		m.Decision("resp", api, &limit.Result{Allowed: true, DecidedBy: limit.ByStore})
 	}
-	m.Decision(api, &limit.Result{DecidedBy: limit.ByStore})
-	m.Decision(login, &limit.Result{DecidedBy: limit.ByFallbackClosed})
+	m.Decision("resp", api, &limit.Result{DecidedBy: limit.ByStore})
+	m.Decision("resp", login, &limit.Result{DecidedBy: limit.ByFallbackClosed})
+	m.Decision("grpc", login, &limit.Result{DecidedBy: limit.ByFallbackClosed})
+	if got := value(t, m.reg, "sluice_decisions_total", "front", "grpc", "policy", "login", "result", "rejected"); got != 1 {
+		t.Errorf("decisions_total{front=grpc,login,rejected} = %v, want 1", got)
+	}
 
 	for _, tc := range []struct {
 		policy, by, result string
@@ -47,7 +51,7 @@ func TestDecisions(t *testing.T) {
 		{"login", "fallback-closed", "rejected", 1},
 		{"login", "store", "allowed", 0},
 	} {
-		if got := value(t, m.reg, "sluice_decisions_total", "policy", tc.policy, "decided_by", tc.by, "result", tc.result); got != tc.want {
+		if got := value(t, m.reg, "sluice_decisions_total", "front", "resp", "policy", tc.policy, "decided_by", tc.by, "result", tc.result); got != tc.want {
 			t.Errorf("decisions_total{%s,%s,%s} = %v, want %v", tc.policy, tc.by, tc.result, got, tc.want)
 		}
 	}
@@ -228,11 +232,11 @@ func TestHooksDoNotAllocate(t *testing.T) {
 	m := New("test")
 	p := &limit.Policy{Name: "api"}
 	r := &limit.Result{Allowed: true, DecidedBy: limit.ByStore}
-	m.Decision(p, r)
+	m.Decision("resp", p, r)
 	m.Store.Pipeline("n:1", time.Millisecond, 3)
 	m.Store.Error("n:1", cluster.KindTimeout)
 	for name, f := range map[string]func(){
-		"Decision": func() { m.Decision(p, r) },
+		"Decision": func() { m.Decision("resp", p, r) },
 		"Pipeline": func() { m.Store.Pipeline("n:1", time.Millisecond, 3) },
 		"Error":    func() { m.Store.Error("n:1", cluster.KindTimeout) },
 	} {
@@ -256,7 +260,7 @@ func TestCacheConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 1000 {
 				p := policies[(i+g)%len(policies)]
-				m.Decision(p, &limit.Result{Allowed: i%2 == 0, DecidedBy: limit.ByStore})
+				m.Decision("resp", p, &limit.Result{Allowed: i%2 == 0, DecidedBy: limit.ByStore})
 			}
 		})
 	}
@@ -280,7 +284,7 @@ func BenchmarkDecision(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Decision(p, r)
+			m.Decision("resp", p, r)
 		}
 	})
 }

@@ -205,8 +205,8 @@ func TestMetricsScrapedValuesMove(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"sluice_decisions_total", []string{"policy", "strict", "decided_by", "store", "result", "allowed"}, 3},
-		{"sluice_decisions_total", []string{"policy", "strict", "decided_by", "store", "result", "rejected"}, 2},
+		{"sluice_decisions_total", []string{"front", "resp", "policy", "strict", "decided_by", "store", "result", "allowed"}, 3},
+		{"sluice_decisions_total", []string{"front", "resp", "policy", "strict", "decided_by", "store", "result", "rejected"}, 2},
 		{"sluice_errors_total", []string{"kind", "no_policy"}, 1},
 		{"sluice_errors_total", []string{"kind", "store"}, 0},
 		{"sluice_store_errors_total", []string{"node", owner.Addr, "kind", "timeout"}, 0},
@@ -321,11 +321,11 @@ func TestMetricsBreakerAndReadyWhilePaused(t *testing.T) {
 	if got := during.v("sluice_store_errors_total", "node", owner.Addr, "kind", "timeout") - before.v("sluice_store_errors_total", "node", owner.Addr, "kind", "timeout"); got < 1 {
 		t.Errorf("store_errors_total{kind=timeout,node=%s} moved by %v, want at least 1", owner.Addr, got)
 	}
-	if got := during.v("sluice_decisions_total", "policy", "strict", "decided_by", "fallback-closed", "result", "rejected"); got < 1 {
+	if got := during.v("sluice_decisions_total", "front", "resp", "policy", "strict", "decided_by", "fallback-closed", "result", "rejected"); got < 1 {
 		t.Errorf("fallback-closed rejects = %v, want at least 1 (the breaker is open)", got)
 	}
-	if got := during.v("sluice_decisions_total", "policy", "strict", "decided_by", "fallback-closed", "result", "rejected") +
-		during.v("sluice_decisions_total", "policy", "strict", "decided_by", "overload-closed", "result", "rejected"); got < 3 {
+	if got := during.v("sluice_decisions_total", "front", "resp", "policy", "strict", "decided_by", "fallback-closed", "result", "rejected") +
+		during.v("sluice_decisions_total", "front", "resp", "policy", "strict", "decided_by", "overload-closed", "result", "rejected"); got < 3 {
 		t.Errorf("fallback-closed and overload-closed rejects = %v, want at least 3", got)
 	}
 	if got := during.v("sluice_errors_total", "kind", "store") + during.v("sluice_errors_total", "kind", "unavailable"); got != 0 {
