@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -401,10 +400,7 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 	if err != nil {
 		return err
 	}
-	// --cluster replaces {tag} with a hash tag of a slot that the client's
-	// node owns, so each client's keys stay on its node.
-	direct := invocation{Cluster: true, Host: seedHost, Port: seedPort, Pipeline: 1, Keyspace: c.Keyspace,
-		Command: append([]string{"EVALSHA", st.sha, "1", cluster.Prefix + "{tag}:__rand_int__"}, st.args()...)}
+	direct := st.directUniform(seedHost, seedPort, c.Keyspace)
 	for i, n := range c.Clients {
 		for _, side := range []string{OverloadSluice, OverloadDirect} {
 			in := uniform

@@ -159,6 +159,15 @@ func (s *store) args() []string {
 	return []string{strconv.FormatInt(b.Capacity, 10), strconv.FormatInt(b.Refill, 10), strconv.FormatInt(b.Scale, 10), "1", "0"}
 }
 
+// directUniform is redis-benchmark sending the store's script by EVALSHA
+// straight at the shards at pipeline 1, uniform keys over keyspace: --cluster
+// replaces {tag} with a hash tag of a slot that the client's node owns, so
+// each client's keys stay on its node.
+func (s *store) directUniform(seedHost, seedPort string, keyspace int) invocation {
+	return invocation{Cluster: true, Host: seedHost, Port: seedPort, Pipeline: 1, Keyspace: keyspace,
+		Command: append([]string{"EVALSHA", s.sha, "1", cluster.Prefix + "{tag}:__rand_int__"}, s.args()...)}
+}
+
 // sanity runs the script once through the cluster client and checks the
 // reply: a 6-element array of integers, admitted.
 func (s *store) sanity(ctx context.Context, key string) error {

@@ -33,9 +33,10 @@ const keepLogLines = 50
 
 // startChild runs bin as `serve` on a free loopback port in front of seeds
 // with the policy file at config, and waits until it listens.
-func startChild(ctx context.Context, bin string, seeds []string, config string) (*child, error) {
+func startChild(ctx context.Context, bin string, seeds []string, config string, extra ...string) (*child, error) {
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--admin", "",
 		"--cluster", strings.Join(seeds, ","), "--config", config}
+	args = append(args, extra...)
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	c.cmd.SysProcAttr = childAttr()
 	stderr, err := c.cmd.StderrPipe()
@@ -81,6 +82,27 @@ func startChild(ctx context.Context, bin string, seeds []string, config string) 
 	case <-ctx.Done():
 		c.stop()
 		return nil, ctx.Err()
+	}
+}
+
+// logged waits up to d for a line of the child's log that re matches and
+// returns its first group: the address a door logged ("http listening"
+// addr=…).
+func (c *child) logged(re *regexp.Regexp, d time.Duration) (string, error) {
+	deadline := time.Now().Add(d)
+	for {
+		c.mu.Lock()
+		for _, line := range c.logs {
+			if m := re.FindStringSubmatch(line); m != nil {
+				c.mu.Unlock()
+				return m[1], nil
+			}
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("bench: sluice logged no line matching %s within %v:\n%s", re, d, c.log())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -54,12 +55,33 @@ redis-server, redis-cli) on PATH.
 	fs.StringVar(&cfg.SVGPath, "svg", "", "write the SVG chart to this file (default: none)")
 	fs.StringVar(&cfg.RedisBenchmark, "redis-benchmark", "redis-benchmark", "the redis-benchmark binary")
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", bench.DefaultRunTimeout, "bound of one redis-benchmark run")
+	front := fs.String("front", "", "instead: drive the doors resp,http,grpc of one sluice with a Go load generator (--clients callers, --requests each, uniform keys), next to RL.TAKE by redis-benchmark and direct EVALSHA")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cfg.NoEmbedded = !*embedded
 	if clusterS != "" {
 		cfg.Cluster = strings.Split(clusterS, ",")
+	}
+	if *front != "" {
+		fc := bench.FrontConfig{Cluster: cfg.Cluster, RedisBenchmark: cfg.RedisBenchmark, Clients: cfg.Clients, Requests: cfg.Requests,
+			Keyspace: cfg.Keyspace, MarkdownPath: cfg.MarkdownPath}
+		for _, d := range strings.Split(*front, ",") {
+			fc.Doors = append(fc.Doors, strings.TrimSpace(d))
+		}
+		if cfg.Quick && fc.Requests == 0 {
+			fc.Requests = bench.QuickRequests
+		}
+		rep, err := bench.RunFronts(ctx, fc, stderr)
+		if err != nil {
+			return err
+		}
+		md := rep.Markdown()
+		fmt.Fprint(stdout, md)
+		if fc.MarkdownPath != "" {
+			return os.WriteFile(fc.MarkdownPath, []byte(md), 0o644)
+		}
+		return nil
 	}
 	var err error
 	if cfg.Pipelines, err = intList(pipelines); err != nil {

@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// The doors of RunFronts.
+const (
+	DoorRESP = "resp"
+	DoorHTTP = "http"
+	DoorGRPC = "grpc"
+)
+
+// FrontConfig configures RunFronts: each door of one sluice driven by a Go
+// load generator of Clients concurrent callers, one decision in flight
+// each, next to redis-benchmark's RL.TAKE through the same sluice and
+// EVALSHA straight at the shards, all in one run.
+type FrontConfig struct {
+	Binary         string   // sluice; "" means this executable
+	Cluster        []string // seeds of a running cluster; nil starts one
+	RedisBenchmark string
+	Doors          []string // DoorRESP, DoorHTTP, DoorGRPC
+	Clients        int      // concurrent callers per door (default 50)
+	Requests       int      // per door and per redis-benchmark run (default 200,000)
+	Keyspace       int      // uniform keys (default 1,000,000)
+	MarkdownPath   string
+	Now            func() time.Time
+}
+
+// FrontRow is one door's run (or redis-benchmark's).
+type FrontRow struct {
+	Door     string // "resp (redis-benchmark)", "http", …
+	Tool     string // who drove it
+	Requests int
+	Elapsed  time.Duration
+	RPS      float64
+	P50, P99 float64 // ms
+	// Store is the decisions the store made (sluice's INFO delta); the
+	// direct row has none.
+	Store int64
+}
+
+// FrontReport is RunFronts' result.
+type FrontReport struct {
+	Config  FrontConfig
+	Machine Machine
+	Rows    []FrontRow
+	Direct  FrontRow
+	Elapsed time.Duration
+}
+
+// Ratio is row's requests/s over direct EVALSHA's.
+func (rep *FrontReport) Ratio(r FrontRow) float64 { return ratio(r.RPS, rep.Direct.RPS) }
+
+// doorRE finds the address a door logs at start: msg="http listening" addr=….
+func doorRE(door string) *regexp.Regexp {
+	return regexp.MustCompile(`msg="` + door + ` listening" addr=(\S+)`)
+}
+
+// caller makes one decision through a door; each load-generator worker has
+// its own, on its own connection.
+type caller interface {
+	take(ctx context.Context, key string) error
+	close()
+}
+
+// dialers make a door's callers, by door.
+var dialers = map[string]func(addr string) (caller, error){
+	DoorRESP: dialRESP,
+	DoorHTTP: dialHTTP,
+	// DoorGRPC registers itself in front_grpc.go.
+}
+
+// RunFronts runs the doors of cfg and reports them side by side.
+func RunFronts(ctx context.Context, cfg FrontConfig, progress io.Writer) (*FrontReport, error) {
+	began := time.Now()
+	if cfg.Clients <= 0 {
+		cfg.Clients = DefaultClients
+	}
+	if cfg.Requests <= 0 {
+		cfg.Requests = DefaultRequests
+	}
+	if cfg.Keyspace <= 0 {
+		cfg.Keyspace = DefaultKeyspace
+	}
+	if cfg.RedisBenchmark == "" {
+		cfg.RedisBenchmark = "redis-benchmark"
+	}
+	orNow(&cfg.Now)
+	var extra []string
+	for _, d := range cfg.Doors {
+		switch {
+		case d == DoorRESP:
+		case dialers[d] == nil:
+			return nil, fmt.Errorf("bench: --front %q: this build drives %s", d, strings.Join(doorNames(), ", "))
+		default:
+			extra = append(extra, "--"+d, "127.0.0.1:0")
+		}
+	}
+	set, err := policy.Parse([]byte(Policy), "bench.yaml")
+	if err != nil {
+		return nil, err
+	}
+	bucket, err := set.Lookup("bench").Bucket()
+	if err != nil {
+		return nil, err
+	}
+	tool := "a Go load generator (one decision in flight per caller) and " + benchmarkVersion(cfg.RedisBenchmark)
+	rig, err := newRig(ctx, rigSpec{name: "bench front", binary: cfg.Binary, cluster: cfg.Cluster, policy: Policy, now: cfg.Now, tool: tool}, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer rig.close()
+	st, err := openStore(ctx, rig.seeds, bucket)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	ch, err := startChild(ctx, rig.bin, rig.seeds, rig.policy, extra...)
+	if err != nil {
+		return nil, err
+	}
+	rig.children = append(rig.children, ch)
+	sl := redis.NewClient(&redis.Options{Addr: ch.addr, MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+	rig.clients = append(rig.clients, sl)
+	rig.sluice = sluiceVersion(ctx, sl)
+	bin := cfg.RedisBenchmark
+
+	rep := &FrontReport{Config: cfg}
+	seedHost, seedPort, err := splitAddr(st.seeds[0])
+	if err != nil {
+		return nil, err
+	}
+	direct := st.directUniform(seedHost, seedPort, cfg.Keyspace)
+	direct.Clients, direct.Requests = cfg.Clients, cfg.Requests
+	res, took, err := runBenchmark(ctx, bin, direct, DefaultRunTimeout)
+	if err != nil {
+		return nil, rig.errorf("direct EVALSHA: %w", err)
+	}
+	rep.Direct = FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: cfg.Requests, Elapsed: took, RPS: res.RPS, P50: res.P50, P99: res.P99}
+	rig.logf("direct EVALSHA: %.0f req/s, p50 %s ms, p99 %s ms", res.RPS, ms(res.P50), ms(res.P99))
+
+	host, port, err := splitAddr(ch.addr)
+	if err != nil {
+		return nil, err
+	}
+	take := invocation{Host: host, Port: port, Clients: cfg.Clients, Requests: cfg.Requests, Pipeline: 1, Keyspace: cfg.Keyspace,
+		Command: []string{"RL.TAKE", "key:__rand_int__", "1"}}
+	before, err := storeDecisions(ctx, sl)
+	if err != nil {
+		return nil, err
+	}
+	if res, took, err = runBenchmark(ctx, bin, take, DefaultRunTimeout); err != nil {
+		return nil, rig.errorf("RL.TAKE: %w", err)
+	}
+	after, err := storeDecisions(ctx, sl)
+	if err != nil {
+		return nil, err
+	}
+	rep.Rows = append(rep.Rows, FrontRow{Door: "resp (RL.TAKE)", Tool: "redis-benchmark", Requests: cfg.Requests, Elapsed: took,
+		RPS: res.RPS, P50: res.P50, P99: res.P99, Store: after - before})
+	rig.logf("RL.TAKE by redis-benchmark: %.0f req/s, p50 %s ms, p99 %s ms", res.RPS, ms(res.P50), ms(res.P99))
+
+	for _, door := range cfg.Doors {
+		addr := ch.addr
+		if door != DoorRESP {
+			if addr, err = ch.logged(doorRE(door), defaultStartupTimeout); err != nil {
+				return nil, err
+			}
+		}
+		if err := loopbackOnly(addr); err != nil {
+			return nil, err
+		}
+		before, err := storeDecisions(ctx, sl)
+		if err != nil {
+			return nil, err
+		}
+		row, err := driveDoor(ctx, door, addr, cfg)
+		if err != nil {
+			return nil, rig.errorf("%s door: %w", door, err)
+		}
+		after, err := storeDecisions(ctx, sl)
+		if err != nil {
+			return nil, err
+		}
+		row.Store = after - before
+		if row.Store < int64(row.Requests) {
+			return nil, rig.errorf("%s door: the store decided %d of %d requests", door, row.Store, row.Requests)
+		}
+		rep.Rows = append(rep.Rows, row)
+		rig.logf("%s door: %.0f req/s, p50 %s ms, p99 %s ms", door, row.RPS, ms(row.P50), ms(row.P99))
+	}
+	rep.Machine = rig.machine(cfg.Now(), tool)
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
+
+func doorNames() []string {
+	var out []string
+	for d := range dialers {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// storeDecisions reads sluice's decided_by_store.
+func storeDecisions(ctx context.Context, c *redis.Client) (int64, error) {
+	text, err := c.Do(ctx, "INFO", "sluice").Text()
+	if err != nil {
+		return 0, fmt.Errorf("INFO on sluice: %w", err)
+	}
+	return strconv.ParseInt(infoFields(text)["decided_by_store"], 10, 64)
+}
+
+// driveDoor runs cfg.Requests decisions through door at addr from cfg.Clients
+// callers, uniform keys, and measures them.
+func driveDoor(ctx context.Context, door, addr string, cfg FrontConfig) (FrontRow, error) {
+	callers := make([]caller, cfg.Clients)
+	defer func() {
+		for _, c := range callers {
+			if c != nil {
+				c.close()
+			}
+		}
+	}()
+	for i := range callers {
+		c, err := dialers[door](addr)
+		if err != nil {
+			return FrontRow{}, err
+		}
+		callers[i] = c
+	}
+	lat := make([][]time.Duration, cfg.Clients)
+	errs := make([]error, cfg.Clients)
+	ctx, cancel := context.WithTimeout(ctx, DefaultRunTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range cfg.Clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			for i := w; i < cfg.Requests; i += cfg.Clients {
+				key := "key:" + strconv.Itoa(rng.IntN(cfg.Keyspace))
+				t := time.Now()
+				if err := callers[w].take(ctx, key); err != nil {
+					errs[w] = err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return FrontRow{}, err
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / 1e6 }
+	return FrontRow{Door: door, Tool: "Go", Requests: len(all), Elapsed: elapsed,
+		RPS: float64(len(all)) / elapsed.Seconds(), P50: q(0.5), P99: q(0.99)}, nil
+}
+
+// respCaller is RL.TAKE key 1 on a go-redis connection of its own.
+type respCaller struct{ c *redis.Client }
+
+func dialRESP(addr string) (caller, error) {
+	return respCaller{redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, DisableIdentity: true, Protocol: 2})}, nil
+}
+
+func (r respCaller) take(ctx context.Context, key string) error {
+	v, err := r.c.Do(ctx, "RL.TAKE", key, 1).Slice()
+	if err == nil {
+		err = checkTake(v)
+	}
+	return err
+}
+
+func (r respCaller) close() { _ = r.c.Close() }
+
+// loopbackOnly refuses a door address that is not on loopback: the load
+// generator sends traffic nowhere else.
+func loopbackOnly(addr string) error {
+	if !isLoopback(addr) {
+		return fmt.Errorf("bench: %s is not a loopback address", addr)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Markdown is the report as a markdown table, requests/s as a ratio of
+// direct EVALSHA's.
+func (rep *FrontReport) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# sluice bench --front: the doors side by side\n\nMachine: %s.\n\n", rep.Machine)
+	fmt.Fprintf(&b, "%d concurrent callers, one decision in flight each, %d requests per row, uniform keys over %d; a policy that admits everything, so every decision runs the token bucket in Redis and writes. The whole run took %v.\n\n",
+		rep.Config.Clients, rep.Config.Requests, rep.Config.Keyspace, rep.Elapsed.Round(time.Second))
+	b.WriteString("| door | driven by | requests/s | ÷ direct EVALSHA | p50 ms | p99 ms | decided by the store |\n|---|---|--:|--:|--:|--:|--:|\n")
+	row := func(r FrontRow, store string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Door, r.Tool, thousands(r.RPS), fixed(rep.Ratio(r), 2), ms(r.P50), ms(r.P99), store)
+	}
+	row(rep.Direct, "—")
+	for _, r := range rep.Rows {
+		row(r, thousands(float64(r.Store)))
+	}
+	return b.String()
+}
