@@ -51,7 +51,7 @@ func fail(status int, msg string) answer {
 
 // ServeHTTP answers one request: /v1/take, /v1/check, or an error status.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	write(w, s.route(w, r))
+	write(w, r, s.route(w, r))
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) answer {
@@ -329,9 +329,9 @@ func parseCost(s string) (int64, bool) {
 	return n, true
 }
 
-// write sends a: its headers, the status, and the body as JSON. Decisions
-// and errors alike are never cached.
-func write(w http.ResponseWriter, a answer) {
+// write sends a: its headers, the status, and the body as JSON (not for
+// HEAD). Decisions and errors alike are never cached.
+func write(w http.ResponseWriter, r *http.Request, a answer) {
 	h := w.Header()
 	for k, vs := range a.header {
 		h[k] = vs
@@ -345,5 +345,7 @@ func write(w http.ResponseWriter, a answer) {
 	b = append(b, '\n')
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(a.status)
-	_, _ = w.Write(b)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b)
+	}
 }
