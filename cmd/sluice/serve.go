@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/httpfront"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/local"
@@ -43,6 +44,7 @@ type serveFlags struct {
 	storePerKey                                   bool
 	leaseTTL                                      time.Duration
 	logFormat, logLevel                           string
+	httpAddr, httpKeyHeader                       string
 	timeoutSet                                    bool
 	securityFlags
 	sentinelFlags
@@ -73,6 +75,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 10*time.Second, "close a connection that does not take its replies within this long")
 	fs.IntVar(&f.maxOutputBytes, "max-output-bytes", 1<<20, "replies a connection buffers before writing them out, mid-pipeline if need be")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	fs.StringVar(&f.httpAddr, "http", "", "HTTP address of the JSON and 429 door, /v1/take and /v1/check (\"\" = off)")
+	fs.StringVar(&f.httpKeyHeader, "http-key-header", httpfront.DefaultKeyHeader, "request header /v1/check takes the key from when the query has none (forward-auth)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -229,6 +233,15 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		log.Info("admin listening", "addr", aln.Addr().String())
 	}
 
+	httpSrv, err := startHTTP(f, lim, log)
+	if err != nil {
+		ln.Close()
+		if adminSrv != nil {
+			adminSrv.Close()
+		}
+		return err
+	}
+
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -266,6 +279,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if adminSrv != nil {
 		_ = adminSrv.Shutdown(sctx)
 	}
+	if httpSrv != nil {
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			log.Warn("http shutdown", "err", err)
+		}
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
@@ -274,6 +292,29 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startHTTP starts the HTTP door of --http, nil when it is off: the same
+// limiter, password, TLS and size limits as --listen.
+func startHTTP(f *serveFlags, lim *limiter.Limiter, log *slog.Logger) (*httpfront.Server, error) {
+	if f.httpAddr == "" {
+		return nil, nil
+	}
+	hs, err := httpfront.New(httpfront.Config{
+		Decider: lim, KeyHeader: f.httpKeyHeader, RequirePass: f.requirePass, TLS: f.listenTLS,
+		MaxBodyBytes: int64(f.maxRequestBytes), MaxKeyBytes: f.maxKeyBytes,
+		ReadTimeout: f.requestTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("serve: --http: %w", err)
+	}
+	hln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --http: %w", err)
+	}
+	go func() { _ = hs.Serve(hln) }()
+	log.Info("http listening", "addr", hln.Addr().String(), "tls", f.listenTLS != nil)
+	return hs, nil
 }
 
 func hotKeys(hot *hotkey.Layer) []server.HotKey {
