@@ -292,9 +292,8 @@ func (s *Server) checkKeyOf(q url.Values, h http.Header) (string, error) {
 
 // decide asks the Decider; it bounds the store call by its own deadline.
 func (s *Server) decide(r *http.Request, reqs []limit.Request, out []limit.Result) {
-	ctx := r.Context()
-	// TODO(issue 14): ctx = limit.WithFront(ctx, "http") once the lead's front label lands.
-	s.cfg.Decider.Decide(ctx, reqs, out)
+	// r.Context() carries the front "http" (Server's BaseContext).
+	s.cfg.Decider.Decide(r.Context(), reqs, out)
 }
 
 // errorStatus maps a decision error to its status: no policy 404, the

@@ -121,6 +121,9 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		// Every request's context says it came in by HTTP, for the
+		// decision metrics' front label; set once, not per request.
+		BaseContext: func(net.Listener) context.Context { return limit.WithFront(context.Background(), "http") },
 	}
 	if cfg.TLS != nil {
 		t := cfg.TLS.Clone()
