@@ -40,6 +40,10 @@ type FrontConfig struct {
 	Keyspace       int      // uniform keys (default 1,000,000)
 	MarkdownPath   string
 	Now            func() time.Time
+	// Peer, when PeerGubernator, also drives one gubernator node (its
+	// HTTP API, the same callers and keys) on the same machine; PeerBin
+	// is its binary ("" finds or builds it, see gubernatorBinary).
+	Peer, PeerBin string
 }
 
 // FrontRow is one door's run (or redis-benchmark's).
@@ -83,6 +87,8 @@ type caller interface {
 var dialers = map[string]func(addr string) (caller, error){
 	DoorRESP: dialRESP,
 	DoorHTTP: dialHTTP,
+	// PeerGubernator is driven by RunFronts' Peer, not as a door.
+	PeerGubernator: dialGubernator,
 	// DoorGRPC registers itself in front_grpc.go.
 }
 
@@ -106,7 +112,7 @@ func RunFronts(ctx context.Context, cfg FrontConfig, progress io.Writer) (*Front
 	for _, d := range cfg.Doors {
 		switch {
 		case d == DoorRESP:
-		case dialers[d] == nil:
+		case dialers[d] == nil || d == PeerGubernator:
 			return nil, fmt.Errorf("bench: --front %q: this build drives %s", d, strings.Join(doorNames(), ", "))
 		default:
 			extra = append(extra, "--"+d, "127.0.0.1:0")
@@ -205,9 +211,38 @@ func RunFronts(ctx context.Context, cfg FrontConfig, progress io.Writer) (*Front
 		rep.Rows = append(rep.Rows, row)
 		rig.logf("%s door: %.0f req/s, p50 %s ms, p99 %s ms", door, row.RPS, ms(row.P50), ms(row.P99))
 	}
+	switch cfg.Peer {
+	case "":
+	case PeerGubernator:
+		row, err := runGubernator(ctx, cfg, rig.logf)
+		if err != nil {
+			return nil, rig.errorf("peer gubernator: %w", err)
+		}
+		rep.Rows = append(rep.Rows, row)
+		rig.logf("gubernator: %.0f req/s, p50 %s ms, p99 %s ms", row.RPS, ms(row.P50), ms(row.P99))
+	default:
+		return nil, fmt.Errorf("bench: --peer %q: only %s", cfg.Peer, PeerGubernator)
+	}
 	rep.Machine = rig.machine(cfg.Now(), tool)
 	rep.Elapsed = time.Since(began)
 	return rep, nil
+}
+
+// runGubernator starts gubernator, drives it like a door and stops it.
+func runGubernator(ctx context.Context, cfg FrontConfig, logf func(string, ...any)) (FrontRow, error) {
+	bin, err := gubernatorBinary(ctx, cfg.PeerBin, logf)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	addr, stop, err := startGubernator(ctx, bin)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	defer stop()
+	logf("gubernator %s serving HTTP on %s", bin, addr)
+	row, err := driveDoor(ctx, PeerGubernator, addr, cfg)
+	row.Door, row.Tool, row.Store = "gubernator v2.13.0 (peer, one node, limits in its memory)", "Go", -1
+	return row, err
 }
 
 func doorNames() []string {
@@ -320,7 +355,11 @@ func (rep *FrontReport) Markdown() string {
 	}
 	row(rep.Direct, "—")
 	for _, r := range rep.Rows {
-		row(r, thousands(float64(r.Store)))
+		store := thousands(float64(r.Store))
+		if r.Store < 0 {
+			store = "— (its own memory)"
+		}
+		row(r, store)
 	}
 	return b.String()
 }

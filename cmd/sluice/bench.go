@@ -55,6 +55,8 @@ redis-server, redis-cli) on PATH.
 	fs.StringVar(&cfg.SVGPath, "svg", "", "write the SVG chart to this file (default: none)")
 	fs.StringVar(&cfg.RedisBenchmark, "redis-benchmark", "redis-benchmark", "the redis-benchmark binary")
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", bench.DefaultRunTimeout, "bound of one redis-benchmark run")
+	peer := fs.String("peer", "", "with --front: also drive a peer limiter on this machine: gubernator (its binary from --peer-bin, PATH, or built once with go install into the user cache)")
+	peerBin := fs.String("peer-bin", "", "the peer's binary")
 	front := fs.String("front", "", "instead: drive the doors resp,http,grpc of one sluice with a Go load generator (--clients callers, --requests each, uniform keys), next to RL.TAKE by redis-benchmark and direct EVALSHA")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
@@ -65,7 +67,7 @@ redis-server, redis-cli) on PATH.
 	}
 	if *front != "" {
 		fc := bench.FrontConfig{Cluster: cfg.Cluster, RedisBenchmark: cfg.RedisBenchmark, Clients: cfg.Clients, Requests: cfg.Requests,
-			Keyspace: cfg.Keyspace, MarkdownPath: cfg.MarkdownPath}
+			Keyspace: cfg.Keyspace, MarkdownPath: cfg.MarkdownPath, Peer: *peer, PeerBin: *peerBin}
 		for _, d := range strings.Split(*front, ",") {
 			fc.Doors = append(fc.Doors, strings.TrimSpace(d))
 		}

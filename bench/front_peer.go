@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// The peer RunFronts can run beside sluice's doors.
+const (
+	PeerGubernator = "gubernator"
+	// GubernatorModule is what --peer gubernator builds when no binary is
+	// given or on PATH: built with `go install` into a scratch directory,
+	// never a dependency of sluice.
+	GubernatorModule = "github.com/gubernator-io/gubernator/v2/cmd/gubernator@v2.13.0"
+)
+
+// gubernatorBinary finds gubernator: bin when set, else on PATH, else
+// built once into the user's cache directory with `go install`.
+func gubernatorBinary(ctx context.Context, bin string, progress func(string, ...any)) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	if p, err := exec.LookPath("gubernator"); err == nil {
+		return p, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "sluice-bench", "peers")
+	p := filepath.Join(dir, "gubernator")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	progress("building %s into %s (go install; minutes the first time)", GubernatorModule, dir)
+	cmd := exec.CommandContext(ctx, "go", "install", GubernatorModule)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
+	cmd.Dir = os.TempDir() // outside sluice's module: not a dependency
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("bench: go install %s: %v\n%s", GubernatorModule, err, tail(string(out), 20))
+	}
+	return p, nil
+}
+
+// freeLoopbackPort returns a port free on 127.0.0.1 now.
+func freeLoopbackPort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startGubernator runs one gubernator node on loopback ports, its
+// telemetry off, and waits for its health check; stop ends it by its pid.
+func startGubernator(ctx context.Context, bin string) (httpAddr string, stop func(), err error) {
+	grpcAddr, err := freeLoopbackPort()
+	if err != nil {
+		return "", nil, err
+	}
+	if httpAddr, err = freeLoopbackPort(); err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "GUBER_GRPC_ADDRESS="+grpcAddr, "GUBER_HTTP_ADDRESS="+httpAddr,
+		"GUBER_ADVERTISE_ADDRESS="+grpcAddr, "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	err = poll(ctx, 50*time.Millisecond, 30*time.Second, func() (bool, error) {
+		select {
+		case <-done:
+			return false, fmt.Errorf("gubernator exited: %s", tail(logs.String(), 20))
+		default:
+		}
+		resp, err := http.Get("http://" + httpAddr + "/v1/HealthCheck")
+		if err != nil {
+			return false, nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("bench: gubernator at %s: %w", httpAddr, err)
+	}
+	return httpAddr, stop, nil
+}
+
+// gubernatorCaller asks gubernator for one decision of the bench's bucket
+// (a limit of a billion a second: everything admitted) over its HTTP API,
+// on a keep-alive connection of its own.
+type gubernatorCaller struct {
+	c   *http.Client
+	url string
+}
+
+func dialGubernator(addr string) (caller, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, IdleConnTimeout: time.Minute, DisableCompression: true}
+	return gubernatorCaller{c: &http.Client{Transport: tr}, url: "http://" + addr + "/v1/GetRateLimits"}, nil
+}
+
+func (g gubernatorCaller) take(ctx context.Context, key string) error {
+	body := `{"requests":[{"name":"bench","unique_key":` + strconv.Quote(key) + `,"hits":1,"limit":1000000000,"duration":1000}]}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewBufferString(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.c.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"UNDER_LIMIT"`)) {
+		return fmt.Errorf("gubernator: %s %s", resp.Status, b)
+	}
+	return nil
+}
+
+func (g gubernatorCaller) close() { g.c.CloseIdleConnections() }
