@@ -24,10 +24,13 @@ const (
 	MaxFiles = 1000
 	// MaxDepth is the deepest nesting of descriptors.
 	MaxDepth = 32
-	// maxNodes bounds the YAML nodes walked in one load, aliases counted
-	// each time they are followed (a "billion laughs" file stops here).
-	maxNodes  = 1 << 20
-	maxErrors = 20
+	// nodesPerByte bounds the YAML nodes walked in a file, aliases counted
+	// each time they are followed, to a few per byte of the file (plus
+	// nodesSlack), so that an alias bomb stops early and the work of a
+	// load stays proportional to the bytes read.
+	nodesPerByte = 4
+	nodesSlack   = 4096
+	maxErrors    = 20
 )
 
 // The fields each mapping may hold. envoyproxy/ratelimit's own fields
@@ -139,29 +142,35 @@ func readFile(path string) ([]byte, error) {
 type builder struct {
 	c       *Config
 	errs    []*Error
-	nodes   int               // YAML nodes left to walk
 	domains map[string]string // domain → the file that defined it
+	more    int               // errors beyond maxErrors
 }
 
 func newBuilder() *builder {
-	return &builder{c: &Config{domains: map[string]level{}}, nodes: maxNodes, domains: map[string]string{}}
+	return &builder{c: &Config{domains: map[string]level{}}, domains: map[string]string{}}
 }
 
 func (b *builder) errorf(file string, line int, path, format string, args ...any) {
+	if len(b.errs) >= maxErrors {
+		b.more++ // counted, not formatted: a garbage file costs no memory
+		return
+	}
 	b.errs = append(b.errs, &Error{File: file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
+
+// count is the number of errors found so far.
+func (b *builder) count() int { return len(b.errs) + b.more }
 
 func (b *builder) done() (*Config, error) {
 	if len(b.errs) == 0 {
 		return b.c, nil
 	}
-	n := min(len(b.errs), maxErrors)
-	errs := make([]error, 0, n+1)
-	for _, e := range b.errs[:n] {
+	errs := make([]error, 0, len(b.errs)+1)
+	for _, e := range b.errs {
 		errs = append(errs, e)
 	}
-	if more := len(b.errs) - n; more > 0 {
-		errs = append(errs, fmt.Errorf("… and %d more", more))
+	if b.more > 0 {
+		errs = append(errs, fmt.Errorf("… and %d more", b.more))
 	}
 	return nil, errors.Join(errs...)
 }
@@ -178,7 +187,8 @@ type fileWalk struct {
 	name   string
 	domain string
 	def    defaults
-	budget bool // false once the node budget ran out (reported once)
+	nodes  int  // YAML nodes left to walk
+	budget bool // false once nodes ran out (reported once)
 }
 
 func (w *fileWalk) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -192,13 +202,13 @@ func (w *fileWalk) spend(n *yaml.Node) bool {
 	}
 	if w.budget {
 		w.budget = false
-		w.errorf(n, "", "too many YAML nodes (more than %d, aliases counted each time): refusing to read further", maxNodes)
+		w.errorf(n, "", "too many YAML nodes for the file's size (aliases counted each time they are used): refusing to read further")
 	}
 	return false
 }
 
 func (b *builder) file(name string, data []byte) {
-	w := &fileWalk{builder: b, name: name, budget: true}
+	w := &fileWalk{builder: b, name: name, budget: true, nodes: nodesPerByte*len(data) + nodesSlack}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -373,7 +383,7 @@ func (w *fileWalk) rateLimit(v *yaml.Node, path, name, descPath string, shadow b
 		w.errorf(v, path, "must be a mapping of unit and requests_per_unit, got %s", got(v))
 		return nil
 	}
-	before := len(w.errs)
+	before := w.count()
 	r := &Rule{ID: name, Domain: w.domain, File: w.name, Path: descPath}
 	var unitNode *yaml.Node
 	var rpu int64
@@ -419,10 +429,10 @@ func (w *fileWalk) rateLimit(v *yaml.Node, path, name, descPath string, shadow b
 		}
 	case unitNode == nil:
 		w.errorf(v, path+".unit", "required: second, minute, hour, day, week, month or year (or unlimited: true)")
-	case !hasRPU && len(w.errs) == before:
+	case !hasRPU && w.count() == before:
 		w.errorf(v, path+".requests_per_unit", "required: requests allowed per unit (0 refuses every request)")
 	}
-	if len(w.errs) > before {
+	if w.count() > before {
 		return nil
 	}
 	if !r.Unlimited {
@@ -484,7 +494,9 @@ func (w *fileWalk) replaces(v *yaml.Node, path string) []string {
 }
 
 // pairs calls f for each field of mapping n whose value is not null,
-// reporting duplicate, unknown and non-string field names.
+// reporting duplicate, unknown and non-string field names. YAML merge keys
+// (<<: *anchor) are resolved as ratelimit's YAML decoder resolves them: the
+// mapping's own fields win, then the merged ones in order.
 func (w *fileWalk) pairs(n *yaml.Node, path string, known []string, f func(key string, v *yaml.Node)) {
 	seen := map[string]int{}
 	join := func(k string) string {
@@ -493,8 +505,8 @@ func (w *fileWalk) pairs(n *yaml.Node, path string, known []string, f func(key s
 		}
 		return path + "." + k
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+	for _, kv := range w.fields(n, path, 0) {
+		k, v := kv.k, kv.v
 		if !w.spend(v) {
 			return
 		}
@@ -503,7 +515,9 @@ func (w *fileWalk) pairs(n *yaml.Node, path string, known []string, f func(key s
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			w.errorf(k, join(k.Value), "set twice (first at line %d)", first)
+			if !kv.merged {
+				w.errorf(k, join(k.Value), "set twice (first at line %d)", first)
+			}
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -522,6 +536,43 @@ func (w *fileWalk) pairs(n *yaml.Node, path string, known []string, f func(key s
 		}
 		f(k.Value, v)
 	}
+}
+
+type field struct {
+	k, v   *yaml.Node
+	merged bool
+}
+
+// fields lists mapping n's fields, its own first, then those of its merge
+// keys.
+func (w *fileWalk) fields(n *yaml.Node, path string, depth int) []field {
+	var own, merged []field
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
+			own = append(own, field{k: k, v: v})
+			continue
+		}
+		srcs := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			srcs = v.Content
+		}
+		for _, src := range srcs {
+			src = deref(src)
+			if !w.spend(src) {
+				break
+			}
+			if src.Kind != yaml.MappingNode || depth >= 8 {
+				w.errorf(src, path, "a merge key (<<) must name a mapping, got %s", got(src))
+				continue
+			}
+			for _, fl := range w.fields(src, path, depth+1) {
+				fl.merged = true
+				merged = append(merged, fl)
+			}
+		}
+	}
+	return append(own, merged...)
 }
 
 // text reads a scalar as text, as ratelimit's YAML decoder does: value: 500
