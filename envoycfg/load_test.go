@@ -274,6 +274,16 @@ descriptors:
 	}
 }
 
+// The gRPC door declares this matcher; Holder and Config must fit it.
+var (
+	_ interface {
+		Match(domain string, entries []Entry) (*limit.Policy, bool)
+	} = (*Holder)(nil)
+	_ interface {
+		Match(domain string, entries []Entry) (*limit.Policy, bool)
+	} = (*Config)(nil)
+)
+
 func TestHolderReload(t *testing.T) {
 	dir := writeDir(t, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"})
 	var zero Holder
