@@ -35,6 +35,7 @@ var _ server.MultiDecider = (*limiter.Limiter)(nil)
 
 type serveFlags struct {
 	listen, admin, clusterAddrs, redisURL, config string
+	envoyConfig                                   string
 	timeout, idleTimeout, shutdownTimeout         time.Duration
 	requestTimeout, writeTimeout                  time.Duration
 	maxOutputBytes                                int
@@ -59,6 +60,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.clusterAddrs, "cluster", "", "Redis Cluster seed nodes, host:port[,host:port…]")
 	fs.StringVar(&f.redisURL, "redis", "", "a single Redis node, redis://[user:pass@]host:port")
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); none = one built-in catch-all policy")
+	fs.StringVar(&f.envoyConfig, "envoy-config", "", "directory of envoyproxy/ratelimit config files (*.yaml), reloaded on SIGHUP")
 	fs.DurationVar(&f.timeout, "timeout", 50*time.Millisecond, "deadline of every store call (overrides the config's timeout)")
 	fs.StringVar(&f.requirePass, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file or SLUICE_REQUIREPASS)")
 	fs.StringVar(&f.requirePassFile, "requirepass-file", "", "file holding the password")
@@ -148,6 +150,12 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 	}
 	holder := policy.NewHolder(set)
+	// envoy holds the Envoy rules, nil without --envoy-config. TODO(lead):
+	// hand it to the gRPC door (rls) where that is built, below.
+	envoy, err := loadEnvoy(f.envoyConfig)
+	if err != nil {
+		return err
+	}
 	timeout := func() time.Duration {
 		if t := holder.Current().Timeout; !f.timeoutSet && t > 0 {
 			return t
@@ -220,6 +228,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	for _, line := range strings.Split(strings.TrimSpace(holder.Current().String()), "\n") {
 		log.Info("policy", "source", sourceOf(f.config), "rule", strings.TrimSpace(line))
 	}
+	logEnvoyRules(log, f.envoyConfig, envoy)
 
 	var adminSrv *http.Server
 	if f.admin != "" {
@@ -247,8 +256,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer signal.Stop(hup)
 	go func() {
 		for range hup {
+			reloadEnvoy(log, f.envoyConfig, envoy, m.ConfigReload)
 			if f.config == "" {
-				log.Warn("SIGHUP: no --config to reload")
+				if f.envoyConfig == "" {
+					log.Warn("SIGHUP: no --config to reload")
+				}
 				continue
 			}
 			s, err := policy.Load(f.config)
