@@ -34,7 +34,7 @@ func TestPerUnit(t *testing.T) {
 		{3, 700 * time.Millisecond, 30, sec, 7},
 		{1, 500 * time.Millisecond, 2, sec, 1},
 		{1, time.Microsecond, 1_000_000, sec, 1},
-		{1 << 40, time.Second, 1<<32 - 1, sec, 1},   // clamped
+		{1 << 40, time.Second, 1<<32 - 1, sec, 1},      // clamped
 		{1 << 30, time.Millisecond, 1<<32 - 1, sec, 1}, // clamped when scaled
 	}
 	for _, tt := range tests {
