@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/metrics"
 	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/rls"
 	"github.com/sluice-rl/sluice/server"
 )
 
@@ -44,6 +45,8 @@ type serveFlags struct {
 	leaseTTL                                      time.Duration
 	logFormat, logLevel                           string
 	timeoutSet                                    bool
+	grpc                                          string // Envoy's rate-limit service; "" = off
+	grpcHeaders                                   bool
 	securityFlags
 	sentinelFlags
 }
@@ -58,6 +61,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.redisURL, "redis", "", "a single Redis node, redis://[user:pass@]host:port")
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); none = one built-in catch-all policy")
 	fs.DurationVar(&f.timeout, "timeout", 50*time.Millisecond, "deadline of every store call (overrides the config's timeout)")
+	fs.StringVar(&f.grpc, "grpc", "", "address of Envoy's rate-limit service (v3, gRPC), e.g. 127.0.0.1:8081 (\"\" = off)")
+	fs.BoolVar(&f.grpcHeaders, "grpc-ratelimit-headers", false, "--grpc replies carry RateLimit-Policy and RateLimit response headers for Envoy to add")
 	fs.StringVar(&f.requirePass, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file or SLUICE_REQUIREPASS)")
 	fs.StringVar(&f.requirePassFile, "requirepass-file", "", "file holding the password")
 	f.registerSecurity(fs)
@@ -251,7 +256,12 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 	}()
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	grpcSrv, err := startGRPC(f, lim, holder, log, errc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("sluice listening", "addr", ln.Addr().String(), "store", mode, "timeout", timeout().String(), "version", version)
 
@@ -269,11 +279,41 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
+	if grpcSrv != nil {
+		if err := grpcSrv.Shutdown(sctx); err != nil {
+			log.Warn("grpc shutdown", "err", err)
+		}
+	}
 	if err := hot.Close(sctx); err != nil {
 		log.Warn("returning leased tokens", "err", err)
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startGRPC serves Envoy's rate-limit service on --grpc, when set, with
+// the RESP door's password (as a bearer token) and TLS; Serve's error goes
+// to errc. Descriptors are matched against sluice's own policies.
+func startGRPC(f *serveFlags, lim *limiter.Limiter, holder *policy.Holder, log *slog.Logger, errc chan<- error) (*rls.Server, error) {
+	if f.grpc == "" {
+		return nil, nil
+	}
+	gsrv, err := rls.New(rls.Config{Decider: lim, Matcher: rls.PolicyMatcher(policies{holder}.Match),
+		RequirePass: f.requirePass, TLS: f.listenTLS, Headers: f.grpcHeaders, MaxKeyBytes: f.maxKeyBytes, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	gln, err := net.Listen("tcp", f.grpc)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --grpc: %w", err)
+	}
+	go func() {
+		if err := gsrv.Serve(gln); err != nil {
+			errc <- fmt.Errorf("serve: --grpc: %w", err)
+		}
+	}()
+	log.Info("grpc listening", "addr", gln.Addr().String(), "tls", f.listenTLS != nil)
+	return gsrv, nil
 }
 
 func hotKeys(hot *hotkey.Layer) []server.HotKey {
