@@ -14,7 +14,8 @@ import (
 //
 // Every descriptor is mapped to its sluice key and its policy (Matcher).
 // One that no rule matches, or an unlimited one, is OK and spends nothing.
-// The limited ones are taken all-or-nothing (Decider.MTake): the reply is
+// The limited ones are taken all-or-nothing (Decider.MTake; one alone by
+// Decider.Decide, as RL.TAKE, with the hot-key paths): the reply is
 // OVER_LIMIT when any rule refuses, and then nothing is spent on any (a
 // shadow rule excepted: it counts, and answers OK). A descriptor whose own
 // hits_addend is 0 is only checked (a peek of cost 1); when one of those is
@@ -59,7 +60,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			take = nil
 		}
 	}
-	if len(take) > 0 {
+	switch {
+	case len(take) == 1:
+		// One rule is all-or-nothing by itself: it goes RL.TAKE's way,
+		// hot-key paths included, which MTake does not take.
+		var all bool
+		if all, err = s.decideOp(ctx, ds, policies, take, limit.OpTake, results); err != nil {
+			return nil, err
+		}
+		ok = ok && all
+	case len(take) > 1:
 		reqs, out := requests(ds, policies, take, limit.OpTake)
 		all, err := s.cfg.Decider.MTake(ctx, reqs, out)
 		if err != nil {
@@ -89,10 +99,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 // decide peeks the descriptors ds[idx…] (with their own costs), fills
 // their results and reports whether every one would pass.
 func (s *Server) decide(ctx context.Context, ds []descriptor, policies []*limit.Policy, idx []int, results []limit.Result) (bool, error) {
+	return s.decideOp(ctx, ds, policies, idx, limit.OpPeek, results)
+}
+
+// decideOp decides the descriptors ds[idx…] one by one with op (Decide),
+// fills their results and reports whether every one passed.
+func (s *Server) decideOp(ctx context.Context, ds []descriptor, policies []*limit.Policy, idx []int, op limit.Op, results []limit.Result) (bool, error) {
 	if len(idx) == 0 {
 		return true, nil
 	}
-	reqs, out := requests(ds, policies, idx, limit.OpPeek)
+	reqs, out := requests(ds, policies, idx, op)
 	s.cfg.Decider.Decide(ctx, reqs, out)
 	ok := true
 	for j, i := range idx {

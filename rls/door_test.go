@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/envoycfg"
+	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
@@ -39,6 +40,7 @@ policies:
   - {name: dark, match: "edge:dark=*", limit: 1, rate: 1, period: 1h, shadow: true}
   - {name: down-open, match: "down:open=*", limit: 1, rate: 1, period: 1h, on_store_error: open}
   - {name: down-closed, match: "down:closed=*", limit: 1, rate: 1, period: 1h, on_store_error: closed}
+  - {name: hot, match: "edge:hot=*", limit: 100000, rate: 100000, period: 1h, hot: {mode: lease, threshold: 5}}
 `
 
 // newLimiter is the real limiter over a real cluster with doorPolicies.
@@ -53,7 +55,13 @@ func newLimiter(t *testing.T, c *localredis.Cluster) *limiter.Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	lim, err := limiter.New(limiter.Config{Policies: set, Store: store, Timeout: func() time.Duration { return 2 * time.Second }})
+	timeout := func() time.Duration { return 2 * time.Second }
+	hot, err := hotkey.New(hotkey.Config{Store: store, LeaseTTL: time.Hour, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hot.Close(context.Background()) })
+	lim, err := limiter.New(limiter.Config{Policies: set, Store: store, Timeout: timeout, Hot: hot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +223,28 @@ func TestDoorOnCluster(t *testing.T) {
 		resp = call(t, door, req("edge", 1, desc("path", path2), hits(desc("remote_address", ip), 0)))
 		check(t, "peek over", resp, over, want{ok, 5}, want{over, 0}) // peeked: 5 left, none spent
 		check(t, "path2 untouched", call(t, door, req("edge", 5, desc("path", path2))), ok, want{ok, 0})
+	})
+
+	// A request with one limited descriptor goes RL.TAKE's way, hot-key
+	// paths included (MTake has none); several go RL.MTAKE's.
+	t.Run("one rule is a take", func(t *testing.T) {
+		before := lim.Snapshot()
+		key := uniq("k")
+		leased := int64(0)
+		for i := 0; i < 2000 && leased == 0; i++ { // past 5/s on any machine
+			call(t, door, req("edge", 0, desc("hot", key), desc("nobody", "x")))
+			leased = lim.Snapshot().ByPath[limit.ByLease] - before.ByPath[limit.ByLease]
+		}
+		if leased == 0 {
+			t.Errorf("2000 calls of one hot descriptor, none decided by lease")
+		}
+		if got := lim.Snapshot().MTakes - before.MTakes; got != 0 {
+			t.Errorf("%d MTakes for requests of one limited descriptor, want 0", got)
+		}
+		call(t, door, req("edge", 0, desc("hot", key), desc("path", key)))
+		if got := lim.Snapshot().MTakes - before.MTakes; got != 1 {
+			t.Errorf("%d MTakes after a request of two limited descriptors, want 1", got)
+		}
 	})
 
 	t.Run("headers", func(t *testing.T) {

@@ -26,8 +26,9 @@ import (
 // Decider decides rate-limit requests; the limiter implements it. Both
 // methods must be safe for concurrent use and take reqs[i].Policy as set.
 type Decider interface {
-	// Decide fills out[i] for reqs[i], one by one (here: the check-only
-	// descriptors, with limit.OpPeek).
+	// Decide fills out[i] for reqs[i], one by one: here the check-only
+	// descriptors (limit.OpPeek), and a request's one limited descriptor
+	// (limit.OpTake, which may go a hot-key path).
 	Decide(ctx context.Context, reqs []limit.Request, out []limit.Result)
 	// MTake takes reqs all-or-nothing and reports whether every one was
 	// admitted; an error fails the call and spends nothing.
