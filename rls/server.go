@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -68,6 +70,13 @@ type Config struct {
 	// ResourceExhausted before it is decoded. Default 131072 (128 KiB):
 	// room for MaxDescriptors keys of MaxKeyBytes.
 	MaxRequestBytes int
+	// MaxConnections bounds the connections served at once; past it new
+	// ones wait to be accepted. Default 10000, as RESP's MaxClients.
+	MaxConnections int
+	// MaxStreams bounds the calls in flight on one connection (HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS); Envoy queues or opens another
+	// connection past it. Default 1024.
+	MaxStreams uint32
 	// Logger receives recovered panics. Default: discard.
 	Logger *slog.Logger
 }
@@ -78,6 +87,8 @@ const (
 	DefaultMaxEntries      = 16
 	DefaultMaxKeyBytes     = 1024
 	DefaultMaxRequestBytes = 128 << 10
+	DefaultMaxConnections  = 10000
+	DefaultMaxStreams      = 1024
 )
 
 // Server is Envoy's rate-limit service (v3) on gRPC. Create it with New,
@@ -113,6 +124,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, pass: sha256.Sum256([]byte(cfg.RequirePass)),
 		bounds: bounds{descriptors: cfg.MaxDescriptors, entries: cfg.MaxEntries, keyBytes: cfg.MaxKeyBytes}}
 	if s.log == nil {
@@ -120,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		grpc.MaxConcurrentStreams(cfg.MaxStreams),
 		grpc.ChainUnaryInterceptor(s.intercept),
 	}
 	if cfg.TLS != nil {
@@ -137,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 
 // Serve serves on ln until Shutdown; it returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.grpc.Serve(ln)
+	err := s.grpc.Serve(netutil.LimitListener(ln, s.cfg.MaxConnections))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

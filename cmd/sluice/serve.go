@@ -299,7 +299,7 @@ func startGRPC(f *serveFlags, lim *limiter.Limiter, holder *policy.Holder, log *
 		return nil, nil
 	}
 	gsrv, err := rls.New(rls.Config{Decider: lim, Matcher: rls.PolicyMatcher(policies{holder}.Match),
-		RequirePass: f.requirePass, TLS: f.listenTLS, Headers: f.grpcHeaders, MaxKeyBytes: f.maxKeyBytes, Logger: log})
+		RequirePass: f.requirePass, TLS: f.listenTLS, Headers: f.grpcHeaders, MaxKeyBytes: f.maxKeyBytes, MaxConnections: f.maxClients, Logger: log})
 	if err != nil {
 		return nil, err
 	}
