@@ -50,11 +50,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	results := make([]limit.Result, len(ds))
 	ok := true
 	if len(peek) > 0 {
-		if ok, err = s.decide(ctx, ds, policies, peek, results); err != nil {
+		if ok, err = s.peekAll(ctx, ds, policies, peek, results); err != nil {
 			return nil, err
 		}
 		if !ok { // nothing may be spent: report what the takes would do
-			if _, err = s.decide(ctx, ds, policies, take, results); err != nil {
+			if _, err = s.peekAll(ctx, ds, policies, take, results); err != nil {
 				return nil, err
 			}
 			take = nil
@@ -96,9 +96,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// decide peeks the descriptors ds[idx…] (with their own costs), fills
+// peekAll peeks the descriptors ds[idx…] (with their own costs), fills
 // their results and reports whether every one would pass.
-func (s *Server) decide(ctx context.Context, ds []descriptor, policies []*limit.Policy, idx []int, results []limit.Result) (bool, error) {
+func (s *Server) peekAll(ctx context.Context, ds []descriptor, policies []*limit.Policy, idx []int, results []limit.Result) (bool, error) {
 	return s.decideOp(ctx, ds, policies, idx, limit.OpPeek, results)
 }
 
