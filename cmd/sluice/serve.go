@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/envoycfg"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/httpfront"
 	"github.com/sluice-rl/sluice/limit"
@@ -27,6 +28,7 @@ import (
 	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/metrics"
 	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/rls"
 	"github.com/sluice-rl/sluice/server"
 )
 
@@ -47,6 +49,8 @@ type serveFlags struct {
 	logFormat, logLevel                           string
 	httpAddr, httpKeyHeader                       string
 	timeoutSet                                    bool
+	grpc                                          string // Envoy's rate-limit service; "" = off
+	grpcHeaders                                   bool
 	securityFlags
 	sentinelFlags
 }
@@ -62,6 +66,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); none = one built-in catch-all policy")
 	fs.StringVar(&f.envoyConfig, "envoy-config", "", "directory of envoyproxy/ratelimit config files (*.yaml), reloaded on SIGHUP")
 	fs.DurationVar(&f.timeout, "timeout", 50*time.Millisecond, "deadline of every store call (overrides the config's timeout)")
+	fs.StringVar(&f.grpc, "grpc", "", "address of Envoy's rate-limit service (v3, gRPC), e.g. 127.0.0.1:8081 (\"\" = off)")
+	fs.BoolVar(&f.grpcHeaders, "grpc-ratelimit-headers", false, "--grpc replies carry RateLimit-Policy and RateLimit response headers for Envoy to add")
 	fs.StringVar(&f.requirePass, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file or SLUICE_REQUIREPASS)")
 	fs.StringVar(&f.requirePassFile, "requirepass-file", "", "file holding the password")
 	f.registerSecurity(fs)
@@ -150,8 +156,8 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 	}
 	holder := policy.NewHolder(set)
-	// envoy holds the Envoy rules, nil without --envoy-config. TODO(lead):
-	// hand it to the gRPC door (rls) where that is built, below.
+	// envoy holds the Envoy rules, nil without --envoy-config; with it,
+	// the gRPC door matches descriptors by them (startGRPC).
 	envoy, err := loadEnvoy(f.envoyConfig)
 	if err != nil {
 		return err
@@ -276,7 +282,12 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 	}()
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	grpcSrv, err := startGRPC(f, lim, holder, envoy, log, errc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("sluice listening", "addr", ln.Addr().String(), "store", mode, "timeout", timeout().String(), "version", version)
 
@@ -298,6 +309,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	if grpcSrv != nil {
+		if err := grpcSrv.Shutdown(sctx); err != nil {
+			log.Warn("grpc shutdown", "err", err)
+		}
 	}
 	if err := hot.Close(sctx); err != nil {
 		log.Warn("returning leased tokens", "err", err)
@@ -327,6 +343,37 @@ func startHTTP(f *serveFlags, lim *limiter.Limiter, log *slog.Logger) (*httpfron
 	go func() { _ = hs.Serve(hln) }()
 	log.Info("http listening", "addr", hln.Addr().String(), "tls", f.listenTLS != nil)
 	return hs, nil
+}
+
+// startGRPC serves Envoy's rate-limit service on --grpc, when set, with
+// the RESP door's password (as a bearer token) and TLS; Serve's error goes
+// to errc. Descriptors are matched by the --envoy-config rules when given
+// (the whole request at once: replaces, shared counters), else against
+// sluice's own policies by their keys.
+func startGRPC(f *serveFlags, lim *limiter.Limiter, holder *policy.Holder, envoy *envoycfg.Holder, log *slog.Logger, errc chan<- error) (*rls.Server, error) {
+	if f.grpc == "" {
+		return nil, nil
+	}
+	matcher := rls.PolicyMatcher(policies{holder}.Match)
+	if envoy != nil {
+		matcher = envoy
+	}
+	gsrv, err := rls.New(rls.Config{Decider: lim, Matcher: matcher,
+		RequirePass: f.requirePass, TLS: f.listenTLS, Headers: f.grpcHeaders, MaxKeyBytes: f.maxKeyBytes, MaxConnections: f.maxClients, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	gln, err := net.Listen("tcp", f.grpc)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --grpc: %w", err)
+	}
+	go func() {
+		if err := gsrv.Serve(gln); err != nil {
+			errc <- fmt.Errorf("serve: --grpc: %w", err)
+		}
+	}()
+	log.Info("grpc listening", "addr", gln.Addr().String(), "tls", f.listenTLS != nil)
+	return gsrv, nil
 }
 
 func hotKeys(hot *hotkey.Layer) []server.HotKey {

@@ -10,12 +10,8 @@ import (
 // loadEnvoy loads the --envoy-config directory at start. With no flag it
 // returns nil: there are no Envoy rules. A bad directory fails the start,
 // the error listing every problem with its file and path.
-//
-// TODO(lead): the gRPC door (package rls, --grpc) takes this Holder as its
-// matcher: rls declares Match(domain, entries) (*limit.Policy, bool), which
-// *envoycfg.Holder implements; replaces needs the whole request, so the
-// door should call Holder.LookupRequest (which also gives each counter's
-// key, share_threshold included) once per request.
+// The gRPC door (--grpc) takes the Holder as its matcher, and calls its
+// LookupRequest once per request (replaces, share_threshold keys).
 func loadEnvoy(dir string) (*envoycfg.Holder, error) {
 	if dir == "" {
 		return nil, nil

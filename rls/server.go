@@ -1,0 +1,220 @@
+package rls
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// Decider decides rate-limit requests; the limiter implements it. Both
+// methods must be safe for concurrent use and take reqs[i].Policy as set.
+type Decider interface {
+	// Decide fills out[i] for reqs[i], one by one: here the check-only
+	// descriptors (limit.OpPeek), and a request's one limited descriptor
+	// (limit.OpTake, which may go a hot-key path).
+	Decide(ctx context.Context, reqs []limit.Request, out []limit.Result)
+	// MTake takes reqs all-or-nothing and reports whether every one was
+	// admitted; an error fails the call and spends nothing.
+	MTake(ctx context.Context, reqs []limit.Request, out []limit.Result) (bool, error)
+}
+
+// Config configures a Server. The zero value of each field means its
+// default; Decider and Matcher are required.
+type Config struct {
+	// Decider decides; the limiter. Required.
+	Decider Decider
+	// Matcher finds each descriptor's policy. Required.
+	Matcher Matcher
+	// RequirePass, when not empty, is the token every call must carry as
+	// gRPC metadata "authorization: Bearer <RequirePass>"; a call without
+	// it gets Unauthenticated. Default: none.
+	RequirePass string
+	// TLS, when not nil, makes the server speak TLS only (it needs a
+	// certificate; a MinVersion below TLS 1.2 is raised to it). Default:
+	// plaintext HTTP/2.
+	TLS *tls.Config
+	// Headers adds the RateLimit-Policy and RateLimit response headers
+	// (draft-ietf-httpapi-ratelimit-headers) to every reply with a limited
+	// descriptor, for Envoy to pass to the client. Default false: Envoy's
+	// filter writes its own from the statuses when asked
+	// (enable_x_ratelimit_headers), and most replies go unread.
+	Headers bool
+	// MaxDescriptors bounds the descriptors of one request. Default 64,
+	// RL.MTAKE's bound.
+	MaxDescriptors int
+	// MaxEntries bounds the entries of one descriptor. Default 16.
+	MaxEntries int
+	// MaxKeyBytes bounds the sluice key of one descriptor (its domain,
+	// keys and values, escaped). Default 1024, as RESP's keys.
+	MaxKeyBytes int
+	// MaxRequestBytes bounds a request message; a larger one gets
+	// ResourceExhausted before it is decoded. Default 131072 (128 KiB):
+	// room for MaxDescriptors keys of MaxKeyBytes.
+	MaxRequestBytes int
+	// MaxConnections bounds the connections served at once; past it new
+	// ones wait to be accepted. Default 10000, as RESP's MaxClients.
+	MaxConnections int
+	// MaxStreams bounds the calls in flight on one connection (HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS); Envoy queues or opens another
+	// connection past it. Default 1024.
+	MaxStreams uint32
+	// Logger receives recovered panics. Default: discard.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxDescriptors  = 64
+	DefaultMaxEntries      = 16
+	DefaultMaxKeyBytes     = 1024
+	DefaultMaxRequestBytes = 128 << 10
+	DefaultMaxConnections  = 10000
+	DefaultMaxStreams      = 1024
+)
+
+// Server is Envoy's rate-limit service (v3) on gRPC. Create it with New,
+// run it with Serve, stop it with Shutdown; it is safe for concurrent use.
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	cfg    Config
+	log    *slog.Logger
+	bounds bounds
+	pass   [sha256.Size]byte // of RequirePass
+	grpc   *grpc.Server
+	panics atomic.Int64
+}
+
+// Server answers ShouldRateLimit; the embedded type answers the rest.
+var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
+
+// New validates cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Decider == nil || cfg.Matcher == nil {
+		return nil, errors.New("rls: Decider and Matcher are required")
+	}
+	if cfg.MaxDescriptors <= 0 {
+		cfg.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.MaxKeyBytes <= 0 {
+		cfg.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, pass: sha256.Sum256([]byte(cfg.RequirePass)),
+		bounds: bounds{descriptors: cfg.MaxDescriptors, entries: cfg.MaxEntries, keyBytes: cfg.MaxKeyBytes}}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		grpc.MaxConcurrentStreams(cfg.MaxStreams),
+		grpc.ChainUnaryInterceptor(s.intercept),
+	}
+	if cfg.TLS != nil {
+		if len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
+			return nil, errors.New("rls: Config.TLS has no certificate")
+		}
+		t := cfg.TLS.Clone()
+		t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
+		opts = append(opts, grpc.Creds(credentials.NewTLS(t)))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, s)
+	return s, nil
+}
+
+// Serve serves on ln until Shutdown; it returns nil after Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.grpc.Serve(netutil.LimitListener(ln, s.cfg.MaxConnections))
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting calls and waits for those in flight to finish,
+// or for ctx to end, when it cuts them off and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Panics is the number of panics recovered from calls since New.
+func (s *Server) Panics() int64 { return s.panics.Load() }
+
+// intercept authenticates every call and turns a panic into Internal, so a
+// bug in one call never takes the process (and every other door) down.
+func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.panics.Add(1)
+			s.log.Error("panic in a gRPC call", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, status.Error(codes.Internal, "internal error")
+		}
+	}()
+	if !s.authorized(ctx) {
+		return nil, status.Error(codes.Unauthenticated, "authentication required: metadata authorization: Bearer <password>")
+	}
+	return handler(ctx, req)
+}
+
+// authorized reports whether the call carries the password as a bearer
+// token, compared in constant time (as digests, so the length leaks
+// nothing either). Without RequirePass every call is.
+func (s *Server) authorized(ctx context.Context) bool {
+	if s.cfg.RequirePass == "" {
+		return true
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	ok := false
+	for _, v := range md.Get("authorization") {
+		scheme, token, found := strings.Cut(strings.TrimSpace(v), " ")
+		if !found || !strings.EqualFold(scheme, "Bearer") {
+			continue
+		}
+		d := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		ok = subtle.ConstantTimeCompare(d[:], s.pass[:]) == 1 || ok
+	}
+	return ok
+}
