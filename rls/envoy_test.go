@@ -1,0 +1,53 @@
+package rls_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluice-rl/sluice/envoycfg"
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/rls"
+)
+
+// The door on envoyproxy/ratelimit's own config (README examples 3 and 7,
+// from envoycfg's testdata): a blacklisted address (requests_per_unit: 0)
+// is over the limit and, all-or-nothing, spends nothing on the others;
+// a rule that replaces another in the same request is the only one that
+// applies.
+func TestDoorWithEnvoyConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"example03.yaml", "example07.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "envoycfg", "testdata", "readme", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := envoycfg.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
+	door := startDoor(t, newLimiter(t, c), rls.Config{Matcher: envoycfg.NewHolder(cfg)})
+	over := rlsv3.RateLimitResponse_OVER_LIMIT
+	ip := "10.1.2.3"
+
+	resp := call(t, door, req("edge_proxy_per_ip", 0, desc("remote_address", ip)))
+	check(t, "an address", resp, ok, want{ok, 9})
+	resp = call(t, door, req("edge_proxy_per_ip", 0, desc("remote_address", ip), desc("remote_address", "50.0.0.5")))
+	check(t, "with the blacklisted one", resp, over, want{ok, 9}, want{over, 0})
+	resp = call(t, door, req("edge_proxy_per_ip", 0, desc("remote_address", ip)))
+	check(t, "the address again: nothing was spent by the refused call", resp, ok, want{ok, 8})
+
+	resp = call(t, door, req("example7", 0, desc("key_1", "value_1", "user", "bkthomps"), desc("key_2", "value_2", "user", "bkthomps")))
+	check(t, "replaces", resp, ok, want{ok, 0}, want{ok, 9})
+	if resp.Statuses[0].CurrentLimit != nil || resp.Statuses[1].GetCurrentLimit().GetRequestsPerUnit() != 10 {
+		t.Errorf("replaces: current limits %v and %v; want none (replaced) and 10", resp.Statuses[0].CurrentLimit, resp.Statuses[1].CurrentLimit)
+	}
+}
