@@ -11,7 +11,7 @@ import (
 func TestRunFronts(t *testing.T) {
 	requireRedisBinaries(t)
 	bin := buildSluice(t)
-	doors := []string{DoorRESP, DoorHTTP}
+	doors := []string{DoorRESP, DoorHTTP, DoorGRPC}
 	rep, err := RunFronts(labCtx(t), FrontConfig{Binary: bin, Doors: doors, Clients: 4, Requests: 400, Keyspace: 1000}, testLog{t})
 	if err != nil {
 		t.Fatal(err)
