@@ -80,7 +80,7 @@ func (m vipMatcher) Match(domain string, es []envoycfg.Entry) (*limit.Policy, bo
 
 // startDoor serves cfg (Decider lim, Matcher sluice's policies unless set)
 // on a loopback port and returns a client of it.
-func startDoor(t *testing.T, lim *limiter.Limiter, cfg rls.Config) rlsv3.RateLimitServiceClient {
+func startDoor(t testing.TB, lim *limiter.Limiter, cfg rls.Config) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	cfg.Decider = lim
 	if cfg.Matcher == nil {
