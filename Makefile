@@ -30,6 +30,11 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	$(GO) test -run '^$$' -fuzz '^FuzzBatchAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./lua
 	$(GO) test -run '^$$' -fuzz '^FuzzMTake$$' -fuzztime $${FUZZTIME:-60s} ./limiter
 	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $${FUZZTIME:-60s} ./cluster
+	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $${FUZZTIME:-60s} ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzHTTPHandler$$' -fuzztime $${FUZZTIME:-60s} ./httpfront
+	$(GO) test -run '^$$' -fuzz '^FuzzMapRequest$$' -fuzztime $${FUZZTIME:-60s} ./rls
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-60s} ./envoycfg
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyInjective$$' -fuzztime $${FUZZTIME:-60s} ./envoycfg
 
 soak: ## sluice lab soak, 3 minutes of load with faults
 	$(GO) run ./cmd/sluice lab soak
