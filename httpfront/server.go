@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -48,6 +50,11 @@ type Config struct {
 	// MaxBatch is the most requests one POST /v1/take array may hold; more
 	// is answered 413 and nothing is decided. Default 100.
 	MaxBatch int
+	// MaxConnections bounds the connections served at once, as
+	// --max-clients does for RESP; past it a new connection waits in the
+	// listen backlog until one closes, so a flood of connections costs
+	// the kernel's backlog, not goroutines and buffers here. Default 10000.
+	MaxConnections int
 	// MaxHeaderBytes bounds the request line and headers. Default 16 KiB.
 	MaxHeaderBytes int
 	// ReadHeaderTimeout bounds reading the request line and headers.
@@ -73,6 +80,7 @@ const (
 	DefaultMaxKeyBytes       = 1024
 	DefaultMaxBatch          = 100
 	DefaultMaxHeaderBytes    = 16 << 10
+	DefaultMaxConnections    = 10000
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 10 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
@@ -105,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MaxKeyBytes, DefaultMaxKeyBytes)
 	setDefault(&cfg.MaxBatch, DefaultMaxBatch)
 	setDefault(&cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setDefault(&cfg.MaxConnections, DefaultMaxConnections)
 	setDefault(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDefault(&cfg.ReadTimeout, DefaultReadTimeout)
 	setDefault(&cfg.WriteTimeout, DefaultWriteTimeout)
@@ -142,6 +151,7 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 // Serve accepts connections on ln until Shutdown; it returns
 // http.ErrServerClosed after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 	if s.http.TLSConfig != nil {
 		return s.http.ServeTLS(ln, "", "")
 	}

@@ -330,7 +330,7 @@ func startHTTP(f *serveFlags, lim *limiter.Limiter, log *slog.Logger) (*httpfron
 	}
 	hs, err := httpfront.New(httpfront.Config{
 		Decider: lim, KeyHeader: f.httpKeyHeader, RequirePass: f.requirePass, TLS: f.listenTLS,
-		MaxBodyBytes: int64(f.maxRequestBytes), MaxKeyBytes: f.maxKeyBytes,
+		MaxBodyBytes: int64(f.maxRequestBytes), MaxKeyBytes: f.maxKeyBytes, MaxConnections: f.maxClients,
 		ReadTimeout: f.requestTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, Logger: log,
 	})
 	if err != nil {
