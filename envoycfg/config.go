@@ -58,6 +58,11 @@ type Rule struct {
 	Unit      string   // as written, lower case; "" for an unlimited rule
 	Name      string   // rate_limit.name, what other rules' replaces refer to
 	Replaces  []string // rate_limit.replaces names
+	// Quota is quota_mode: as in envoyproxy/ratelimit, a request is over
+	// the limit for its quota rules only when every quota rule of it is;
+	// each is decided apart (spent when it admits), never part of the
+	// all-or-nothing group of the other rules.
+	Quota bool
 }
 
 // Blocked reports whether the rule refuses every request

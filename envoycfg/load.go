@@ -303,7 +303,7 @@ func (w *fileWalk) descriptor(n *yaml.Node, path, prefix string, lv level, depth
 	var key, value string
 	var hasKey bool
 	var rl, children *yaml.Node
-	var shadow, share bool
+	var shadow, share, quota bool
 	w.pairs(n, path, descriptorFields, func(f string, v *yaml.Node) {
 		fp := path + "." + f
 		switch f {
@@ -320,9 +320,7 @@ func (w *fileWalk) descriptor(n *yaml.Node, path, prefix string, lv level, depth
 		case "share_threshold":
 			share, _ = w.boolean(v, fp)
 		case "quota_mode":
-			if q, ok := w.boolean(v, fp); ok && q {
-				w.errorf(v, fp, "quota_mode is not supported by sluice: remove it, or keep this domain on envoyproxy/ratelimit")
-			}
+			quota, _ = w.boolean(v, fp)
 		case "detailed_metric", "value_to_metric":
 			w.boolean(v, fp) // metrics of ratelimit only: read, checked, no effect
 		case "metadata":
@@ -371,6 +369,9 @@ func (w *fileWalk) descriptor(n *yaml.Node, path, prefix string, lv level, depth
 	}
 	if rl != nil {
 		nd.rule = w.rateLimit(rl, path+".rate_limit", name, path, shadow)
+		if nd.rule != nil {
+			nd.rule.Quota = quota
+		}
 	}
 	if children != nil {
 		w.descriptors(children, path+".", name, nd.children, depth+1)

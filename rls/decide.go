@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"slices"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -34,8 +35,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	policies := make([]*limit.Policy, len(ds))
 	results := make([]limit.Result, len(ds))
-	var take, peek []int
+	var take, peek, quota []int
 	ok := true
+	quotaFailed := 0
 	matches := s.match(req.GetDomain(), ds)
 	for i, m := range matches {
 		switch {
@@ -43,6 +45,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			resp.Statuses[i] = unlimitedStatus()
 		case m.p == nil:
 			resp.Statuses[i] = unmatchedStatus()
+		case m.quota && m.p.Limit == 0:
+			policies[i], quotaFailed, quota = m.p, quotaFailed+1, append(quota, -1)
+			results[i] = limit.Result{RetryAfterMs: -1, DecidedBy: "config"}
+		case m.quota:
+			policies[i], quota = m.p, append(quota, i)
 		case m.p.Limit == 0:
 			// requests_per_unit: 0 refuses everything, and no store holds
 			// such a bucket: over the limit without asking one.
@@ -55,7 +62,28 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 
-	if !ok { // a blocked rule: nothing may be spent on the others
+	// quota_mode rules first, each decided apart (spent when it admits):
+	// the request is over the limit for them only when every one of them
+	// is (envoyproxy/ratelimit's rule), and then nothing is spent on the
+	// other rules.
+	if live := slices.DeleteFunc(slices.Clone(quota), func(i int) bool { return i < 0 }); len(live) > 0 {
+		reqs, out := requests(ds, policies, live, limit.OpTake)
+		s.cfg.Decider.Decide(ctx, reqs, out)
+		for j, i := range live {
+			if out[j].Err != nil {
+				return nil, status.Errorf(codes.Internal, "deciding: %v", out[j].Err)
+			}
+			results[i] = out[j]
+			if !out[j].Allowed {
+				quotaFailed++
+			}
+		}
+	}
+	if len(quota) > 0 && quotaFailed == len(quota) {
+		ok = false
+	}
+
+	if !ok { // a blocked rule, or every quota rule refused: nothing may be spent on the others
 		peek, take = append(peek, take...), nil
 	}
 	if len(peek) > 0 {
@@ -111,6 +139,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 type matched struct {
 	p         *limit.Policy
 	unlimited bool
+	quota     bool // quota_mode: decided apart, over only when all such are
 }
 
 // match finds every descriptor's policy, and its key when the Matcher
@@ -126,7 +155,7 @@ func (s *Server) match(domain string, ds []descriptor) []matched {
 			if h.Rule == nil || i >= len(ds) {
 				continue
 			}
-			out[i] = matched{p: h.Rule.Policy, unlimited: h.Rule.Unlimited}
+			out[i] = matched{p: h.Rule.Policy, unlimited: h.Rule.Unlimited, quota: h.Rule.Quota}
 			if h.Key != "" {
 				ds[i].key = h.Key
 			}

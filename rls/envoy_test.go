@@ -17,7 +17,7 @@ import (
 // from envoycfg's testdata): a blacklisted address (requests_per_unit: 0)
 // is over the limit and, all-or-nothing, spends nothing on the others;
 // a rule that replaces another in the same request is the only one that
-// applies.
+// applies; quota_mode rules refuse a request only when all of them do.
 func TestDoorWithEnvoyConfig(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"example03.yaml", "example07.yaml"} {
@@ -28,6 +28,17 @@ func TestDoorWithEnvoyConfig(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// quota_mode, as in ratelimit's own examples/ratelimit/config.
+	quota := `domain: quota
+descriptors:
+  - {key: service, value: s1, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 1}}
+  - {key: service, value: s2, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 1}}
+  - {key: service, value: s3, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 5}}
+  - {key: user, rate_limit: {unit: hour, requests_per_unit: 10}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "quota.yaml"), []byte(quota), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	cfg, err := envoycfg.LoadDir(dir)
 	if err != nil {
@@ -44,6 +55,14 @@ func TestDoorWithEnvoyConfig(t *testing.T) {
 	check(t, "with the blacklisted one", resp, over, want{ok, 9}, want{over, 0})
 	resp = call(t, door, req("edge_proxy_per_ip", 0, desc("remote_address", ip)))
 	check(t, "the address again: nothing was spent by the refused call", resp, ok, want{ok, 8})
+
+	s1, s2, s3, user := desc("service", "s1"), desc("service", "s2"), desc("service", "s3"), desc("user", "u")
+	resp = call(t, door, req("quota", 0, s1, s2, user))
+	check(t, "quota: both quotas admit", resp, ok, want{ok, 0}, want{ok, 0}, want{ok, 9})
+	resp = call(t, door, req("quota", 0, s1, s2, user))
+	check(t, "quota: every quota refuses, so the request is over and the user rule spends nothing", resp, over, want{over, 0}, want{over, 0}, want{ok, 9})
+	resp = call(t, door, req("quota", 0, s1, s3, user))
+	check(t, "quota: one of two quotas admits, so the request is OK", resp, ok, want{over, 0}, want{ok, 4}, want{ok, 8})
 
 	resp = call(t, door, req("example7", 0, desc("key_1", "value_1", "user", "bkthomps"), desc("key_2", "value_2", "user", "bkthomps")))
 	check(t, "replaces", resp, ok, want{ok, 0}, want{ok, 9})
