@@ -2,8 +2,6 @@ package rls
 
 import (
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -11,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-rl/sluice/internal/ratelimitheader"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -143,44 +142,10 @@ func rateLimitHeaders(ps []*limit.Policy, rs []limit.Result) []*corev3.HeaderVal
 		return nil
 	}
 	p, r := ps[best], &rs[best]
-	window := p.Period
-	if p.Algorithm.IsBucket() {
-		// Limit × Period / Rate, without overflow for any valid policy.
-		window = time.Duration(float64(p.Period) * float64(p.Limit) / float64(p.Rate))
-	}
 	t := r.ResetAfterMs
 	if !r.Allowed && r.RetryAfterMs > 0 {
 		t = r.RetryAfterMs
 	}
-	name := sfString(p.Name)
-	return []*corev3.HeaderValue{
-		{Key: "RateLimit-Policy", Value: name + ";q=" + strconv.FormatInt(p.Limit, 10) + ";w=" + strconv.FormatInt(ceilSeconds(window), 10)},
-		{Key: "RateLimit", Value: name + ";r=" + strconv.FormatInt(max(0, r.Remaining), 10) + ";t=" + strconv.FormatInt(ceilDiv(max(0, t), 1000), 10)},
-	}
-}
-
-func ceilSeconds(d time.Duration) int64 { return ceilDiv(int64(d), int64(time.Second)) }
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// sfString is s as a structured-field string (RFC 8941 §3.3.3): quoted, with
-// '"' and '\' escaped, and any byte outside printable ASCII, which a
-// structured-field string cannot hold, replaced by '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+	policy, state := ratelimitheader.Values(p, r, t)
+	return []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: policy}, {Key: "RateLimit", Value: state}}
 }

@@ -84,11 +84,3 @@ func TestRateLimitHeaders(t *testing.T) {
 		t.Errorf("no limited descriptor: %v, want no headers", h)
 	}
 }
-
-func TestSFString(t *testing.T) {
-	for in, want := range map[string]string{"api": `"api"`, `a"b\c`: `"a\"b\\c"`, "é\n": `"???"`} {
-		if got := sfString(in); got != want {
-			t.Errorf("sfString(%q) = %s, want %s", in, got, want)
-		}
-	}
-}

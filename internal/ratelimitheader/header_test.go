@@ -1,4 +1,4 @@
-package httpfront
+package ratelimitheader
 
 import (
 	"testing"
@@ -22,13 +22,13 @@ func TestWindowAndRounding(t *testing.T) {
 		{limit.Policy{Limit: 1 << 52, Rate: 1, Period: 24 * time.Hour}, maxSFInteger},
 	}
 	for _, c := range cases {
-		if got := window(&c.p); got != c.want {
-			t.Errorf("window(%s %d %d/%s) = %d, want %d", c.p.Algorithm, c.p.Limit, c.p.Rate, c.p.Period, got, c.want)
+		if got := Window(&c.p); got != c.want {
+			t.Errorf("Window(%s %d %d/%s) = %d, want %d", c.p.Algorithm, c.p.Limit, c.p.Rate, c.p.Period, got, c.want)
 		}
 	}
 	for ms, want := range map[int64]int64{-1: 0, 0: 0, 1: 1, 999: 1, 1000: 1, 1001: 2, 60000: 60} {
-		if got := ceilSeconds(ms); got != want {
-			t.Errorf("ceilSeconds(%d) = %d, want %d", ms, got, want)
+		if got := CeilSeconds(ms); got != want {
+			t.Errorf("CeilSeconds(%d) = %d, want %d", ms, got, want)
 		}
 	}
 	if got := sfInt(1 << 60); got != "999999999999999" {
@@ -36,5 +36,24 @@ func TestWindowAndRounding(t *testing.T) {
 	}
 	if got := sfString("a\"b\\c\x00é"); got != `"a\"b\\c???"` {
 		t.Errorf("sfString = %s", got)
+	}
+}
+
+func TestValues(t *testing.T) {
+	p := &limit.Policy{Name: `a "b"`, Limit: 100, Rate: 50, Period: time.Second}
+	pol, state := Values(p, &limit.Result{Remaining: 42}, 1500)
+	if pol != `"a \"b\"";q=100;w=2` || state != `"a \"b\"";r=42;t=2` {
+		t.Errorf("Values = %s | %s", pol, state)
+	}
+	if _, state := Values(p, &limit.Result{Remaining: -3}, 0); state != `"a \"b\"";r=0;t=0` {
+		t.Errorf("negative remaining: %s", state)
+	}
+}
+
+func TestSFString(t *testing.T) {
+	for in, want := range map[string]string{"api": `"api"`, `a"b\c`: `"a\"b\\c"`, "é\n": `"???"`} {
+		if got := sfString(in); got != want {
+			t.Errorf("sfString(%q) = %s, want %s", in, got, want)
+		}
 	}
 }
