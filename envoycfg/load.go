@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-rl/sluice/internal/yamlnode"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -227,12 +229,12 @@ func (b *builder) file(name string, data []byte) {
 		b.errorf(name, 0, "", "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		return
 	}
-	root := deref(&doc)
+	root := yamlnode.Deref(&doc)
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = deref(root.Content[0])
+		root = yamlnode.Deref(root.Content[0])
 	}
 	if root.Kind != yaml.MappingNode {
-		w.errorf(root, "", "the file must be a mapping of domain and descriptors, got %s", got(root))
+		w.errorf(root, "", "the file must be a mapping of domain and descriptors, got %s", yamlnode.Describe(root))
 		return
 	}
 	var descs *yaml.Node
@@ -275,7 +277,7 @@ func (b *builder) file(name string, data []byte) {
 func (w *fileWalk) descriptors(v *yaml.Node, path, prefix string, lv level, depth int) {
 	field := path + "descriptors"
 	if v.Kind != yaml.SequenceNode {
-		w.errorf(v, field, "must be a list of descriptors, got %s", got(v))
+		w.errorf(v, field, "must be a list of descriptors, got %s", yamlnode.Describe(v))
 		return
 	}
 	if depth > MaxDepth {
@@ -284,13 +286,13 @@ func (w *fileWalk) descriptors(v *yaml.Node, path, prefix string, lv level, dept
 	}
 	seen := map[[2]string]int{}
 	for i, item := range v.Content {
-		item = deref(item)
+		item = yamlnode.Deref(item)
 		if !w.spend(item) {
 			return
 		}
 		p := fmt.Sprintf("%s[%d]", field, i)
 		if item.Kind != yaml.MappingNode {
-			w.errorf(item, p, "must be a mapping of key, value, rate_limit, descriptors…, got %s", got(item))
+			w.errorf(item, p, "must be a mapping of key, value, rate_limit, descriptors…, got %s", yamlnode.Describe(item))
 			continue
 		}
 		w.descriptor(item, p, prefix, lv, depth, seen)
@@ -381,7 +383,7 @@ func (w *fileWalk) descriptor(n *yaml.Node, path, prefix string, lv level, depth
 // rateLimit reads a rate_limit block into a Rule; nil after an error.
 func (w *fileWalk) rateLimit(v *yaml.Node, path, name, descPath string, shadow bool) *Rule {
 	if v.Kind != yaml.MappingNode {
-		w.errorf(v, path, "must be a mapping of unit and requests_per_unit, got %s", got(v))
+		w.errorf(v, path, "must be a mapping of unit and requests_per_unit, got %s", yamlnode.Describe(v))
 		return nil
 	}
 	before := w.count()
@@ -469,18 +471,18 @@ func representable(p *limit.Policy) string {
 
 func (w *fileWalk) replaces(v *yaml.Node, path string) []string {
 	if v.Kind != yaml.SequenceNode {
-		w.errorf(v, path, "must be a list of {name: …}, got %s", got(v))
+		w.errorf(v, path, "must be a list of {name: …}, got %s", yamlnode.Describe(v))
 		return nil
 	}
 	var out []string
 	for i, item := range v.Content {
-		item = deref(item)
+		item = yamlnode.Deref(item)
 		p := fmt.Sprintf("%s[%d]", path, i)
 		if !w.spend(item) {
 			return out
 		}
 		if item.Kind != yaml.MappingNode {
-			w.errorf(item, p, "must be a mapping {name: …}, got %s", got(item))
+			w.errorf(item, p, "must be a mapping {name: …}, got %s", yamlnode.Describe(item))
 			continue
 		}
 		name := ""
@@ -512,7 +514,7 @@ func (w *fileWalk) pairs(n *yaml.Node, path string, known []string, f func(key s
 			return
 		}
 		if k.Kind != yaml.ScalarNode {
-			w.errorf(k, path, "field names must be strings, got %s", got(k))
+			w.errorf(k, path, "field names must be strings, got %s", yamlnode.Describe(k))
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
@@ -522,9 +524,9 @@ func (w *fileWalk) pairs(n *yaml.Node, path string, known []string, f func(key s
 			continue
 		}
 		seen[k.Value] = k.Line
-		if !contains(known, k.Value) {
+		if !slices.Contains(known, k.Value) {
 			msg := fmt.Sprintf("unknown field %q", k.Value)
-			if s := suggest(k.Value, known); s != "" {
+			if s := yamlnode.Suggest(k.Value, known); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			} else {
 				msg += fmt.Sprintf(" (want one of %s)", strings.Join(known, ", "))
@@ -549,7 +551,7 @@ type field struct {
 func (w *fileWalk) fields(n *yaml.Node, path string, depth int) []field {
 	var own, merged []field
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		k, v := yamlnode.Deref(n.Content[i]), yamlnode.Deref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
 			own = append(own, field{k: k, v: v})
 			continue
@@ -559,12 +561,12 @@ func (w *fileWalk) fields(n *yaml.Node, path string, depth int) []field {
 			srcs = v.Content
 		}
 		for _, src := range srcs {
-			src = deref(src)
+			src = yamlnode.Deref(src)
 			if !w.spend(src) {
 				break
 			}
 			if src.Kind != yaml.MappingNode || depth >= 8 {
-				w.errorf(src, path, "a merge key (<<) must name a mapping, got %s", got(src))
+				w.errorf(src, path, "a merge key (<<) must name a mapping, got %s", yamlnode.Describe(src))
 				continue
 			}
 			for _, fl := range w.fields(src, path, depth+1) {
@@ -580,7 +582,7 @@ func (w *fileWalk) fields(n *yaml.Node, path string, depth int) []field {
 // is the string "500".
 func (w *fileWalk) text(v *yaml.Node, path string) (string, bool) {
 	if v.Kind != yaml.ScalarNode {
-		w.errorf(v, path, "must be a string, got %s", got(v))
+		w.errorf(v, path, "must be a string, got %s", yamlnode.Describe(v))
 		return "", false
 	}
 	return v.Value, true
@@ -597,7 +599,7 @@ func (w *fileWalk) boolean(v *yaml.Node, path string) (bool, bool) {
 			return false, true
 		}
 	}
-	w.errorf(v, path, "must be true or false, got %s", got(v))
+	w.errorf(v, path, "must be true or false, got %s", yamlnode.Describe(v))
 	return false, false
 }
 
@@ -608,7 +610,7 @@ func (w *fileWalk) uint32(v *yaml.Node, path string) (int64, bool) {
 			return n, true
 		}
 	}
-	w.errorf(v, path, "must be an integer from 0 to 4294967295, got %s", got(v))
+	w.errorf(v, path, "must be an integer from 0 to 4294967295, got %s", yamlnode.Describe(v))
 	return 0, false
 }
 
@@ -640,73 +642,4 @@ func escaped(s string) string {
 	var b strings.Builder
 	escape(&b, s)
 	return b.String()
-}
-
-// deref follows an alias to the node it names.
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-// got describes a node for an error message.
-func got(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		v := n.Value
-		if len(v) > 64 {
-			v = v[:60] + "…"
-		}
-		return strconv.Quote(v)
-	}
-	return "nothing"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// suggest returns the known name closest to s, if it is a likely typo.
-func suggest(s string, known []string) string {
-	if len(s) > 64 {
-		return ""
-	}
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := editDistance(s, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

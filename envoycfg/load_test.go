@@ -67,7 +67,7 @@ descriptors:
 		{"missing requests_per_unit", map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n"},
 			[]string{`descriptors[0].rate_limit.requests_per_unit: required`}},
 		{"bad requests_per_unit", map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n  - key: j\n    rate_limit: {unit: second, requests_per_unit: 4294967296}\n"},
-			[]string{`descriptors[0].rate_limit.requests_per_unit: must be an integer from 0 to 4294967295, got "-1"`, `descriptors[1].rate_limit.requests_per_unit: must be an integer`}},
+			[]string{`descriptors[0].rate_limit.requests_per_unit: must be an integer from 0 to 4294967295, got -1`, `descriptors[1].rate_limit.requests_per_unit: must be an integer`}},
 		{"unlimited with unit", map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n"},
 			[]string{`descriptors[0].rate_limit.unit: must not be set when unlimited is true`}},
 		{"missing key", map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - value: v\n"},

@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-rl/sluice/internal/yamlnode"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -41,7 +42,7 @@ func ParsePolicyJSON(name string, data []byte) (*limit.Policy, error) {
 		return nil, &Error{Scope: scope, Msg: "invalid JSON: " + err.Error()}
 	}
 	if n.Kind != yaml.MappingNode {
-		return nil, &Error{Scope: scope, Msg: "must be a JSON object of policy fields, got " + got(n)}
+		return nil, &Error{Scope: scope, Msg: "must be a JSON object of policy fields, got " + yamlnode.Describe(n)}
 	}
 	w := &walker{}
 	r := w.policy(n, scope)

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-rl/sluice/internal/yamlnode"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -144,21 +145,21 @@ func Parse(data []byte, file string) (*Set, error) {
 			timeout, _ = w.timeout(v)
 		case "defaults":
 			if v.Kind != yaml.MappingNode {
-				w.errorf(v.Line, "defaults", "", "must be a mapping of policy fields, got %s", got(v))
+				w.errorf(v.Line, "defaults", "", "must be a mapping of policy fields, got %s", yamlnode.Describe(v))
 				return
 			}
 			defaults = w.policy(v, "defaults")
 		case "policies":
 			seenPolicies = true
 			if v.Kind != yaml.SequenceNode {
-				w.errorf(v.Line, "", "policies", "must be a list of policies, got %s", got(v))
+				w.errorf(v.Line, "", "policies", "must be a list of policies, got %s", yamlnode.Describe(v))
 				return
 			}
 			for i, item := range v.Content {
-				item = deref(item)
+				item = yamlnode.Deref(item)
 				label := scopeOf(i+1, nameOf(item))
 				if item.Kind != yaml.MappingNode {
-					w.errorf(item.Line, label, "", "must be a mapping of policy fields, got %s", got(item))
+					w.errorf(item.Line, label, "", "must be a mapping of policy fields, got %s", yamlnode.Describe(item))
 					continue
 				}
 				policies = append(policies, w.policy(item, label))
@@ -303,7 +304,7 @@ func nameOf(n *yaml.Node) string {
 		return ""
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k, v := deref(n.Content[i]), deref(n.Content[i+1]); k.Value == "name" && v.Kind == yaml.ScalarNode {
+		if k, v := yamlnode.Deref(n.Content[i]), yamlnode.Deref(n.Content[i+1]); k.Value == "name" && v.Kind == yaml.ScalarNode {
 			return v.Value
 		}
 	}

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-rl/sluice/internal/yamlnode"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -97,12 +98,12 @@ func (w *walker) document(data []byte) *yaml.Node {
 		w.syntax(err)
 		return nil
 	}
-	root := deref(&doc)
+	root := yamlnode.Deref(&doc)
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = deref(root.Content[0])
+		root = yamlnode.Deref(root.Content[0])
 	}
 	if root.Kind != yaml.MappingNode {
-		w.errorf(root.Line, "", "", "the config must be a mapping of timeout, defaults and policies, got %s", got(root))
+		w.errorf(root.Line, "", "", "the config must be a mapping of timeout, defaults and policies, got %s", yamlnode.Describe(root))
 		return nil
 	}
 	return root
@@ -128,9 +129,9 @@ func (w *walker) syntax(err error) {
 func (w *walker) pairs(n *yaml.Node, scope, prefix string, known []string, f func(key string, v *yaml.Node)) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		k, v := yamlnode.Deref(n.Content[i]), yamlnode.Deref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
-			w.errorf(k.Line, scope, strings.TrimSuffix(prefix, "."), "field names must be strings, got %s", got(k))
+			w.errorf(k.Line, scope, strings.TrimSuffix(prefix, "."), "field names must be strings, got %s", yamlnode.Describe(k))
 			continue
 		}
 		key := k.Value
@@ -139,9 +140,9 @@ func (w *walker) pairs(n *yaml.Node, scope, prefix string, known []string, f fun
 			continue
 		}
 		seen[key] = k.Line
-		if !contains(known, key) {
+		if !slices.Contains(known, key) {
 			msg := fmt.Sprintf("unknown field %q", key)
-			switch s := suggest(key, known); {
+			switch s := yamlnode.Suggest(key, known); {
 			case key == "<<":
 				msg += " (YAML merge keys are not supported; use defaults)"
 			case s != "":
@@ -184,7 +185,7 @@ func (w *walker) policy(n *yaml.Node, scope string) *raw {
 		case scope == "defaults" && (key == "name" || key == "match"):
 			w.errorf(v.Line, scope, key, "not allowed in defaults: every policy sets its own")
 		case key == "hot" && v.Kind != yaml.MappingNode:
-			w.errorf(v.Line, scope, key, "must be a mapping of mode, threshold and split, got %s", got(v))
+			w.errorf(v.Line, scope, key, "must be a mapping of mode, threshold and split, got %s", yamlnode.Describe(v))
 			for _, f := range hotFields {
 				r.bad["hot."+f] = true
 			}
@@ -282,50 +283,21 @@ func integerField(field string, n int64) (string, func(*limit.Policy)) {
 	return "internal error: no integer field " + field, nil
 }
 
-// deref follows an alias to the node it names.
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-// got describes a node for an error message: a scalar as written (quoted
-// when YAML reads it as a string), else its kind.
-func got(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		v := n.Value
-		if len(v) > 64 {
-			v = v[:60] + "…"
-		}
-		if n.ShortTag() == "!!str" || strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsGraphic(r) || r == ' ' }) {
-			return strconv.Quote(v)
-		}
-		return v
-	}
-	return "nothing"
-}
-
 func text(v *yaml.Node) (string, string) {
 	if v.Kind != yaml.ScalarNode {
-		return "", "must be a string, got " + got(v)
+		return "", "must be a string, got " + yamlnode.Describe(v)
 	}
 	return v.Value, ""
 }
 
 func integer(v *yaml.Node) (int64, string) {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
-		return 0, "must be a positive integer, got " + got(v)
+		return 0, "must be a positive integer, got " + yamlnode.Describe(v)
 	}
 	// As yaml.v3 reads integers: 1_000, 0x10, 0o17 and 017 are allowed.
 	n, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 0, 64)
 	if err != nil {
-		return 0, "must be a positive integer below 2^63, got " + got(v)
+		return 0, "must be a positive integer below 2^63, got " + yamlnode.Describe(v)
 	}
 	return n, ""
 }
@@ -336,7 +308,7 @@ func number(v *yaml.Node) (float64, string) {
 			return f, ""
 		}
 	}
-	return 0, "must be a number, got " + got(v)
+	return 0, "must be a number, got " + yamlnode.Describe(v)
 }
 
 func boolean(v *yaml.Node) (bool, string) {
@@ -345,7 +317,7 @@ func boolean(v *yaml.Node) (bool, string) {
 			return b, ""
 		}
 	}
-	return false, "must be true or false, got " + got(v)
+	return false, "must be true or false, got " + yamlnode.Describe(v)
 }
 
 // duration reads a duration as parseDuration does; a bare 0 is allowed,
@@ -353,7 +325,7 @@ func boolean(v *yaml.Node) (bool, string) {
 func duration(v *yaml.Node) (time.Duration, string) {
 	const want = "must be a duration such as 500ms, 1s, 1m, 1h or 1d, got "
 	if v.Kind != yaml.ScalarNode {
-		return 0, want + got(v)
+		return 0, want + yamlnode.Describe(v)
 	}
 	switch v.ShortTag() {
 	case "!!str":
@@ -364,52 +336,8 @@ func duration(v *yaml.Node) (time.Duration, string) {
 		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && f == 0 {
 			return 0, ""
 		} else if err == nil {
-			return 0, fmt.Sprintf("needs a unit, such as %ss, got %s", got(v), got(v))
+			return 0, fmt.Sprintf("needs a unit, such as %ss, got %s", yamlnode.Describe(v), yamlnode.Describe(v))
 		}
 	}
-	return 0, want + got(v)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// suggest returns the known name closest to s, if it is a likely typo.
-func suggest(s string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := editDistance(s, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance, for short field names only.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return 0, want + yamlnode.Describe(v)
 }
