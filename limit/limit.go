@@ -50,6 +50,7 @@ const (
 	ByOverloadClosed = "overload-closed"
 	ByOverloadLocal  = "overload-local"
 	ByShadow         = "shadow"
+	ByRegion         = "region"
 )
 
 // MaxScaled is the largest integer a Lua number (an IEEE double) holds
@@ -93,6 +94,53 @@ type Policy struct {
 	LocalShare float64
 	Shadow     bool
 	Hot        Hot
+	// Scope is where the policy's budget lives: ScopeRegional (zero) in
+	// the store in front of which this instance runs; ScopeGlobal in the
+	// home store, enforced per region from token batches (package region).
+	Scope Scope
+	// RegionFloor is the share of Limit and Rate a region admits alone
+	// while it cannot reach the home store, once what it holds is spent:
+	// zero means DefaultRegionFloor, NoRegionFloor none.
+	RegionFloor float64
+}
+
+// Scope is where a policy's budget is kept.
+type Scope string
+
+// The scopes.
+const (
+	ScopeRegional Scope = "regional"
+	ScopeGlobal   Scope = "global"
+)
+
+// Global reports whether p's budget is global (scope: global).
+func (p *Policy) Global() bool { return p.Scope == ScopeGlobal }
+
+// DefaultRegionFloor is the region_floor of a policy that sets none, and
+// NoRegionFloor the value of an explicit region_floor: 0.
+const (
+	DefaultRegionFloor = 0.1
+	NoRegionFloor      = -1.0
+)
+
+// Floor returns the policy a region cut off from the home store decides
+// with once its allocation is spent: Limit and Rate scaled by RegionFloor,
+// rounded down but never below 1; nil when the floor is 0.
+func (p *Policy) Floor() *Policy {
+	f := p.RegionFloor
+	switch {
+	case f == 0:
+		f = DefaultRegionFloor
+	case f < 0:
+		return nil
+	}
+	q := *p
+	q.Scope, q.LocalShare, q.Hot = ScopeRegional, 1, Hot{Mode: HotOff}
+	if f < 1 {
+		q.Limit = max(1, int64(math.Floor(float64(p.Limit)*f)))
+		q.Rate = max(1, int64(math.Floor(float64(p.Rate)*f)))
+	}
+	return &q
 }
 
 // OverloadMode is the failure policy of a request the store could not take
