@@ -19,6 +19,15 @@ const (
 	FixedWindow   Algorithm = "fixed_window"
 )
 
+// Pool is the internal algorithm of a region's share of a global budget:
+// a pool of whole tokens that a background allocator fills (OpReturn) with
+// tokens claimed from the home store, and that requests spend. It never
+// refills by itself, and an absent key is an EMPTY pool, the opposite of
+// the bucket algorithms. It is not in Algorithms: a config cannot name it;
+// only the region layer builds Pool policies. PoolParams gives its
+// parameters.
+const Pool Algorithm = "pool"
+
 // Algorithms lists every algorithm, the default first.
 var Algorithms = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow}
 
@@ -193,6 +202,43 @@ func (p *Policy) Bucket() (Bucket, error) {
 	}
 	b.Capacity = p.Limit * b.Scale
 	return b, nil
+}
+
+// PoolParams is a Pool's parameters in exact integers: Limit whole tokens
+// at most (the pool never holds more), TokenUs µs per token at the
+// policy's rate (for retry_after_ms and reset_after_ms, the time the home
+// bucket takes to give back what is missing), and TTLMs, the TTL of a
+// written pool in ms: a pool unused for that long is gone, as its tokens
+// would have refilled at home by then.
+type PoolParams struct {
+	Limit   int64 // tokens, >= 1
+	TokenUs int64 // µs per token: ceil(Period / Rate), at least 1
+	TTLMs   int64 // max(10,000, ceil(Limit × TokenUs / 1000) + 1000)
+}
+
+// Pool returns the policy's pool parameters, or an error when the policy
+// cannot be represented exactly (Limit × TokenUs must stay below
+// MaxScaled).
+func (p *Policy) Pool() (PoolParams, error) {
+	if p.Limit < 1 {
+		return PoolParams{}, errors.New("limit must be at least 1")
+	}
+	if p.Rate < 1 {
+		return PoolParams{}, errors.New("rate must be at least 1")
+	}
+	if p.Period < time.Microsecond || p.Period%time.Microsecond != 0 {
+		return PoolParams{}, errors.New("period must be a whole number of microseconds, at least 1µs")
+	}
+	us := int64(p.Period / time.Microsecond)
+	tokenUs := us / p.Rate
+	if us%p.Rate != 0 {
+		tokenUs++ // rounded up: a retry is never early
+	}
+	if tokenUs > (MaxScaled-1)/p.Limit {
+		return PoolParams{}, fmt.Errorf("limit %d with %d per %s needs more than 53 bits of precision; use a shorter period or a higher rate", p.Limit, p.Rate, p.Period)
+	}
+	full := p.Limit * tokenUs // µs to refill the whole pool at home
+	return PoolParams{Limit: p.Limit, TokenUs: tokenUs, TTLMs: max(10_000, (full+999)/1000+1000)}, nil
 }
 
 // Share returns the policy scaled by LocalShare, as used by the FailLocal

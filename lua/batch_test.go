@@ -77,7 +77,7 @@ func TestBatchVectors(t *testing.T) {
 	ctx := context.Background()
 	for _, tab := range algotest.Tables() {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
-			algotest.Run(t, tab.Vectors, "bvec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+			algotest.RunTTL(t, tab.Vectors, "bvec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
 				served, res, err := batchAt(ctx, node.Client(), []batchItem{{key, p, cost, op}}, now)
 				if err != nil {
 					return limit.Result{Err: err}
@@ -86,7 +86,7 @@ func TestBatchVectors(t *testing.T) {
 					return limit.Result{Err: fmt.Errorf("a single node did not serve %s", key)}
 				}
 				return res[0]
-			})
+			}, pttl(ctx, node.Client()))
 		})
 	}
 }
@@ -155,8 +155,8 @@ func TestAlgorithmSwitchAgreesWithGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for seq := range 40 {
 		key := "switch:" + strconv.Itoa(seq)
-		pols := make([]*limit.Policy, len(limit.Algorithms))
-		for i, alg := range limit.Algorithms {
+		pols := make([]*limit.Policy, len(algorithms))
+		for i, alg := range algorithms {
 			pols[i] = randomPolicy(rng, alg)
 		}
 		var st local.State
