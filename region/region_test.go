@@ -135,7 +135,7 @@ func load(t *testing.T, w *world, p *limit.Policy, key string, d time.Duration, 
 	return out
 }
 
-func (w *world) stats() (s Stats) {
+func (w *world) stats() (s Stats) { // summed over every instance
 	for _, ls := range w.regions {
 		for _, l := range ls {
 			x := l.Snapshot()
@@ -147,6 +147,17 @@ func (w *world) stats() (s Stats) {
 			s.Lost += x.Lost
 		}
 	}
+	return s
+}
+
+// since returns the counters of s less those of s0.
+func (s Stats) since(s0 Stats) Stats {
+	s.Claimed -= s0.Claimed
+	s.Debited -= s0.Debited
+	s.FloorAdmitted -= s0.FloorAdmitted
+	s.PoolAdmitted -= s0.PoolAdmitted
+	s.Returned -= s0.Returned
+	s.Lost -= s0.Lost
 	return s
 }
 
@@ -167,12 +178,21 @@ func checkClean(t *testing.T, tallies map[string]*tally) {
 	}
 }
 
-// TestAllocationHoldsTheGlobalBudget: two regions asking 70/30 for twice
+// TestRegions runs the experiments on one world (starting clusters is the
+// slow part), each on its own key; the cut-off pauses home, so it is last.
+func TestRegions(t *testing.T) {
+	w := newWorld(t, "eu", "us")
+	t.Run("AllocationHoldsTheGlobalBudget", func(t *testing.T) { testAllocationHoldsTheGlobalBudget(t, w) })
+	t.Run("AllocationFollowsTheShift", func(t *testing.T) { testAllocationFollowsTheShift(t, w) })
+	t.Run("CutOffDecidesByFloorThenRecovers", func(t *testing.T) { testCutOffDecidesByFloorThenRecovers(t, w) })
+}
+
+// testAllocationHoldsTheGlobalBudget: two regions asking 70/30 for twice
 // the global rate together admit the global budget, no more, split by
 // their demand.
-func TestAllocationHoldsTheGlobalBudget(t *testing.T) {
-	w := newWorld(t, "eu", "us")
+func testAllocationHoldsTheGlobalBudget(t *testing.T, w *world) {
 	p := globalPolicy(100, 400)
+	s0 := w.stats()
 	const d = 4 * time.Second
 	tallies := load(t, w, p, "alloc", d, func(region string, _ time.Duration) float64 {
 		if region == "eu" {
@@ -182,7 +202,7 @@ func TestAllocationHoldsTheGlobalBudget(t *testing.T) {
 	})
 	checkClean(t, tallies)
 	eu, us := tallies["eu"].admitted.Load(), tallies["us"].admitted.Load()
-	s := w.stats()
+	s := w.stats().since(s0)
 	budget := float64(p.Limit) + float64(p.Rate)*d.Seconds()
 	undebited := float64(s.FloorAdmitted - s.Debited)
 	t.Logf("admitted eu %d us %d = %d of budget %.0f (%.3f); asked %d+%d; claimed %d, floor %d, debited %d, lost %d",
@@ -205,10 +225,9 @@ func TestAllocationHoldsTheGlobalBudget(t *testing.T) {
 	}
 }
 
-// TestAllocationFollowsTheShift: when the load shifts from 70/30 to
+// testAllocationFollowsTheShift: when the load shifts from 70/30 to
 // 30/70, the admissions follow within a few seconds.
-func TestAllocationFollowsTheShift(t *testing.T) {
-	w := newWorld(t, "eu", "us")
+func testAllocationFollowsTheShift(t *testing.T, w *world) {
 	p := globalPolicy(100, 400)
 	const half = 3 * time.Second
 	tallies := load(t, w, p, "shift", 2*half, func(region string, since time.Duration) float64 {
@@ -244,14 +263,15 @@ func TestAllocationFollowsTheShift(t *testing.T) {
 	}
 }
 
-// TestCutOffDecidesByFloorThenRecovers: while home is silent (paused with
+// testCutOffDecidesByFloorThenRecovers: while home is silent (paused with
 // SIGSTOP), the regions answer every request without an error, from what
 // they held and then from their floor, no more; when home answers again,
 // claims resume, the floor's admissions are debited, and there is no
 // burst.
-func TestCutOffDecidesByFloorThenRecovers(t *testing.T) {
-	w := newWorld(t, "eu")
+func testCutOffDecidesByFloorThenRecovers(t *testing.T, w *world) {
 	p := globalPolicy(100, 400) // floor: limit 10, rate 40/s
+	w = &world{home: w.home, homeNode: w.homeNode, regions: map[string][]*Layer{"eu": w.regions["eu"]}}
+	s0 := w.stats()
 	const cutAt, cutFor, d = 1500 * time.Millisecond, 2 * time.Second, 5 * time.Second
 	var held atomic.Int64
 	go func() {
@@ -273,7 +293,7 @@ func TestCutOffDecidesByFloorThenRecovers(t *testing.T) {
 	eu := tallies["eu"]
 	during := eu.between(cutAt, cutAt+cutFor)
 	after := eu.between(cutAt+cutFor+500*time.Millisecond, cutAt+cutFor+1500*time.Millisecond)
-	s := w.stats()
+	s := w.stats().since(s0)
 	// held tokens are shared by the region's two instances: count them once
 	bound := float64(held.Load()/2) + 10 + 40*cutFor.Seconds()
 	t.Logf("during the %v cut: admitted %d (held %d, floor bound %.0f); a second after it: %d (rate 400/s); floor admitted %d, debited %d",
