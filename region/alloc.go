@@ -257,6 +257,9 @@ func (l *Layer) settle(ctx context.Context, now time.Time, claims []limit.Reques
 		e.established.Store(true)
 		debit := min(debits[i], g.Granted)
 		l.st.debited.Add(debit)
+		if debit < debits[i] { // home had less: the rest is owed, first, at the next claim
+			e.floorTaken.Add(debits[i] - debit)
+		}
 		fill := g.Granted - debit
 		e.credit -= float64(fill)
 		if fill <= 0 {
