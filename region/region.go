@@ -22,6 +22,8 @@ type Home interface {
 	// to values[i], makes the board expire ttl after this write and reads
 	// every field back.
 	Exchange(ctx context.Context, keys []string, field string, values []string, drop [][]string, ttl time.Duration) ([]map[string]string, error)
+	// Ping checks that home answers, in a round with nothing to exchange.
+	Ping(ctx context.Context) error
 }
 
 // Config configures a Layer.
