@@ -40,10 +40,13 @@ type board struct {
 	read          bool
 }
 
-// Stale board fields (instances that stopped) are ignored after boardStale
-// and deleted; a board nobody writes expires after boardTTL.
+// Stale board fields (instances that stopped, or cut off from home) are
+// ignored after boardStale and deleted: the others then claim the whole
+// budget among themselves (ten rounds at the default tick; a cut-off
+// region's floor admissions are debited when it is back). A board nobody
+// writes expires after boardTTL.
 const (
-	boardStale = 3 * time.Second
+	boardStale = time.Second
 	boardTTL   = 30 * time.Second
 	// quietAfter: an instance that has seen no take of a key for this long,
 	// in a region whose board shows no demand, gives the pool back; the
