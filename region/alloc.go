@@ -234,13 +234,19 @@ func (e *entry) ask(p *limit.Policy, ns int64, horizon time.Duration) int64 {
 			share = 0
 		}
 	}
+	// The credit is capped at the share of half the burst, and a first
+	// claim starts with that much: the other half stays at home as a
+	// reserve, so that claims made at different moments of a round are
+	// granted in full and the budget splits by demand, not by who claims
+	// right after the bucket refilled.
 	dt := time.Duration(ns - e.lastClaim)
+	ceiling := max(1, share*float64(p.Limit)/2)
 	if e.lastClaim == 0 {
-		e.credit = share * float64(p.Limit) // a first claim may take its share of the burst
+		e.credit = ceiling
 	} else {
 		e.credit += share * rate * min(dt, time.Second).Seconds()
 	}
-	e.credit = min(e.credit, max(1, share*float64(p.Limit)))
+	e.credit = min(e.credit, ceiling)
 	e.lastClaim = ns
 	regionDemand := e.demand + e.board.region
 	mine := 1.0
