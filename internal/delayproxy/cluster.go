@@ -41,6 +41,13 @@ const announceTimeout = 30 * time.Second
 // nodes (they see the proxies' ports); a node restarted meanwhile announces
 // its own port again.
 func ProxyCluster(ctx context.Context, rc *localredis.Cluster, oneWay time.Duration) (*Cluster, error) {
+	return ProxyClusterConfig(ctx, rc, Config{Delay: oneWay})
+}
+
+// ProxyClusterConfig is ProxyCluster with every proxy configured as cfg
+// says (Delay, MaxInFlight, DialTimeout, Classify), except Listen (a free
+// loopback port each) and Target (its node).
+func ProxyClusterConfig(ctx context.Context, rc *localredis.Cluster, cfg Config) (*Cluster, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, announceTimeout)
@@ -48,7 +55,8 @@ func ProxyCluster(ctx context.Context, rc *localredis.Cluster, oneWay time.Durat
 	}
 	c := &Cluster{rc: rc, nodes: rc.Nodes()}
 	for _, n := range c.nodes {
-		p, err := New("127.0.0.1:0", n.Addr, oneWay)
+		cfg.Listen, cfg.Target = "127.0.0.1:0", n.Addr
+		p, err := Start(cfg)
 		if err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
@@ -92,6 +100,40 @@ func (c *Cluster) Stall(on bool) { c.each(func(p *Proxy) { p.Stall(on) }) }
 // Cut resets, or stops resetting, every proxy's connections (see
 // Proxy.Cut).
 func (c *Cluster) Cut(on bool) { c.each(func(p *Proxy) { p.Cut(on) }) }
+
+// Link returns the link named name of every proxy (see Proxy.Link), to
+// delay, stall or cut some clients of the cluster and not others.
+func (c *Cluster) Link(name string) Links {
+	out := make(Links, len(c.proxies))
+	for i, p := range c.proxies {
+		out[i] = p.Link(name)
+	}
+	return out
+}
+
+// Links are links of several proxies, driven together.
+type Links []*Link
+
+// SetDelay sets every link's one-way delay.
+func (ls Links) SetDelay(d time.Duration) {
+	for _, l := range ls {
+		l.SetDelay(d)
+	}
+}
+
+// Stall holds, or releases, every link's bytes.
+func (ls Links) Stall(on bool) {
+	for _, l := range ls {
+		l.Stall(on)
+	}
+}
+
+// Cut resets, or stops resetting, every link's connections.
+func (ls Links) Cut(on bool) {
+	for _, l := range ls {
+		l.Cut(on)
+	}
+}
 
 func (c *Cluster) each(f func(*Proxy)) {
 	for _, p := range c.proxies {

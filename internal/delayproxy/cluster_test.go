@@ -1,6 +1,7 @@
 package delayproxy_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -23,7 +24,15 @@ func TestClusterClientCrossesTheProxies(t *testing.T) {
 	rc := redistest.NewCluster(t, localredis.Config{Primaries: 3, Replicas: 1})
 	ctx := t.Context()
 	const oneWay = 20 * time.Millisecond
-	pc, err := delayproxy.ProxyCluster(ctx, rc, oneWay)
+	// Clients named region-eu travel the link "eu": a cluster client
+	// sends its name (HELLO 3 … SETNAME) first on every connection.
+	classify := func(first []byte) string {
+		if bytes.Contains(first, []byte("region-eu")) {
+			return "eu"
+		}
+		return ""
+	}
+	pc, err := delayproxy.ProxyClusterConfig(ctx, rc, delayproxy.Config{Delay: oneWay, Classify: classify})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +125,36 @@ func TestClusterClientCrossesTheProxies(t *testing.T) {
 		t.Errorf("GET through stalled proxies: %v, want a timeout", err)
 	}
 	pc.Stall(false)
+
+	// Cut one link: its clients fail at once, the others go on.
+	named := func(name string) *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: seeds, Protocol: 3, ClientName: name, DisableIdentity: true, MaxRetries: -1,
+			ReadTimeout: slack, WriteTimeout: slack,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	eu, other := named("region-eu"), named("region-us")
+	for _, c := range []*redis.ClusterClient{eu, other} {
+		if err := c.Get(ctx, "key:1").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc.Link("eu").Cut(true)
+	for i := range 12 {
+		key := fmt.Sprintf("key:%d", i)
+		if err := eu.Get(ctx, key).Err(); err == nil || isTimeout(err) {
+			t.Errorf("GET %s on the cut link: %v, want a reset or EOF", key, err)
+		}
+		if err := other.Get(ctx, key).Err(); err != nil {
+			t.Errorf("GET %s of another client while eu is cut: %v", key, err)
+		}
+	}
+	pc.Link("eu").Cut(false)
+	if err := eu.Get(ctx, "key:1").Err(); err != nil {
+		t.Errorf("GET on the eu link after the cut: %v", err)
+	}
 
 	closed = true
 	if err := pc.Close(); err != nil {

@@ -29,6 +29,12 @@ type Config struct {
 	MaxInFlight int
 	// DialTimeout bounds the connection to Target. 0 means 5s.
 	DialTimeout time.Duration
+	// Classify, when set, names the Link a connection travels, from the
+	// first bytes its client sends (one read, as they came): the same
+	// proxy can then delay, stall or cut some clients and not others. It
+	// must not keep first. nil puts every connection on the default link
+	// "".
+	Classify func(first []byte) string
 }
 
 const (
@@ -55,15 +61,16 @@ type Proxy struct {
 	target      string
 	maxInFlight int
 	dialTimeout time.Duration
-	delay       atomic.Int64 // one way, in nanoseconds
+	classify    func([]byte) string
+	def         *Link        // the link "", and the settings a new link starts with
 	held        atomic.Int64 // bytes read and not yet written, every connection
 
-	mu      sync.Mutex
-	mode    mode
-	changed chan struct{} // closed, and replaced, when mode changes
-	conns   map[*pair]struct{}
-	closed  bool
-	wg      sync.WaitGroup // the accept loop and every pair
+	mu     sync.Mutex // guards what follows and every link's mode
+	links  map[string]*Link
+	allCut bool // Proxy.Cut(true): reset connections as accepted
+	conns  map[*pair]struct{}
+	closed bool
+	wg     sync.WaitGroup // the accept loop and every pair
 }
 
 // New starts a proxy listening on listen (see Config.Listen) that forwards
@@ -102,10 +109,11 @@ func Start(cfg Config) (*Proxy, error) {
 		target:      cfg.Target,
 		maxInFlight: cfg.MaxInFlight,
 		dialTimeout: cfg.DialTimeout,
-		changed:     make(chan struct{}),
+		classify:    cfg.Classify,
+		links:       make(map[string]*Link),
 		conns:       make(map[*pair]struct{}),
 	}
-	p.delay.Store(int64(cfg.Delay))
+	p.def = p.newLink("", cfg.Delay, open)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -117,13 +125,15 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Target is the address the proxy forwards to.
 func (p *Proxy) Target() string { return p.target }
 
-// Delay is the one-way delay now.
-func (p *Proxy) Delay() time.Duration { return time.Duration(p.delay.Load()) }
+// Delay is the one-way delay of the default link now.
+func (p *Proxy) Delay() time.Duration { return p.def.Delay() }
 
-// SetDelay changes the one-way delay of the bytes read from now on; bytes
-// already read keep the time they were given.
+// SetDelay changes the one-way delay of every link, of the bytes read from
+// now on; bytes already read keep the time they were given.
 func (p *Proxy) SetDelay(d time.Duration) {
-	p.delay.Store(int64(max(d, 0)))
+	for _, l := range p.allLinks() {
+		l.SetDelay(d)
+	}
 }
 
 // Held is the number of bytes read and not yet written, over every
@@ -137,53 +147,129 @@ func (p *Proxy) Conns() int {
 	return len(p.conns)
 }
 
-// Stall, on, holds every byte, read from now on or already held, and
-// delivers nothing; new connections are accepted and held the same way, so
-// peers see timeouts, as in a network partition. Off, it forwards again:
-// what was held leaves at once (its time has passed), in order, as TCP
-// delivers what it retransmits after a partition heals. Stall(false) also
-// ends a Cut.
-func (p *Proxy) Stall(on bool) {
-	if on {
-		p.setMode(stalled)
-	} else {
-		p.setMode(open)
-	}
-}
+// Stall, on, holds every byte of every link, read from now on or already
+// held, and delivers nothing; new connections are accepted and held the
+// same way, so peers see timeouts, as in a network partition. Off, it
+// forwards again: what was held leaves at once (its time has passed), in
+// order, as TCP delivers what it retransmits after a partition heals.
+// Stall(false) also ends a Cut.
+func (p *Proxy) Stall(on bool) { p.setAll(map[bool]mode{true: stalled, false: open}[on]) }
 
-// Cut, on, resets every connection (both sides see a reset, held bytes are
-// dropped) and resets every new one as soon as it is accepted, so peers see
-// refused and reset connections, as when a link is torn down. Off, new
-// connections are forwarded again. Cut(false) also ends a Stall.
-func (p *Proxy) Cut(on bool) {
-	if on {
-		p.setMode(cut)
-	} else {
-		p.setMode(open)
-	}
-}
+// Cut, on, resets every connection of every link (both sides see a reset,
+// held bytes are dropped) and resets every new one as soon as it is
+// accepted, so peers see refused and reset connections, as when a link is
+// torn down. Off, new connections are forwarded again. Cut(false) also
+// ends a Stall.
+func (p *Proxy) Cut(on bool) { p.setAll(map[bool]mode{true: cut, false: open}[on]) }
 
-func (p *Proxy) setMode(m mode) {
+func (p *Proxy) setAll(m mode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mode == m {
+	p.allCut = m == cut
+	for _, l := range p.links {
+		l.setModeLocked(m)
+	}
+}
+
+func (p *Proxy) allLinks() []*Link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*Link, 0, len(p.links))
+	for _, l := range p.links {
+		out = append(out, l)
+	}
+	return out
+}
+
+// Link returns the link named name, made on first use with the default
+// link's delay and mode. Connections travel a link when Config.Classify
+// names it.
+func (p *Proxy) Link(name string) *Link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.linkLocked(name)
+}
+
+func (p *Proxy) linkLocked(name string) *Link {
+	if l, ok := p.links[name]; ok {
+		return l
+	}
+	return p.newLinkLocked(name, p.def.Delay(), p.def.mode)
+}
+
+func (p *Proxy) newLink(name string, delay time.Duration, m mode) *Link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.newLinkLocked(name, delay, m)
+}
+
+func (p *Proxy) newLinkLocked(name string, delay time.Duration, m mode) *Link {
+	l := &Link{p: p, name: name, mode: m, changed: make(chan struct{})}
+	l.delay.Store(int64(delay))
+	p.links[name] = l
+	return l
+}
+
+// Link is the path of some of a proxy's connections (see Config.Classify):
+// its own delay and mode. Its methods are safe for concurrent use.
+type Link struct {
+	p     *Proxy
+	name  string
+	delay atomic.Int64 // one way, in nanoseconds
+
+	// Guarded by p.mu.
+	mode    mode
+	changed chan struct{} // closed, and replaced, when mode changes
+}
+
+// Name is the link's name.
+func (l *Link) Name() string { return l.name }
+
+// Delay is the link's one-way delay now.
+func (l *Link) Delay() time.Duration { return time.Duration(l.delay.Load()) }
+
+// SetDelay changes the link's one-way delay of the bytes read from now on.
+func (l *Link) SetDelay(d time.Duration) { l.delay.Store(int64(max(d, 0))) }
+
+// Stall holds, or releases, the bytes of this link's connections, as
+// Proxy.Stall does for all of them.
+func (l *Link) Stall(on bool) { l.setMode(map[bool]mode{true: stalled, false: open}[on]) }
+
+// Cut resets this link's connections, and each new one once its first
+// bytes name this link, or stops doing so, as Proxy.Cut does for all of
+// them.
+func (l *Link) Cut(on bool) { l.setMode(map[bool]mode{true: cut, false: open}[on]) }
+
+func (l *Link) setMode(m mode) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.p.allCut && m != cut {
+		l.p.allCut = false
+	}
+	l.setModeLocked(m)
+}
+
+func (l *Link) setModeLocked(m mode) {
+	if l.mode == m {
 		return
 	}
-	p.mode = m
-	close(p.changed)
-	p.changed = make(chan struct{})
+	l.mode = m
+	close(l.changed)
+	l.changed = make(chan struct{})
 	if m == cut {
-		for pr := range p.conns {
-			pr.abort(true)
+		for pr := range l.p.conns {
+			if pr.link.Load() == l {
+				pr.abort(true)
+			}
 		}
 	}
 }
 
-// state is the mode and the channel closed when it next changes.
-func (p *Proxy) state() (mode, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mode, p.changed
+// state is the link's mode and the channel closed when it next changes.
+func (l *Link) state() (mode, <-chan struct{}) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	return l.mode, l.changed
 }
 
 // Close stops listening, closes every connection and returns when every
@@ -230,13 +316,16 @@ func (p *Proxy) accept() {
 			p.mu.Unlock()
 			_ = c.Close()
 			return
-		case p.mode == cut:
+		case p.allCut || p.classify == nil && p.def.mode == cut:
 			p.mu.Unlock()
 			reset(c)
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		pr := &pair{p: p, client: c, ctx: ctx, cancel: cancel}
+		if p.classify == nil {
+			pr.link.Store(p.def)
+		}
 		p.conns[pr] = struct{}{}
 		p.wg.Add(1)
 		p.mu.Unlock()
@@ -258,9 +347,38 @@ type pair struct {
 	client net.Conn
 	ctx    context.Context // done when the pair is torn down
 	cancel context.CancelFunc
+	// link is the pair's link: set at once without Config.Classify, else
+	// when the client's first bytes have been read; nil until then.
+	link atomic.Pointer[Link]
 
 	mu     sync.Mutex // guards server
 	server net.Conn
+}
+
+// classify puts the pair on the link its client's first bytes name; false
+// when that link is cut (the pair is then reset).
+func (pr *pair) classify(first []byte) bool {
+	p := pr.p
+	name := p.classify(first)
+	p.mu.Lock()
+	l := p.linkLocked(name)
+	pr.link.Store(l)
+	isCut := l.mode == cut
+	p.mu.Unlock()
+	if isCut {
+		pr.abort(true)
+		return false
+	}
+	return true
+}
+
+// linkOrDefault is the pair's link, or the default one before its client
+// has spoken (a server that speaks first).
+func (pr *pair) linkOrDefault() *Link {
+	if l := pr.link.Load(); l != nil {
+		return l
+	}
+	return pr.p.def
 }
 
 // abort tears the pair down: both connections closed (reset, when rst),
@@ -349,12 +467,16 @@ func newDirection(pr *pair, src, dst net.Conn) *direction {
 }
 
 func (d *direction) read() {
-	p := d.pr.p
 	buf := make([]byte, readBuffer)
 	for {
 		n, err := d.src.Read(buf)
+		if n > 0 && d.pr.link.Load() == nil && d.src == d.pr.client {
+			if !d.pr.classify(buf[:n]) {
+				return
+			}
+		}
 		if n > 0 {
-			due := time.Now().Add(p.Delay())
+			due := time.Now().Add(d.pr.linkOrDefault().Delay())
 			if !d.acquire(n) {
 				return
 			}
@@ -364,7 +486,7 @@ func (d *direction) read() {
 		}
 		if err != nil {
 			// The end of the stream travels with the same delay.
-			d.enqueue(chunk{eof: true, due: time.Now().Add(p.Delay())})
+			d.enqueue(chunk{eof: true, due: time.Now().Add(d.pr.linkOrDefault().Delay())})
 			return
 		}
 	}
@@ -428,7 +550,6 @@ func (d *direction) drop() {
 }
 
 func (d *direction) write() {
-	p := d.pr.p
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -439,7 +560,7 @@ func (d *direction) write() {
 		case <-d.pr.ctx.Done():
 			return
 		}
-		if !d.wait(p, timer, c.due) {
+		if !d.wait(timer, c.due) {
 			if !c.eof {
 				d.release(len(c.b))
 			}
@@ -464,9 +585,9 @@ func (d *direction) write() {
 
 // wait returns when due has come and the proxy forwards, or false when the
 // pair is torn down first.
-func (d *direction) wait(p *Proxy, timer *time.Timer, due time.Time) bool {
+func (d *direction) wait(timer *time.Timer, due time.Time) bool {
 	for {
-		m, changed := p.state()
+		m, changed := d.pr.linkOrDefault().state()
 		if m == cut {
 			return false
 		}

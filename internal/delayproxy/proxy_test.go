@@ -462,3 +462,88 @@ func TestCloseEndsEveryGoroutine(t *testing.T) {
 		t.Error("the proxy still accepts connections after Close")
 	}
 }
+
+// echo writes ECHO msg on c and reads the reply within d.
+func echo(c net.Conn, r *bufio.Reader, msg string, d time.Duration) (string, error) {
+	if _, err := c.Write([]byte("ECHO " + msg + "\r\n")); err != nil {
+		return "", err
+	}
+	if _, err := readLine(c, r, d); err != nil { // $len
+		return "", err
+	}
+	return readLine(c, r, d)
+}
+
+// One proxy, two kinds of client told apart by their first bytes: each
+// kind can be delayed, stalled and cut alone.
+func TestLinksSplitClientsByTheirFirstBytes(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	classify := func(first []byte) string {
+		if bytes.Contains(first, []byte("ECHO eu")) {
+			return "eu"
+		}
+		return "us"
+	}
+	p := newProxy(t, delayproxy.Config{Target: n.Addr, Delay: 5 * time.Millisecond, Classify: classify})
+	eu, us := p.Link("eu"), p.Link("us")
+	if eu.Delay() != 5*time.Millisecond {
+		t.Errorf("a new link's delay is %v, want the proxy's 5ms", eu.Delay())
+	}
+	type client struct {
+		conn net.Conn
+		r    *bufio.Reader
+	}
+	connect := func(region string) client {
+		t.Helper()
+		c := dial(t, p.Addr())
+		cl := client{c, bufio.NewReader(c)}
+		if got, err := echo(c, cl.r, region, slack); err != nil || got != region {
+			t.Fatalf("ECHO %s: %q, %v", region, got, err)
+		}
+		return cl
+	}
+	euc, usc := connect("eu"), connect("us")
+
+	eu.SetDelay(40 * time.Millisecond)
+	began := time.Now()
+	if _, err := echo(euc.conn, euc.r, "eu", slack); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took < 80*time.Millisecond {
+		t.Errorf("ECHO on the eu link with 40ms one way took %v, want at least 80ms", took)
+	}
+
+	eu.Stall(true)
+	if _, err := echo(euc.conn, euc.r, "eu", 300*time.Millisecond); !isTimeout(err) {
+		t.Errorf("ECHO on the stalled eu link: %v, want a timeout", err)
+	}
+	if got, err := echo(usc.conn, usc.r, "us", slack); err != nil || got != "us" {
+		t.Errorf("ECHO on the us link while eu is stalled: %q, %v", got, err)
+	}
+	eu.Stall(false)
+	got, err := readLine(euc.conn, euc.r, slack) // $2
+	if err == nil {
+		got, err = readLine(euc.conn, euc.r, slack)
+	}
+	if err != nil || got != "eu" {
+		t.Errorf("the held ECHO after the stall: %q, %v", got, err)
+	}
+
+	eu.Cut(true)
+	if _, err := readLine(euc.conn, euc.r, slack); err == nil || isTimeout(err) {
+		t.Errorf("the eu connection after its link was cut: %v, want a reset or EOF", err)
+	}
+	fresh := dial(t, p.Addr()) // accepted: its link is known only from its first bytes
+	if _, err := echo(fresh, bufio.NewReader(fresh), "eu", slack); err == nil || isTimeout(err) {
+		t.Errorf("a new eu connection while its link is cut: %v, want a reset or EOF", err)
+	}
+	if got, err := echo(usc.conn, usc.r, "us", slack); err != nil || got != "us" {
+		t.Errorf("ECHO on the us link while eu is cut: %q, %v", got, err)
+	}
+	eu.Cut(false)
+	connect("eu")
+	if got := us.Name(); got != "us" {
+		t.Errorf("Name() = %q", got)
+	}
+}
