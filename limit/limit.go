@@ -19,6 +19,15 @@ const (
 	FixedWindow   Algorithm = "fixed_window"
 )
 
+// Pool is the internal algorithm of a region's share of a global budget:
+// a pool of whole tokens that a background allocator fills (OpReturn) with
+// tokens claimed from the home store, and that requests spend. It never
+// refills by itself, and an absent key is an EMPTY pool, the opposite of
+// the bucket algorithms. It is not in Algorithms: a config cannot name it;
+// only the region layer builds Pool policies. PoolParams gives its
+// parameters.
+const Pool Algorithm = "pool"
+
 // Algorithms lists every algorithm, the default first.
 var Algorithms = []Algorithm{TokenBucket, GCRA, SlidingWindow, FixedWindow}
 
@@ -50,6 +59,7 @@ const (
 	ByOverloadClosed = "overload-closed"
 	ByOverloadLocal  = "overload-local"
 	ByShadow         = "shadow"
+	ByRegion         = "region"
 )
 
 // MaxScaled is the largest integer a Lua number (an IEEE double) holds
@@ -93,6 +103,53 @@ type Policy struct {
 	LocalShare float64
 	Shadow     bool
 	Hot        Hot
+	// Scope is where the policy's budget lives: ScopeRegional (zero) in
+	// the store in front of which this instance runs; ScopeGlobal in the
+	// home store, enforced per region from token batches (package region).
+	Scope Scope
+	// RegionFloor is the share of Limit and Rate a region admits alone
+	// while it cannot reach the home store, once what it holds is spent:
+	// zero means DefaultRegionFloor, NoRegionFloor none.
+	RegionFloor float64
+}
+
+// Scope is where a policy's budget is kept.
+type Scope string
+
+// The scopes.
+const (
+	ScopeRegional Scope = "regional"
+	ScopeGlobal   Scope = "global"
+)
+
+// Global reports whether p's budget is global (scope: global).
+func (p *Policy) Global() bool { return p.Scope == ScopeGlobal }
+
+// DefaultRegionFloor is the region_floor of a policy that sets none, and
+// NoRegionFloor the value of an explicit region_floor: 0.
+const (
+	DefaultRegionFloor = 0.1
+	NoRegionFloor      = -1.0
+)
+
+// Floor returns the policy a region cut off from the home store decides
+// with once its allocation is spent: Limit and Rate scaled by RegionFloor,
+// rounded down but never below 1; nil when the floor is 0.
+func (p *Policy) Floor() *Policy {
+	f := p.RegionFloor
+	switch {
+	case f == 0:
+		f = DefaultRegionFloor
+	case f < 0:
+		return nil
+	}
+	q := *p
+	q.Scope, q.LocalShare, q.Hot = ScopeRegional, 1, Hot{Mode: HotOff}
+	if f < 1 {
+		q.Limit = max(1, int64(math.Floor(float64(p.Limit)*f)))
+		q.Rate = max(1, int64(math.Floor(float64(p.Rate)*f)))
+	}
+	return &q
 }
 
 // OverloadMode is the failure policy of a request the store could not take
@@ -145,6 +202,43 @@ func (p *Policy) Bucket() (Bucket, error) {
 	}
 	b.Capacity = p.Limit * b.Scale
 	return b, nil
+}
+
+// PoolParams is a Pool's parameters in exact integers: Limit whole tokens
+// at most (the pool never holds more), TokenUs µs per token at the
+// policy's rate (for retry_after_ms and reset_after_ms, the time the home
+// bucket takes to give back what is missing), and TTLMs, the TTL of a
+// written pool in ms: a pool unused for that long is gone, as its tokens
+// would have refilled at home by then.
+type PoolParams struct {
+	Limit   int64 // tokens, >= 1
+	TokenUs int64 // µs per token: ceil(Period / Rate), at least 1
+	TTLMs   int64 // max(10,000, ceil(Limit × TokenUs / 1000) + 1000)
+}
+
+// Pool returns the policy's pool parameters, or an error when the policy
+// cannot be represented exactly (Limit × TokenUs must stay below
+// MaxScaled).
+func (p *Policy) Pool() (PoolParams, error) {
+	if p.Limit < 1 {
+		return PoolParams{}, errors.New("limit must be at least 1")
+	}
+	if p.Rate < 1 {
+		return PoolParams{}, errors.New("rate must be at least 1")
+	}
+	if p.Period < time.Microsecond || p.Period%time.Microsecond != 0 {
+		return PoolParams{}, errors.New("period must be a whole number of microseconds, at least 1µs")
+	}
+	us := int64(p.Period / time.Microsecond)
+	tokenUs := us / p.Rate
+	if us%p.Rate != 0 {
+		tokenUs++ // rounded up: a retry is never early
+	}
+	if tokenUs > (MaxScaled-1)/p.Limit {
+		return PoolParams{}, fmt.Errorf("limit %d with %d per %s needs more than 53 bits of precision; use a shorter period or a higher rate", p.Limit, p.Rate, p.Period)
+	}
+	full := p.Limit * tokenUs // µs to refill the whole pool at home
+	return PoolParams{Limit: p.Limit, TokenUs: tokenUs, TTLMs: max(10_000, (full+999)/1000+1000)}, nil
 }
 
 // Share returns the policy scaled by LocalShare, as used by the FailLocal

@@ -100,7 +100,7 @@ type Stats struct {
 
 var paths = [...]string{limit.ByStore, limit.ByLease, limit.BySplit, limit.ByEmbedded,
 	limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal,
-	limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal, limit.ByShadow}
+	limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal, limit.ByShadow, limit.ByRegion}
 
 // New validates cfg and returns a Limiter.
 func New(cfg Config) (*Limiter, error) {

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"hash/maphash"
 	"strconv"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestStoreVectors(t *testing.T) {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
 			var now int64
 			s := New(Config{Now: func() time.Time { return time.UnixMicro(now) }})
-			algotest.Run(t, tab.Vectors, "k:", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, at int64) limit.Result {
+			algotest.RunTTL(t, tab.Vectors, "k:", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, at int64) limit.Result {
 				now = at
 				out := make([]limit.Result, 1)
 				s.Do(context.Background(), []limit.Request{{Key: key, Cost: cost, Op: op, Policy: p}}, out)
@@ -50,7 +51,7 @@ func TestStoreVectors(t *testing.T) {
 					t.Fatalf("decided_by = %q, want %q", out[0].DecidedBy, limit.ByEmbedded)
 				}
 				return out[0]
-			})
+			}, s.pttl)
 		})
 	}
 }
@@ -111,6 +112,19 @@ func TestResetReportsState(t *testing.T) {
 	if !out[0].Allowed {
 		t.Fatal("take after reset rejected")
 	}
+}
+
+// pttl is key's TTL at now in ms, as PTTL replies it (-2: no key), for
+// algotest.RunTTL: the time until the store forgets the key's state.
+func (s *Store) pttl(_ *testing.T, key string, now int64) int64 {
+	sh := &s.shards[maphash.String(s.seed, key)%shards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.buckets[key]
+	if e == nil || e.expires <= now {
+		return -2
+	}
+	return (e.expires - now) / 1000
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -12,6 +12,7 @@ type State struct {
 	Bucket BucketState // token_bucket
 	GCRA   GCRAState   // gcra
 	Window WindowState // sliding_window and fixed_window
+	Pool   PoolState   // pool
 	kind   kind        // which of them holds the state
 }
 
@@ -25,6 +26,7 @@ const (
 	kindBucket
 	kindGCRA
 	kindWindow
+	kindPool
 )
 
 func kindOf(a limit.Algorithm) kind {
@@ -33,6 +35,8 @@ func kindOf(a limit.Algorithm) kind {
 		return kindGCRA
 	case limit.SlidingWindow, limit.FixedWindow:
 		return kindWindow
+	case limit.Pool:
+		return kindPool
 	}
 	return kindBucket
 }
@@ -74,6 +78,8 @@ func decideAny(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.
 		return decide(&st.Window, p.Window, TakeSlidingWindow, cost, now, op)
 	case limit.FixedWindow:
 		return decide(&st.Window, p.Window, TakeFixedWindow, cost, now, op)
+	case limit.Pool:
+		return decide(&st.Pool, p.Pool, TakePool, cost, now, op)
 	}
 	return limit.Result{}, false, fmt.Errorf("unknown algorithm %q", p.Algorithm)
 }

@@ -18,7 +18,9 @@ type Config struct {
 	// MaxKeys bounds the buckets held; 0 means 1,000,000. A full bucket is
 	// the same as no bucket, so full ones are dropped first; past the bound
 	// an arbitrary bucket is dropped, which refills it (documented
-	// over-admission for that one key, never unbounded memory).
+	// over-admission for that one key, never unbounded memory). A pool
+	// (limit.Pool) is dropped once its TTL has passed; dropped earlier, past
+	// the bound, it loses its tokens: under-admission, never over.
 	MaxKeys int
 }
 
@@ -88,7 +90,7 @@ func (s *Store) decide(r *limit.Request, now int64) limit.Result {
 func (sh *shard) decide(r *limit.Request, now int64, perShard int) limit.Result {
 	e := sh.buckets[r.Key]
 	var st State
-	if e != nil {
+	if e != nil && e.expires > now { // past it, the key is gone, as its TTL'd key in Redis
 		st = e.st
 	}
 	res, changed, err := Decide(&st, r.Policy, r.Cost, now, r.Op)
@@ -105,9 +107,21 @@ func (sh *shard) decide(r *limit.Request, now int64, perShard int) limit.Result 
 			e = &entry{}
 			sh.insert(r.Key, e, now, perShard)
 		}
-		e.st, e.expires = st, now+res.ResetAfterMs*1000
+		e.st, e.expires = st, now+lifetime(r.Policy, res)
 	}
 	return res
+}
+
+// lifetime is how long, in µs, a key written with res under p keeps its
+// state: until it reads as none again (ResetAfterMs: a bucket full, a
+// window empty), or for a pool, which never changes by itself, its TTL.
+func lifetime(p *limit.Policy, res limit.Result) int64 {
+	if p.Algorithm == limit.Pool {
+		if pp, err := p.Pool(); err == nil {
+			return pp.TTLMs * 1000
+		}
+	}
+	return res.ResetAfterMs * 1000
 }
 
 // insert adds e, first making room: full buckets go, then, down to 7/8 of

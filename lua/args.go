@@ -19,6 +19,7 @@ type Args struct {
 func ArgsFor(p *limit.Policy) (Args, error) {
 	bucket := func(b limit.Bucket) [3]int64 { return [3]int64{b.Capacity, b.Refill, b.Scale} }
 	window := func(w limit.Window) [3]int64 { return [3]int64{w.Limit, w.Ticks, w.Tick} }
+	pool := func(x limit.PoolParams) [3]int64 { return [3]int64{x.Limit, x.TokenUs, x.TTLMs} }
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
 		return argsOf(p.Bucket, bucket, IDTokenBucket, TokenBucket)
@@ -28,6 +29,8 @@ func ArgsFor(p *limit.Policy) (Args, error) {
 		return argsOf(p.Window, window, IDSlidingWindow, SlidingWindow)
 	case limit.FixedWindow:
 		return argsOf(p.Window, window, IDFixedWindow, FixedWindow)
+	case limit.Pool:
+		return argsOf(p.Pool, pool, IDPool, Pool)
 	}
 	return Args{}, fmt.Errorf("unknown algorithm %q", p.Algorithm)
 }

@@ -77,7 +77,7 @@ func TestBatchVectors(t *testing.T) {
 	ctx := context.Background()
 	for _, tab := range algotest.Tables() {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
-			algotest.Run(t, tab.Vectors, "bvec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+			algotest.RunTTL(t, tab.Vectors, "bvec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
 				served, res, err := batchAt(ctx, node.Client(), []batchItem{{key, p, cost, op}}, now)
 				if err != nil {
 					return limit.Result{Err: err}
@@ -86,7 +86,7 @@ func TestBatchVectors(t *testing.T) {
 					return limit.Result{Err: fmt.Errorf("a single node did not serve %s", key)}
 				}
 				return res[0]
-			})
+			}, pttl(ctx, node.Client()))
 		})
 	}
 }
@@ -155,8 +155,8 @@ func TestAlgorithmSwitchAgreesWithGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for seq := range 40 {
 		key := "switch:" + strconv.Itoa(seq)
-		pols := make([]*limit.Policy, len(limit.Algorithms))
-		for i, alg := range limit.Algorithms {
+		pols := make([]*limit.Policy, len(algorithms))
+		for i, alg := range algorithms {
 			pols[i] = randomPolicy(rng, alg)
 		}
 		var st local.State
@@ -296,16 +296,42 @@ func TestForeignValueIsAnError(t *testing.T) {
 	node := redistest.NewSingle(t)
 	ctx := context.Background()
 	rc := node.Client()
-	p := &limit.Policy{Limit: 10, Rate: 1, Period: time.Hour}
 	rc.Set(ctx, "foreign-s", "hello", 0)
 	rc.RPush(ctx, "foreign-l", "x")
-	for _, k := range []string{"foreign-s", "foreign-l"} {
-		if r := evalAt(ctx, rc, k, p, 1, limit.OpTake, algotest.T0); r.Err == nil {
-			t.Errorf("%s: %+v, want a WRONGTYPE error", k, r)
+	for _, p := range []*limit.Policy{
+		{Limit: 10, Rate: 1, Period: time.Hour},
+		{Algorithm: limit.Pool, Limit: 10, Rate: 1, Period: time.Hour},
+	} {
+		for _, k := range []string{"foreign-s", "foreign-l"} {
+			if r := evalAt(ctx, rc, k, p, 1, limit.OpReturn, algotest.T0); r.Err == nil {
+				t.Errorf("%s %s: %+v, want a WRONGTYPE error", p.Algorithm, k, r)
+			}
+			served, _, err := batchAt(ctx, rc, []batchItem{{k, p, 1, limit.OpTake}, {"fine", p, 1, limit.OpTake}}, algotest.T0)
+			if err != nil || served[0] || !served[1] {
+				t.Errorf("%s %s in a batch: served %v, err %v; want it marked and the other decided", p.Algorithm, k, served, err)
+			}
 		}
-		served, _, err := batchAt(ctx, rc, []batchItem{{k, p, 1, limit.OpTake}, {"fine", p, 1, limit.OpTake}}, algotest.T0)
-		if err != nil || served[0] || !served[1] {
-			t.Errorf("%s in a batch: served %v, err %v; want it marked and the other decided", k, served, err)
-		}
+	}
+}
+
+// A pool never had a hash: a bucket's hash under it reads as an empty
+// pool, and its first write replaces the hash.
+func TestHashStateIsAnEmptyPool(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	rc := node.Client()
+	p := &limit.Policy{Algorithm: limit.Pool, Limit: 10, Rate: 5, Period: time.Second}
+	if err := rc.HSet(ctx, "old", "v", 4, "t", algotest.T0, "s", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := evalAt(ctx, rc, "old", p, 1, limit.OpTake, algotest.T0); got.Err != nil || got.Allowed || got.Remaining != 0 {
+		t.Fatalf("take from a hash under pool: %+v, want an empty pool", got)
+	}
+	if got := evalAt(ctx, rc, "old", p, 3, limit.OpReturn, algotest.T0); got.Err != nil || got.Remaining != 3 {
+		t.Fatalf("fill of a hash under pool: %+v, want 3", got)
+	}
+	if typ := rc.Type(ctx, "old").Val(); typ != "string" {
+		t.Fatalf("after a write the key is a %s, want a string", typ)
 	}
 }

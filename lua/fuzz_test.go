@@ -27,13 +27,14 @@ func FuzzLuaAgreesWithGo(f *testing.F) {
 	f.Add([]byte("\x0a\x00\x00\x00\x01\x00\x00\x00\x13" + "\x00\x03\x00\x00\x00\x10\x00\x00" + "\x00\x09\x00\x00\x00\x00\x10\x00"))
 	f.Add([]byte("\x0a\x00\x00\x00\x01\x00\x00\x00\x23" + "\x00\x03\x00\x00\x00\x10\x00\x00" + "\x01\x09\x00\x00\x00\x00\x10\x00"))
 	f.Add([]byte("\x0a\x00\x00\x00\x01\x00\x00\x00\x33" + "\x00\x0a\x00\x00\x00\x10\x00\x00" + "\x00\x09\x00\x00\x00\x00\x10\x00"))
+	f.Add([]byte("\x0a\x00\x00\x00\x06\x00\x00\x00\x43" + "\x03\x07\x00\x00\x00\x10\x00\x00" + "\x00\x03\x00\x00\x00\x00\x10\x00" + "\x02\x09\x00\x00\x00\x00\x00\x00" + "\x00\x0b\x00\x00\x00\x00\x00\x00"))
 	var seq int
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 9 {
 			return
 		}
 		p := &limit.Policy{
-			Algorithm: limit.Algorithms[int(data[8]>>4)%len(limit.Algorithms)],
+			Algorithm: algorithms[int(data[8]>>4)%len(algorithms)],
 			Limit:     1 + int64(binary.LittleEndian.Uint32(data[0:4])%1_000_000),
 			Rate:      1 + int64(binary.LittleEndian.Uint32(data[4:8])%20_000_000),
 			Period:    periods[int(data[8]&15)%len(periods)],
@@ -71,24 +72,26 @@ func FuzzLuaAgreesWithGo(f *testing.F) {
 
 // FuzzBatchAgreesWithGo sends random batches to the Batch script on a real
 // Redis and decides the same items one at a time with the Go model: every
-// item must agree. The input picks, 8 bytes an item, the key (of 4, so keys
-// repeat), its algorithm and op, the cost and a clock step taken before
-// the item's batch; a zero byte ends the batch.
+// item must agree. The input picks, 8 bytes an item, the key (of 5, so keys
+// repeat), its algorithm (of 5, the pool too) and op, the cost and a clock
+// step taken before the item's batch; a zero byte ends the batch.
 func FuzzBatchAgreesWithGo(f *testing.F) {
 	node := redistest.NewSingle(f)
 	f.Add([]byte("\x01\x00\x05\x00\x00\x00\x00\x01" + "\x01\x00\x05\x00\x00\x00\x00\x01" + "\x11\x01\x02\x00\x00\x10\x00\x00"))
+	f.Add([]byte("\x40\x03\x04\x00\x00\x00\x00\x00" + "\x40\x00\x03\x00\x00\x00\x00\x00" + "\x41\x02\x05\x00\x00\x00\x00\x00" + "\x40\x00\x01\x00\x00\x00\x00\x00"))
 	f.Add([]byte("\x23\x02\x09\x00\x40\x00\x00\x00" + "\x33\x03\x01\x00\x00\x00\x00\x00" + "\x00\x00\x00\x00\x00\x00\x00\x00" + "\x23\x00\x09\x00\x00\x00\x10\x00"))
 	var seq int
 	f.Fuzz(func(t *testing.T, data []byte) {
 		seq++
 		ctx := context.Background()
-		pols := [4]*limit.Policy{
+		pols := [5]*limit.Policy{
 			{Algorithm: limit.TokenBucket, Limit: 7, Rate: 3, Period: time.Second},
 			{Algorithm: limit.GCRA, Limit: 5, Rate: 1_000_000, Period: time.Second},
 			{Algorithm: limit.SlidingWindow, Limit: 9, Period: time.Millisecond},
 			{Algorithm: limit.FixedWindow, Limit: 4, Period: time.Second},
+			{Algorithm: limit.Pool, Limit: 6, Rate: 7, Period: time.Second},
 		}
-		var states [4]local.State
+		var states [5]local.State
 		now := algotest.T0
 		if len(data) > 64*8 {
 			data = data[:64*8] // bounded work per input
@@ -108,10 +111,10 @@ func FuzzBatchAgreesWithGo(f *testing.F) {
 				now += int64(int32(binary.LittleEndian.Uint32(data[4:8]))) // may go back
 				continue
 			}
-			k := int(data[0]>>4) % 4
+			k := int(data[0]>>4) % 5
 			// a key's algorithm is its policy's, or now and then another
 			// one, as after a policy change
-			p := pols[(k+int(data[0]&3))%4]
+			p := pols[(k+int(data[0]&3))%5]
 			items = append(items, batchItem{
 				key:  "fb:" + strconv.Itoa(seq) + ":" + strconv.Itoa(k),
 				p:    p,

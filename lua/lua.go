@@ -17,7 +17,7 @@ import (
 // limit, remaining, retry_after_ms, reset_after_ms, granted}. a1..a3 are the
 // algorithm's exact parameters: capacity, refill, scale for the bucket
 // algorithms (limit.Bucket), limit, ticks, tick for the windows
-// (limit.Window). The scripts below wrap the functions; they read the clock
+// (limit.Window), limit, token_us, ttl_ms for the pool (limit.PoolParams). The scripts below wrap the functions; they read the clock
 // with the one call Clock, so that tests can swap it for a clock argument.
 
 var (
@@ -29,6 +29,8 @@ var (
 	slidingWindowSrc string
 	//go:embed fixed_window.lua
 	fixedWindowSrc string
+	//go:embed pool.lua
+	poolSrc string
 	//go:embed state.lua
 	stateSrc string
 )
@@ -87,6 +89,7 @@ var (
 	GCRA          = single("gcra", IDGCRA, gcraSrc)
 	SlidingWindow = single("sliding_window", IDSlidingWindow, slidingWindowSrc)
 	FixedWindow   = single("fixed_window", IDFixedWindow, fixedWindowSrc)
+	Pool          = single("pool", IDPool, poolSrc)
 )
 
 // Algorithm ids of the multi script's ARGV, in the order of its function
@@ -96,12 +99,13 @@ const (
 	IDGCRA
 	IDSlidingWindow
 	IDFixedWindow
+	IDPool // internal: a region's pool (limit.Pool)
 )
 
 // algorithms is every algorithm's function and the table of them by id,
 // with the state functions, for the scripts that decide several keys.
-var algorithms = stateSrc + "\n" + tokenBucketSrc + "\n" + gcraSrc + "\n" + slidingWindowSrc + "\n" + fixedWindowSrc + `
-local algs = {token_bucket, gcra, sliding_window, fixed_window}
+var algorithms = stateSrc + "\n" + tokenBucketSrc + "\n" + gcraSrc + "\n" + slidingWindowSrc + "\n" + fixedWindowSrc + "\n" + poolSrc + `
+local algs = {token_bucket, gcra, sliding_window, fixed_window, pool}
 `
 
 // Multi decides several keys all-or-nothing in one script; the keys must
@@ -239,6 +243,8 @@ func For(id int) *Script {
 		return SlidingWindow
 	case IDFixedWindow:
 		return FixedWindow
+	case IDPool:
+		return Pool
 	}
 	return TokenBucket
 }

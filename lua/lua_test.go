@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 var clocked = map[int]*redis.Script{}
 
 func init() {
-	for id := lua.IDTokenBucket; id <= lua.IDFixedWindow; id++ {
+	for id := lua.IDTokenBucket; id <= lua.IDPool; id++ {
 		clocked[id] = redis.NewScript(lua.For(id).WithTestClock().Src)
 	}
 	clocked[0] = redis.NewScript(lua.Multi.WithTestClock().Src)
@@ -45,6 +46,22 @@ func evalAt(ctx context.Context, c redis.Scripter, key string, p *limit.Policy, 
 	return result(v)
 }
 
+// algorithms is every algorithm the scripts decide: the four a config
+// names, and the internal pool.
+var algorithms = append(slices.Clone(limit.Algorithms), limit.Pool)
+
+// pttl is the TTL of key in ms, as algotest.TTL wants it.
+func pttl(ctx context.Context, c *redis.Client) algotest.TTL {
+	return func(t *testing.T, key string, _ int64) int64 {
+		t.Helper()
+		n, err := c.Do(ctx, "PTTL", key).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
 func result(v []int64) limit.Result {
 	return limit.Result{Allowed: v[0] == 1, Limit: v[1], Remaining: v[2], RetryAfterMs: v[3], ResetAfterMs: v[4], Granted: v[5]}
 }
@@ -61,9 +78,9 @@ func TestVectors(t *testing.T) {
 			if len(tab.Vectors) == 0 {
 				t.Fatalf("no vectors for %s", tab.Algorithm)
 			}
-			algotest.Run(t, tab.Vectors, "vec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+			algotest.RunTTL(t, tab.Vectors, "vec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
 				return evalAt(ctx, node.Client(), key, p, cost, op, now)
-			})
+			}, pttl(ctx, node.Client()))
 		})
 	}
 }
@@ -106,7 +123,7 @@ func TestLuaAgreesWithGo(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
 	ctx := context.Background()
-	for _, alg := range limit.Algorithms {
+	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(alg))))
 			for seq := range 150 {
@@ -139,13 +156,14 @@ func randomKeys(rng *rand.Rand, prefix string, n int) ([]string, []*limit.Policy
 	pols := make([]*limit.Policy, n)
 	for i := range keys {
 		keys[i] = prefix + strconv.Itoa(i)
-		pols[i] = randomPolicy(rng, limit.Algorithms[rng.IntN(len(limit.Algorithms))])
+		pols[i] = randomPolicy(rng, algorithms[rng.IntN(len(algorithms))])
 	}
 	return keys, pols
 }
 
 // The multi-key script against the Go model of it: peek every key, and
-// take every key only when every peek allows.
+// take every key only when every peek allows. Pools are filled between
+// calls, by the single-key script and the Go model alike.
 func TestMultiAgreesWithGo(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
@@ -158,6 +176,17 @@ func TestMultiAgreesWithGo(t *testing.T) {
 		now := algotest.T0
 		for i := range 20 {
 			now += step(rng, pols[0])
+			for j, p := range pols {
+				// a pool is empty until filled: fill now and then, on both
+				if p.Algorithm != limit.Pool || rng.IntN(2) == 0 {
+					continue
+				}
+				cost := 1 + rng.Int64N(p.Limit)
+				want, _, _ := local.Decide(&states[j], p, cost, now, limit.OpReturn)
+				if got := evalAt(ctx, node.Client(), keys[j], p, cost, limit.OpReturn, now); got != want {
+					t.Fatalf("seq %d step %d fill of key %d: lua %+v, go %+v", seq, i, j, got, want)
+				}
+			}
 			args := []any{}
 			costs := make([]int64, n)
 			for j, p := range pols {

@@ -11,12 +11,13 @@
 -- (HMGET, HSET, PEXPIRE), and a value short enough for Redis to keep inside
 -- the key's object. The tags: b token bucket {v, t, s}, g GCRA {a, d, u},
 -- w the windows {w, c, p} (the two window algorithms share their fields, as
--- their hashes did; the fixed window's p is 0). A value of another tag
--- reads as no state: a key whose policy changes algorithm starts afresh. A
--- hash, as sluice wrote before, is read by its field names and replaced by
--- a string at the next write.
+-- their hashes did; the fixed window's p is 0), p a region's pool {v, t, 0}.
+-- A value of another tag reads as no state: a key whose policy changes
+-- algorithm starts afresh (for a pool: empty). A hash, as sluice wrote
+-- before, is read by its field names and replaced by a string at the next
+-- write; the pool never had a hash, so under it a hash reads as no state.
 
-local tags = {'b', 'g', 'w', 'w'}
+local tags = {'b', 'g', 'w', 'w', 'p'}
 local hashfields = {{'v', 't', 's'}, {'a', 'd', 'u'}, {'w', 'c', 'p'}, {'w', 'c'}}
 
 -- read returns key's raw state as {tag, f1, f2, f3} ({} when it has none),
@@ -27,13 +28,19 @@ local function read(key, id)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then return nil, v end
+    if hashfields[id] == nil then
+      if redis.pcall('TYPE', key).ok ~= 'hash' then
+        return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
+      end
+      return {}
+    end
     local h = redis.pcall('HMGET', key, unpack(hashfields[id]))
     if h.err then return nil, h end
     return {tags[id], tonumber(h[1]), tonumber(h[2]), tonumber(h[3])}
   end
   if not v then return {} end
   local t = string.sub(v, 1, 1)
-  if #v ~= 25 or (t ~= 'b' and t ~= 'g' and t ~= 'w') then
+  if #v ~= 25 or (t ~= 'b' and t ~= 'g' and t ~= 'w' and t ~= 'p') then
     return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
   end
   local a, b, c = struct.unpack('<ddd', v, 2)

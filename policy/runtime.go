@@ -277,8 +277,17 @@ func PolicyJSON(p *limit.Policy) string {
 		LocalShare   float64         `json:"local_share"`
 		Shadow       bool            `json:"shadow"`
 		Hot          hot             `json:"hot"`
+		Scope        limit.Scope     `json:"scope,omitempty"`
+		RegionFloor  *float64        `json:"region_floor,omitempty"`
 	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow,
-		hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}}
+		hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil}
+	if p.Global() {
+		f := max(0, p.RegionFloor)
+		if p.RegionFloor == 0 {
+			f = limit.DefaultRegionFloor
+		}
+		v.Scope, v.RegionFloor = p.Scope, &f
+	}
 	if v.Algorithm == "" {
 		v.Algorithm = limit.TokenBucket
 	}

@@ -359,6 +359,13 @@ func Describe(p *limit.Policy) string {
 	if p.Shadow {
 		b.WriteString(" shadow")
 	}
+	if p.Global() {
+		f := max(0, p.RegionFloor)
+		if p.RegionFloor == 0 {
+			f = limit.DefaultRegionFloor
+		}
+		fmt.Fprintf(&b, " scope=global region_floor=%s", strconv.FormatFloat(f, 'g', -1, 64))
+	}
 	switch p.Hot.Mode {
 	case limit.HotLease:
 		fmt.Fprintf(&b, " hot=lease(threshold=%d/s)", p.Hot.Threshold)

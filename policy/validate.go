@@ -183,6 +183,31 @@ func checkShare(f float64) string {
 	return ""
 }
 
+func checkScope(s limit.Scope) string {
+	switch s {
+	case limit.ScopeRegional, limit.ScopeGlobal:
+		return ""
+	}
+	return fmt.Sprintf("must be one of regional | global, got %q", s)
+}
+
+// checkFloor checks a region_floor as written: a share from 0 (none) to 1.
+func checkFloor(f float64) string {
+	if math.IsNaN(f) || f < 0 || f > 1 {
+		return fmt.Sprintf("must be from 0 to 1, got %s", strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return ""
+}
+
+// floorValue is the Policy.RegionFloor of a region_floor as written: an
+// explicit 0 is NoRegionFloor, as Policy's zero means the default.
+func floorValue(f float64) float64 {
+	if f == 0 {
+		return limit.NoRegionFloor
+	}
+	return f
+}
+
 func checkHotMode(m limit.HotMode) string {
 	switch m {
 	case limit.HotOff, limit.HotLease, limit.HotSplit:
@@ -234,6 +259,15 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 	test("hot.mode", p.Hot.Mode == "", "", checkHotMode(p.Hot.Mode))
 	test("hot.threshold", p.Hot.Threshold == 0, "", checkPositive(p.Hot.Threshold))
 	test("hot.split", p.Hot.Split == 0, "", checkSplit(int64(p.Hot.Split)))
+	test("scope", p.Scope == "", "", checkScope(p.Scope))
+	if p.Global() {
+		if !bad["algorithm"] && !p.Algorithm.IsBucket() {
+			report("scope", fmt.Sprintf("global needs a bucket algorithm (token_bucket or gcra), not %s: regions claim tokens from it", p.Algorithm))
+		}
+		if !bad["hot.mode"] && p.Hot.Mode != "" && p.Hot.Mode != limit.HotOff {
+			report("hot.mode", "must be off when scope is global: a region's allocation already keeps its decisions on the continent")
+		}
+	}
 
 	if !bad["hot.mode"] && (p.Hot.Mode == limit.HotLease || p.Hot.Mode == limit.HotSplit) {
 		test("hot.threshold", p.Hot.Threshold == 0,

@@ -23,7 +23,7 @@ import (
 // lets every error carry its policy and line.
 var (
 	topFields    = []string{"timeout", "defaults", "policies"}
-	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "hot"}
+	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "hot", "scope", "region_floor"}
 	hotFields    = []string{"mode", "threshold", "split"}
 )
 
@@ -203,7 +203,7 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 	var set func(*limit.Policy)
 	var msg string
 	switch field {
-	case "name", "match", "algorithm", "on_store_error", "on_overload", "hot.mode":
+	case "name", "match", "algorithm", "on_store_error", "on_overload", "hot.mode", "scope":
 		msg, set = decode(v, text, func(s string) (string, func(*limit.Policy)) { return textField(field, s) })
 	case "limit", "rate", "hot.threshold", "hot.split":
 		msg, set = decode(v, integer, func(n int64) (string, func(*limit.Policy)) { return integerField(field, n) })
@@ -216,6 +216,11 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 		var f float64
 		if f, msg = number(v); msg == "" {
 			msg, set = checkShare(f), func(p *limit.Policy) { p.LocalShare = f }
+		}
+	case "region_floor":
+		var f float64
+		if f, msg = number(v); msg == "" {
+			msg, set = checkFloor(f), func(p *limit.Policy) { p.RegionFloor = floorValue(f) }
 		}
 	case "shadow":
 		var b bool
@@ -261,6 +266,9 @@ func textField(field, s string) (string, func(*limit.Policy)) {
 	case "on_overload":
 		m := limit.FailMode(s)
 		return checkFailMode(m), func(p *limit.Policy) { p.OnOverload = m }
+	case "scope":
+		sc := limit.Scope(s)
+		return checkScope(sc), func(p *limit.Policy) { p.Scope = sc }
 	case "hot.mode":
 		m := limit.HotMode(s)
 		return checkHotMode(m), func(p *limit.Policy) { p.Hot.Mode = m }

@@ -31,6 +31,7 @@ const (
 	errProtoVersion   respError = "ERR Protocol version is not an integer or out of range"
 	errClientName     respError = "ERR Client names cannot contain spaces, newlines or special characters."
 	errShuttingDown   respError = "ERR server is shutting down"
+	errNoRegion       respError = "ERR this instance has no region: start it with --region NAME and --home-cluster or --home-redis"
 	errMaxClientsLine           = "-ERR max number of clients reached\r\n"
 
 	// Protocol errors end the connection; the guard writes them itself.

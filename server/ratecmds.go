@@ -48,6 +48,16 @@ func rateCommands() []*command {
 			},
 		},
 		{
+			name: "rl.regions", minArgs: 1, maxArgs: 1,
+			run: cmdRegions,
+			doc: cmdDoc{
+				summary:    "Lists this instance's region first, then the others seen on the demand boards: an array of [region, r, self, 0|1, keys, n, held, tokens, claimed, tokens, returned, tokens, demand, tokens/s, last_home_contact_ms, unix ms or -1].",
+				group:      "rate-limiting",
+				complexity: "O(N) where N is the number of global keys",
+				flags:      []string{"readonly"},
+			},
+		},
+		{
 			name: "rl.reset", minArgs: 2, maxArgs: 2,
 			flags: flagBarrier | flagAdmin,
 			run:   cmdReset,
@@ -105,6 +115,25 @@ func cmdHotKeys(c *connState, _ [][]byte) (any, error) {
 	for i, h := range keys {
 		out[i] = []any{"key", h.Key, "policy", h.Policy, "mode", h.Mode,
 			"rate", strconv.FormatFloat(h.Rate, 'f', 0, 64), "since_ms", h.Since.UnixMilli()}
+	}
+	return out, nil
+}
+
+// cmdRegions answers RL.REGIONS, one flat field/value array per region as
+// RL.HOTKEYS does.
+func cmdRegions(c *connState, _ [][]byte) (any, error) {
+	if c.srv.cfg.Regions == nil {
+		return nil, errNoRegion
+	}
+	rs := c.srv.cfg.Regions()
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		self := int64(0)
+		if r.Self {
+			self = 1
+		}
+		out[i] = []any{"region", r.Name, "self", self, "keys", int64(r.Keys), "held", r.Held, "claimed", r.Claimed,
+			"returned", r.Returned, "demand", strconv.FormatFloat(r.Demand, 'f', 1, 64), "last_home_contact_ms", r.LastHomeContact}
 	}
 	return out, nil
 }

@@ -122,6 +122,9 @@ type Config struct {
 	// HotKeys, when not nil, lists the keys this instance treats as hot, for
 	// RL.HOTKEYS. nil answers an empty array.
 	HotKeys func() []HotKey
+	// Regions, when not nil, lists this instance's region and the others
+	// it knows of, for RL.REGIONS; nil answers an error: no region.
+	Regions func() []Region
 	// OnPipeline, when set, is told of every pipeline of commands
 	// commands read together, and the time d from the read to its replies
 	// written: sluice's own time per request, for metrics. It is called
@@ -130,6 +133,17 @@ type Config struct {
 	// ShutdownTimeout bounds how long Shutdown waits for in-flight commands,
 	// in addition to its context. Default 10s.
 	ShutdownTimeout time.Duration
+}
+
+// Region is one line of RL.REGIONS. LastHomeContact is unix ms, -1 never.
+type Region struct {
+	Name              string
+	Self              bool
+	Keys              int
+	Held              int64
+	Claimed, Returned int64
+	Demand            float64 // tokens/s
+	LastHomeContact   int64
 }
 
 // HotKey is one line of RL.HOTKEYS.

@@ -53,6 +53,7 @@ type serveFlags struct {
 	grpcHeaders                                   bool
 	securityFlags
 	sentinelFlags
+	regionFlags
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -85,6 +86,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.httpAddr, "http", "", "HTTP address of the JSON and 429 door, /v1/take and /v1/check (\"\" = off)")
 	fs.StringVar(&f.httpKeyHeader, "http-key-header", httpfront.DefaultKeyHeader, "request header /v1/check takes the key from when the query has none (forward-auth)")
+	f.regionFlags.register(fs)
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +100,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, errors.New("serve: --cluster and --redis are exclusive")
 	}
 	if err := f.resolveSentinel(); err != nil {
+		return nil, err
+	}
+	if err := f.regionFlags.check(); err != nil {
 		return nil, err
 	}
 	if f.timeout <= 0 {
@@ -196,7 +201,17 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lim, err := limiter.New(limiter.Config{Policies: policies{holder}, Store: store, Timeout: timeout, Hot: hot,
+	reg, home, err := openRegion(f, store, set, log)
+	if err != nil {
+		return err
+	}
+	decideBy := store
+	if reg != nil {
+		defer home.Close()
+		defer reg.Close() // before the store's own Close: it gives the pools back
+		decideBy = reg.Store()
+	}
+	lim, err := limiter.New(limiter.Config{Policies: policies{holder}, Store: decideBy, Timeout: timeout, Hot: hot,
 		OnDecision: m.Decision, OnError: m.DecisionError})
 	if err != nil {
 		return err
@@ -217,14 +232,21 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 		MaxOutputBytes:  f.maxOutputBytes,
 		Logger:          log,
 		Version:         version,
-		Info:            func(w io.Writer) { writeInfo(w, mode, holder, lim, store, hot, m) },
-		HotKeys:         func() []server.HotKey { return hotKeys(hot) },
-		OnPipeline:      m.Pipeline,
+		Info: func(w io.Writer) {
+			writeInfo(w, mode, holder, lim, store, hot, m)
+			writeRegionInfo(w, reg)
+		},
+		HotKeys:    func() []server.HotKey { return hotKeys(hot) },
+		Regions:    regionLines(reg),
+		OnPipeline: m.Pipeline,
 	})
 	if err != nil {
 		return err
 	}
 	if err := collectMetrics(m, store, hot, srv, holder, lim); err != nil {
+		return err
+	}
+	if err := collectRegion(m, reg); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", f.listen)

@@ -10,8 +10,22 @@ import (
 // p at now (µs since the epoch).
 type Decide func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result
 
+// TTL reads the TTL of key, in ms, just after a step at now (µs since
+// the epoch): -2 when the key does not exist, as PTTL replies.
+type TTL func(t *testing.T, key string, now int64) int64
+
+// TTLSlack is how far below a step's TTL a runner's reading may be: a
+// real Redis counts its TTLs down in real time, not on the vectors' clock.
+const TTLSlack = 2000 // ms
+
 // Run runs every vector of table against decide, each on its own key.
 func Run(t *testing.T, table []Vector, keyPrefix string, decide Decide) {
+	t.Helper()
+	RunTTL(t, table, keyPrefix, decide, nil)
+}
+
+// RunTTL is Run that also checks every step's TTL with ttl.
+func RunTTL(t *testing.T, table []Vector, keyPrefix string, decide Decide, ttl TTL) {
 	t.Helper()
 	for _, v := range table {
 		t.Run(v.Name, func(t *testing.T) {
@@ -32,9 +46,16 @@ func Run(t *testing.T, table []Vector, keyPrefix string, decide Decide) {
 				w := s.Want
 				if got.Allowed != w.Allowed || got.Remaining != w.Remaining ||
 					got.RetryAfterMs != w.RetryAfter || got.ResetAfterMs != w.ResetAfter || got.Limit != p.Limit || got.Granted != w.Granted {
-					t.Fatalf("step %d (at +%dµs cost %d peek %v): got allowed=%v limit=%d remaining=%d retry=%d reset=%d, want allowed=%v limit=%d remaining=%d retry=%d reset=%d",
-						i, s.At, s.Cost, s.Peek, got.Allowed, got.Limit, got.Remaining, got.RetryAfterMs, got.ResetAfterMs,
-						w.Allowed, p.Limit, w.Remaining, w.RetryAfter, w.ResetAfter)
+					t.Fatalf("step %d (at +%dµs cost %d op %d): got allowed=%v limit=%d remaining=%d retry=%d reset=%d granted=%d, want allowed=%v limit=%d remaining=%d retry=%d reset=%d granted=%d",
+						i, s.At, s.Cost, op, got.Allowed, got.Limit, got.Remaining, got.RetryAfterMs, got.ResetAfterMs, got.Granted,
+						w.Allowed, p.Limit, w.Remaining, w.RetryAfter, w.ResetAfter, w.Granted)
+				}
+				if s.TTL == 0 || ttl == nil {
+					continue
+				}
+				left := ttl(t, key, T0+s.At)
+				if s.TTL == NoKey && left != NoKey || s.TTL != NoKey && (left > s.TTL || left <= s.TTL-TTLSlack) {
+					t.Fatalf("step %d (at +%dµs cost %d op %d): TTL %d ms, want %d", i, s.At, s.Cost, op, left, s.TTL)
 				}
 			}
 		})

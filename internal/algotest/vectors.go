@@ -18,7 +18,14 @@ type Step struct {
 	// Policy, when set, replaces the vector's policy from this step on.
 	Policy *limit.Policy
 	Want   Want
+	// TTL, when not 0, is the key's TTL in ms after the step (NoKey: the
+	// key does not exist), checked by the runners that can read TTLs
+	// (RunTTL).
+	TTL int64
 }
+
+// NoKey is Step.TTL for a key that must not exist after the step.
+const NoKey = -2
 
 // Want is the five numeric fields of the reply.
 type Want struct {
@@ -192,14 +199,15 @@ type Table struct {
 	Vectors   []Vector
 }
 
-// Tables is every algorithm's table: each runs against the Go code in
-// local/ and against the Lua script in a real Redis.
+// Tables is every algorithm's table, the internal pool's too: each runs
+// against the Go code in local/ and against the Lua script in a real Redis.
 func Tables() []Table {
 	return []Table{
 		{limit.TokenBucket, TokenBucket},
 		{limit.GCRA, GCRA},
 		{limit.SlidingWindow, SlidingWindow},
 		{limit.FixedWindow, FixedWindow},
+		{limit.Pool, Pool},
 	}
 }
 

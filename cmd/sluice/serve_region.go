@@ -1,0 +1,174 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/metrics"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/region"
+	"github.com/sluice-rl/sluice/server"
+)
+
+// regionFlags are the flags of a regional instance: its region and the
+// home store of the global budgets.
+type regionFlags struct {
+	region, homeCluster, homeRedis string
+	homeTimeout, regionTick        time.Duration
+}
+
+func (r *regionFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.region, "region", "", "this instance's region; with a home store, scope: global policies are decided from the region's allocation")
+	fs.StringVar(&r.homeCluster, "home-cluster", "", "the home store of global budgets, a Redis Cluster: host:port[,host:port…]")
+	fs.StringVar(&r.homeRedis, "home-redis", "", "the home store of global budgets, a single Redis: redis://[user:pass@]host:port")
+	fs.DurationVar(&r.homeTimeout, "home-timeout", region.DefaultHomeTimeout, "deadline of each call to the home store; silent this long, the region decides alone (region_floor)")
+	fs.DurationVar(&r.regionTick, "region-tick", region.DefaultTick, "how often the region allocator claims from home and reports demand")
+}
+
+func (r *regionFlags) check() error {
+	home := r.homeCluster != "" || r.homeRedis != ""
+	switch {
+	case r.homeCluster != "" && r.homeRedis != "":
+		return errors.New("serve: --home-cluster and --home-redis are exclusive")
+	case r.region != "" && !home:
+		return errors.New("serve: --region needs a home store: --home-cluster or --home-redis")
+	case r.region == "" && home:
+		return errors.New("serve: --home-cluster and --home-redis need --region NAME")
+	case r.homeTimeout <= 0 || r.regionTick <= 0:
+		return errors.New("serve: --home-timeout and --region-tick must be positive")
+	}
+	return nil
+}
+
+// openRegion wraps the regional store in the region layer when --region
+// is set; otherwise it returns nil, and says so if the config has global
+// policies (they are then decided by the store alone, as one budget).
+func openRegion(f *serveFlags, store limit.Store, set *policy.Set, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
+	if f.region == "" {
+		for _, p := range set.Policies {
+			if p.Global() {
+				log.Warn("scope: global policy without --region: decided by this instance's store alone, as one global budget", "policy", p.Name)
+			}
+		}
+		return nil, nil, nil
+	}
+	cfg := cluster.Config{Timeout: f.homeTimeout, Observer: nil}
+	if f.homeCluster != "" {
+		cfg.Addrs = strings.Split(f.homeCluster, ",")
+	} else {
+		cfg.URL = f.homeRedis
+		if !strings.Contains(cfg.URL, "://") {
+			cfg.URL = "redis://" + cfg.URL
+		}
+	}
+	home, err := f.newStore(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: home store: %w", err)
+	}
+	l, err := region.New(store, region.Config{Region: f.region, Home: home, Tick: f.regionTick, HomeTimeout: f.homeTimeout})
+	if err != nil {
+		home.Close()
+		return nil, nil, err
+	}
+	log.Info("region", "name", f.region, "home", f.homeCluster+f.homeRedis, "tick", f.regionTick, "home_timeout", f.homeTimeout)
+	return l, home, nil
+}
+
+// regionLines answers RL.REGIONS.
+func regionLines(l *region.Layer) func() []server.Region {
+	if l == nil {
+		return nil
+	}
+	return func() []server.Region {
+		rs := l.Regions()
+		out := make([]server.Region, len(rs))
+		for i, r := range rs {
+			out[i] = server.Region{Name: r.Name, Self: r.Self, Keys: r.Keys, Held: r.Held, Claimed: r.Claimed,
+				Returned: r.Returned, Demand: r.Demand, LastHomeContact: r.LastContact}
+		}
+		return out
+	}
+}
+
+// writeRegionInfo appends INFO's # Region section.
+func writeRegionInfo(w io.Writer, l *region.Layer) {
+	if l == nil {
+		return
+	}
+	s := l.Snapshot()
+	last := int64(-1)
+	if !s.LastHomeContact.IsZero() {
+		last = s.LastHomeContact.UnixMilli()
+	}
+	fmt.Fprintf(w, "# Region\r\nregion:%s\r\nregion_keys:%d\r\nregion_home_reachable:%d\r\nregion_home_rtt_us:%d\r\nregion_last_home_contact_ms:%d\r\n"+
+		"region_claims:%d\r\nregion_tokens_claimed:%d\r\nregion_tokens_returned:%d\r\nregion_tokens_debited:%d\r\nregion_tokens_lost:%d\r\n"+
+		"region_pool_admitted:%d\r\nregion_floor_admitted:%d\r\nregion_home_errors:%d\r\nregion_home_outages:%d\r\nregion_untracked:%d\r\n",
+		s.Region, s.Keys, b2i(s.HomeReachable), s.HomeRTT.Microseconds(), last,
+		s.Claims, s.Claimed, s.Returned, s.Debited, s.Lost, s.PoolAdmitted, s.FloorAdmitted, s.HomeErrors, s.HomeOutages, s.Untracked)
+	for _, r := range l.Regions() {
+		fmt.Fprintf(w, "region_%s:self=%d,keys=%d,held=%d,claimed=%d,returned=%d,demand=%.1f,last_home_contact_ms=%d\r\n",
+			r.Name, b2i(r.Self), r.Keys, r.Held, r.Claimed, r.Returned, r.Demand, r.LastContact)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// collectRegion registers the region's metrics, read at scrape time.
+func collectRegion(m *metrics.Metrics, l *region.Layer) error {
+	if l == nil {
+		return nil
+	}
+	labels := prometheus.Labels{"region": l.Name()}
+	for _, c := range []struct {
+		name, help string
+		v          func(region.Stats) int64
+	}{
+		{"sluice_region_tokens_claimed_total", "Tokens this instance claimed from the home store into its region's pools.", func(s region.Stats) int64 { return s.Claimed }},
+		{"sluice_region_tokens_returned_total", "Tokens this instance gave back to the home store from pools that went quiet.", func(s region.Stats) int64 { return s.Returned }},
+		{"sluice_region_tokens_debited_total", "Floor admissions debited from the global bucket once home answered.", func(s region.Stats) int64 { return s.Debited }},
+		{"sluice_region_tokens_lost_total", "Tokens claimed or drained that reached neither a pool nor home (under-admission, never over).", func(s region.Stats) int64 { return s.Lost }},
+		{"sluice_region_pool_admitted_total", "Tokens admitted from the region's pools.", func(s region.Stats) int64 { return s.PoolAdmitted }},
+		{"sluice_region_floor_admitted_total", "Tokens admitted by region_floor while the region had no allocation to wait for.", func(s region.Stats) int64 { return s.FloorAdmitted }},
+		{"sluice_region_home_errors_total", "Calls to the home store that failed.", func(s region.Stats) int64 { return s.HomeErrors }},
+	} {
+		v := c.v
+		if err := m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help, ConstLabels: labels},
+			func() float64 { return float64(v(l.Snapshot())) })); err != nil {
+			return err
+		}
+	}
+	gauges := []struct {
+		name, help string
+		v          func() float64
+	}{
+		{"sluice_region_home_reachable", "1 while the home store answers, 0 while this region decides alone.", func() float64 { return float64(b2i(l.Snapshot().HomeReachable)) }},
+		{"sluice_region_home_last_contact_seconds", "Unix time of the home store's last answer (0: never).", func() float64 {
+			if t := l.Snapshot().LastHomeContact; !t.IsZero() {
+				return float64(t.UnixNano()) / 1e9
+			}
+			return 0
+		}},
+		{"sluice_region_held_tokens", "Tokens in this region's pools, as this instance last saw them.", func() float64 { return float64(l.Regions()[0].Held) }},
+		{"sluice_region_demand_tokens_per_second", "Tokens asked of this instance per second for global keys, smoothed.", func() float64 { return l.Regions()[0].Demand }},
+	}
+	for _, g := range gauges {
+		if err := m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help, ConstLabels: labels}, g.v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,432 @@
+package region
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// entry is one global key this instance has seen. The request path writes
+// its atomics; the rest belongs to the allocator's goroutine.
+type entry struct {
+	key         string
+	p           atomic.Pointer[limit.Policy]
+	asked       atomic.Int64 // tokens asked for (admitted or not) since the allocator last looked
+	lastAsk     atomic.Int64 // ns of the last take
+	pool        atomic.Int64 // the region's pool as last seen, tokens
+	floorTaken  atomic.Int64 // admitted by the floor, not yet debited at home
+	established atomic.Bool  // a claim for the key was answered
+	claimed     atomic.Int64 // tokens claimed from home by this instance
+	returned    atomic.Int64 // tokens given back to home by this instance
+	demandBits  atomic.Uint64
+
+	// the allocator's own
+	demand    float64 // tokens/s asked of this instance, smoothed
+	credit    float64 // tokens this instance may still claim under contention
+	lastClaim int64   // ns
+	board     board   // what the last exchange read
+}
+
+// board is a key's demand board as last read.
+type board struct {
+	total, region float64  // tokens/s of every instance, of this region's others
+	stale         []string // fields not written for boardStale, to delete
+	read          bool
+}
+
+// Stale board fields (instances that stopped) are ignored after boardStale
+// and deleted; a board nobody writes expires after boardTTL.
+const (
+	boardStale = 3 * time.Second
+	boardTTL   = 30 * time.Second
+	// quietAfter: an instance that has seen no take of a key for this long,
+	// in a region whose board shows no demand, gives the pool back; the
+	// key is forgotten after forgetAfter once nothing is left to settle.
+	quietAfter  = 3 * time.Second
+	forgetAfter = 30 * time.Second
+	// demandTau is the time constant of the demand average: a shift of
+	// load shows in about three of them.
+	demandTau = 500 * time.Millisecond
+)
+
+// entry returns key's entry, made on first sight, or nil past MaxKeys.
+func (l *Layer) entry(key string, p *limit.Policy) *entry {
+	if v, ok := l.keys.Load(key); ok {
+		e := v.(*entry)
+		if e.p.Load() != p {
+			e.p.Store(p)
+		}
+		return e
+	}
+	if l.nkeys.Load() >= l.maxKeys {
+		l.st.untracked.Add(1)
+		return nil
+	}
+	e := &entry{key: key}
+	e.p.Store(p)
+	if v, loaded := l.keys.LoadOrStore(key, e); loaded {
+		return v.(*entry)
+	}
+	l.nkeys.Add(1)
+	select { // a new key: claim for it now, not at the next tick
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return e
+}
+
+func (l *Layer) run() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.tick)
+	defer t.Stop()
+	last := l.now()
+	for {
+		select {
+		case <-l.done:
+			l.drainAll()
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		now := l.now()
+		l.round(now, now.Sub(last))
+		last = now
+	}
+}
+
+// round is one pass of the allocator: it updates every key's demand,
+// claims from home what each key needs for the next horizon (within its
+// share when the budget is contended) and debits what the floor admitted,
+// exchanges demand with the other instances and regions on the boards,
+// fills the pools with what was granted, and gives back the pools of keys
+// that went quiet. Claims use the shares of the previous exchange, so the
+// claims and the exchange travel to home together: one round trip.
+func (l *Layer) round(now time.Time, dt time.Duration) {
+	ns := now.UnixNano()
+	var es []*entry
+	l.keys.Range(func(_, v any) bool {
+		es = append(es, v.(*entry))
+		return true
+	})
+	if len(es) == 0 {
+		return
+	}
+	horizon := l.horizon()
+	var claims []limit.Request
+	var claimOf []*entry
+	var debits []int64
+	var bkeys, bvals []string
+	var bdrop [][]string
+	var quiet []*entry
+	for _, e := range es {
+		p := e.p.Load()
+		e.updateDemand(float64(e.asked.Swap(0)), dt)
+		idle := time.Duration(ns - e.lastAsk.Load())
+		if idle > forgetAfter && e.pool.Load() == 0 && e.floorTaken.Load() == 0 {
+			l.keys.Delete(e.key)
+			l.nkeys.Add(-1)
+			continue
+		}
+		if idle > quietAfter && e.board.read && e.board.region < 1e-3 && e.pool.Load() > 0 && l.HomeReachable(ns) {
+			quiet = append(quiet, e)
+		}
+		ask := e.ask(p, ns, horizon)
+		debit := e.floorTaken.Swap(0)
+		if ask+debit > 0 {
+			claims = append(claims, limit.Request{Key: e.key, Cost: ask + debit, Op: limit.OpClaim, Policy: p})
+			claimOf = append(claimOf, e)
+			debits = append(debits, debit)
+		}
+		bkeys = append(bkeys, e.key)
+		bvals = append(bvals, e.boardValue(ns))
+		bdrop = append(bdrop, e.board.stale)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	var boards []map[string]string
+	var boardErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		boards, boardErr = l.home.Exchange(ctx, bkeys, l.field, bvals, bdrop, boardTTL)
+		if boardErr == nil {
+			l.observeRTT(time.Since(start))
+		}
+	}()
+	granted := make([]limit.Result, len(claims))
+	if len(claims) > 0 {
+		l.home.Do(ctx, claims, granted)
+	}
+	wg.Wait()
+	l.settle(ctx, now, claims, claimOf, debits, granted)
+	if boardErr != nil {
+		l.homeFailed()
+	} else {
+		l.homeAnswered(l.now())
+		l.readBoards(ns, bkeys, boards)
+	}
+	for _, e := range quiet {
+		l.drain(e)
+	}
+}
+
+// horizon is how long the tokens a round claims must last: until the next
+// round's claims arrive, with a margin of one more round trip.
+func (l *Layer) horizon() time.Duration {
+	return l.tick + 2*time.Duration(l.rtt.Load()) + 20*time.Millisecond
+}
+
+// updateDemand folds the tokens asked over dt into the smoothed demand.
+func (e *entry) updateDemand(asked float64, dt time.Duration) {
+	if dt <= 0 {
+		return
+	}
+	a := 1 - math.Exp(-float64(dt)/float64(demandTau))
+	e.demand += a * (asked/dt.Seconds() - e.demand)
+	e.demandBits.Store(math.Float64bits(e.demand))
+}
+
+// Demand returns the key's smoothed demand on this instance, tokens/s.
+func (e *entry) Demand() float64 { return math.Float64frombits(e.demandBits.Load()) }
+
+// ask returns the tokens to claim for e now: what this instance's demand
+// needs for the horizon, less its part of the pool (the region's
+// instances share one pool, each counting the part of it that its demand
+// is of the region's), bounded by the credit of its share of the global
+// rate (the fair share under contention: every instance's share is its
+// demand over the total on the boards, so that the claims of one round
+// add up to the refill of the global bucket over that round).
+func (e *entry) ask(p *limit.Policy, ns int64, horizon time.Duration) int64 {
+	rate := float64(p.Rate) / p.Period.Seconds() // tokens/s, global
+	share := 1.0
+	if e.board.read {
+		if total := e.board.total + e.demand; total > 0 {
+			share = e.demand / total
+		} else {
+			share = 0
+		}
+	}
+	dt := time.Duration(ns - e.lastClaim)
+	if e.lastClaim == 0 {
+		e.credit = share * float64(p.Limit) // a first claim may take its share of the burst
+	} else {
+		e.credit += share * rate * min(dt, time.Second).Seconds()
+	}
+	e.credit = min(e.credit, max(1, share*float64(p.Limit)))
+	e.lastClaim = ns
+	regionDemand := e.demand + e.board.region
+	mine := 1.0
+	if regionDemand > 0 {
+		mine = e.demand / regionDemand
+	}
+	need := e.demand*horizon.Seconds() - mine*float64(e.pool.Load())
+	if !e.established.Load() && e.demand == 0 {
+		need = 1 // a key just seen: make the allocation exist
+	}
+	ask := int64(math.Min(math.Ceil(need), math.Floor(e.credit)))
+	if ask < 1 {
+		return 0
+	}
+	return min(ask, p.Limit)
+}
+
+// settle files the answers to the claims: a debit is spent at home and
+// nothing more; the rest fills the region's pool. A failed claim gives
+// its debit back to be tried again; tokens granted but not put in the
+// pool (the regional store failed) are lost, never over-admitted.
+func (l *Layer) settle(ctx context.Context, now time.Time, claims []limit.Request, claimOf []*entry, debits []int64, granted []limit.Result) {
+	var fills []limit.Request
+	var fillOf []*entry
+	failed := false
+	for i, g := range granted {
+		e := claimOf[i]
+		if g.Err != nil {
+			failed = true
+			e.floorTaken.Add(debits[i])
+			continue
+		}
+		l.st.claims.Add(1)
+		e.established.Store(true)
+		debit := min(debits[i], g.Granted)
+		l.st.debited.Add(debit)
+		if debit < debits[i] { // home had less: the rest is owed, first, at the next claim
+			e.floorTaken.Add(debits[i] - debit)
+		}
+		fill := g.Granted - debit
+		e.credit -= float64(fill)
+		if fill <= 0 {
+			continue
+		}
+		e.claimed.Add(fill)
+		l.st.claimed.Add(fill)
+		fills = append(fills, limit.Request{Key: e.key, Cost: fill, Op: limit.OpReturn, Policy: l.derive(claims[i].Policy).pool})
+		fillOf = append(fillOf, e)
+	}
+	if failed {
+		l.homeFailed()
+	} else if len(claims) > 0 {
+		l.homeAnswered(l.now())
+	}
+	if len(fills) == 0 {
+		return
+	}
+	out := make([]limit.Result, len(fills))
+	l.inner.Do(context.WithoutCancel(ctx), fills, out)
+	for i, r := range out {
+		if r.Err != nil {
+			l.st.lost.Add(fills[i].Cost)
+			continue
+		}
+		fillOf[i].pool.Store(r.Remaining)
+	}
+}
+
+// readBoards files what the boards said: for each key the demand of every
+// other instance, and of this region's others apart; fields older than
+// boardStale are ignored and deleted at the next exchange.
+func (l *Layer) readBoards(ns int64, keys []string, boards []map[string]string) {
+	regions := map[string]*Region{}
+	prefix := l.region + "/"
+	for i, k := range keys {
+		v, ok := l.keys.Load(k)
+		if !ok || i >= len(boards) {
+			continue
+		}
+		e := v.(*entry)
+		b := board{read: true}
+		for f, val := range boards[i] {
+			if f == l.field {
+				continue
+			}
+			bv, ok := parseBoard(val)
+			age := time.Duration(ns - bv.at*int64(time.Millisecond))
+			if !ok || age > boardStale {
+				b.stale = append(b.stale, f)
+				continue
+			}
+			b.total += bv.demand
+			name, _, _ := strings.Cut(f, "/")
+			if strings.HasPrefix(f, prefix) {
+				b.region += bv.demand
+			} else {
+				r := regions[name]
+				if r == nil {
+					r = &Region{Name: name, LastContact: -1}
+					regions[name] = r
+				}
+				r.Demand += bv.demand
+				r.Held = max(r.Held, 0) + bv.pool
+				r.Claimed += bv.claimed
+				r.Returned += bv.returned
+				r.LastContact = max(r.LastContact, bv.at)
+			}
+		}
+		e.board = b
+	}
+	l.others.Store(&regions)
+}
+
+// boardValue is this instance's field on e's board: demand (tokens/s),
+// the region's pool as last seen, tokens claimed and returned, and the
+// time in unix ms.
+func (e *entry) boardValue(ns int64) string {
+	b := make([]byte, 0, 48)
+	b = strconv.AppendFloat(b, e.demand, 'f', 3, 64)
+	for _, n := range []int64{e.pool.Load(), e.claimed.Load(), e.returned.Load(), ns / int64(time.Millisecond)} {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return string(b)
+}
+
+type boardValue struct {
+	demand                      float64
+	pool, claimed, returned, at int64
+}
+
+func parseBoard(s string) (boardValue, bool) {
+	f := strings.Fields(s)
+	if len(f) != 5 {
+		return boardValue{}, false
+	}
+	var v boardValue
+	var err error
+	if v.demand, err = strconv.ParseFloat(f[0], 64); err != nil || v.demand < 0 || math.IsInf(v.demand, 0) {
+		return boardValue{}, false
+	}
+	for i, p := range []*int64{&v.pool, &v.claimed, &v.returned, &v.at} {
+		if *p, err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			return boardValue{}, false
+		}
+	}
+	return v, true
+}
+
+// drain gives back to home what is left of e's pool: a region that went
+// quiet holds nothing. Tokens taken from the pool that home does not take
+// back are lost, never over-admitted.
+func (l *Layer) drain(e *entry) {
+	p := e.p.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	out := make([]limit.Result, 1)
+	l.inner.Do(ctx, []limit.Request{{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: l.derive(p).pool}}, out)
+	if out[0].Err != nil || out[0].Granted == 0 {
+		return
+	}
+	e.pool.Store(0)
+	back := out[0].Granted
+	l.home.Do(ctx, []limit.Request{{Key: e.key, Cost: back, Op: limit.OpReturn, Policy: p}}, out)
+	if out[0].Err != nil {
+		l.st.lost.Add(back)
+		l.homeFailed()
+		return
+	}
+	e.returned.Add(back)
+	l.st.returned.Add(back)
+}
+
+// drainAll gives back every pool this instance is the only one using, at
+// Close.
+func (l *Layer) drainAll() {
+	ns := l.now().UnixNano()
+	if !l.HomeReachable(ns) {
+		return
+	}
+	l.keys.Range(func(_, v any) bool {
+		e := v.(*entry)
+		if e.board.region < 1e-3 && e.pool.Load() > 0 {
+			l.drain(e)
+		}
+		return true
+	})
+}
+
+func (l *Layer) observeRTT(d time.Duration) {
+	old := l.rtt.Load()
+	if old == 0 {
+		l.rtt.Store(int64(d))
+		return
+	}
+	l.rtt.Store(old + (int64(d)-old)/4)
+}
+
+func (l *Layer) homeAnswered(now time.Time) {
+	l.homeDown.Store(false)
+	l.lastContact.Store(now.UnixNano())
+}
+
+func (l *Layer) homeFailed() {
+	if !l.homeDown.Swap(true) {
+		l.st.homeOutages.Add(1)
+	}
+	l.st.homeErrors.Add(1)
+}

@@ -1,0 +1,316 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// world is two regions of two instances each, every region on its own
+// real Redis Cluster, and a home store on a real redis-server.
+type world struct {
+	home     *cluster.Store
+	homeNode *localredis.Node
+	regions  map[string][]*Layer
+}
+
+func newWorld(t *testing.T, regions ...string) *world {
+	t.Helper()
+	node := redistest.NewSingle(t)
+	home, err := cluster.New(cluster.Config{URL: "redis://" + node.Addr, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { home.Close() })
+	w := &world{home: home, homeNode: node, regions: map[string][]*Layer{}}
+	for _, name := range regions {
+		c := redistest.NewCluster(t, localredis.Config{Primaries: 3, Replicas: -1})
+		store, err := cluster.New(cluster.Config{Addrs: c.Addrs(), Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		for i := range 2 {
+			l, err := New(store, Config{Region: name, Instance: fmt.Sprint(i), Home: home, Tick: 50 * time.Millisecond, HomeTimeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			w.regions[name] = append(w.regions[name], l)
+		}
+	}
+	return w
+}
+
+// tally is what one region's load saw.
+type tally struct {
+	asked, admitted, errs atomic.Int64
+	other                 atomic.Int64 // decided_by other than region
+	lastErr               atomic.Value
+	// admitted per 100 ms since the load began
+	mu     sync.Mutex
+	perBin map[int]int64
+}
+
+func (t *tally) add(bin int, n int64) {
+	t.mu.Lock()
+	if t.perBin == nil {
+		t.perBin = map[int]int64{}
+	}
+	t.perBin[bin] += n
+	t.mu.Unlock()
+}
+
+func (t *tally) between(from, to time.Duration) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for b := int(from / binWidth); b < int(to/binWidth); b++ {
+		n += t.perBin[b]
+	}
+	return n
+}
+
+const binWidth = 100 * time.Millisecond
+
+// load sends takes of cost 1 to the layers of each region at the rate
+// rate(region, elapsed) (requests/s, over all the region's instances)
+// until d has passed, and returns what each region saw.
+func load(t *testing.T, w *world, p *limit.Policy, key string, d time.Duration, rate func(region string, since time.Duration) float64) map[string]*tally {
+	t.Helper()
+	out := map[string]*tally{}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for name, ls := range w.regions {
+		tl := &tally{}
+		out[name] = tl
+		for _, l := range ls {
+			for range 4 { // workers per instance
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					st := l.Store()
+					next := time.Now()
+					for {
+						since := time.Since(start)
+						if since >= d {
+							return
+						}
+						r := rate(name, since) / float64(len(ls)*4)
+						next = next.Add(time.Duration(float64(time.Second) / r))
+						if wait := time.Until(next); wait > 0 {
+							time.Sleep(wait)
+						} else if wait < -100*time.Millisecond {
+							next = time.Now() // fell behind: do not burst to catch up
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						res := make([]limit.Result, 1)
+						st.Do(ctx, []limit.Request{{Key: key, Cost: 1, Op: limit.OpTake, Policy: p}}, res)
+						cancel()
+						tl.asked.Add(1)
+						switch {
+						case res[0].Err != nil:
+							tl.errs.Add(1)
+							tl.lastErr.Store(res[0].Err.Error())
+						case res[0].DecidedBy != limit.ByRegion:
+							tl.other.Add(1)
+						case res[0].Allowed:
+							tl.admitted.Add(1)
+							tl.add(int(time.Since(start)/binWidth), 1)
+						}
+					}
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+func (w *world) stats() (s Stats) { // summed over every instance
+	for _, ls := range w.regions {
+		for _, l := range ls {
+			x := l.Snapshot()
+			s.Claimed += x.Claimed
+			s.Debited += x.Debited
+			s.FloorAdmitted += x.FloorAdmitted
+			s.PoolAdmitted += x.PoolAdmitted
+			s.Returned += x.Returned
+			s.Lost += x.Lost
+		}
+	}
+	return s
+}
+
+// since returns the counters of s less those of s0.
+func (s Stats) since(s0 Stats) Stats {
+	s.Claimed -= s0.Claimed
+	s.Debited -= s0.Debited
+	s.FloorAdmitted -= s0.FloorAdmitted
+	s.PoolAdmitted -= s0.PoolAdmitted
+	s.Returned -= s0.Returned
+	s.Lost -= s0.Lost
+	return s
+}
+
+func globalPolicy(limitN, rate int64) *limit.Policy {
+	return &limit.Policy{Name: "g", Match: "*", Algorithm: limit.TokenBucket, Limit: limitN, Rate: rate, Period: time.Second,
+		OnStoreError: limit.FailClosed, Scope: limit.ScopeGlobal, RegionFloor: 0.1}
+}
+
+func checkClean(t *testing.T, tallies map[string]*tally) {
+	t.Helper()
+	for name, tl := range tallies {
+		if n := tl.errs.Load(); n > 0 {
+			t.Errorf("region %s: %d error replies (last: %v)", name, n, tl.lastErr.Load())
+		}
+		if n := tl.other.Load(); n > 0 {
+			t.Errorf("region %s: %d decisions not decided_by region", name, n)
+		}
+	}
+}
+
+// TestRegions runs the experiments on one world (starting clusters is the
+// slow part), each on its own key; the cut-off pauses home, so it is last.
+func TestRegions(t *testing.T) {
+	w := newWorld(t, "eu", "us")
+	t.Run("AllocationHoldsTheGlobalBudget", func(t *testing.T) { testAllocationHoldsTheGlobalBudget(t, w) })
+	t.Run("AllocationFollowsTheShift", func(t *testing.T) { testAllocationFollowsTheShift(t, w) })
+	t.Run("CutOffDecidesByFloorThenRecovers", func(t *testing.T) { testCutOffDecidesByFloorThenRecovers(t, w) })
+}
+
+// testAllocationHoldsTheGlobalBudget: two regions asking 70/30 for twice
+// the global rate together admit the global budget, no more, split by
+// their demand.
+func testAllocationHoldsTheGlobalBudget(t *testing.T, w *world) {
+	p := globalPolicy(100, 400)
+	s0 := w.stats()
+	const d = 4 * time.Second
+	tallies := load(t, w, p, "alloc", d, func(region string, _ time.Duration) float64 {
+		if region == "eu" {
+			return 560
+		}
+		return 240
+	})
+	checkClean(t, tallies)
+	eu, us := tallies["eu"].admitted.Load(), tallies["us"].admitted.Load()
+	s := w.stats().since(s0)
+	budget := float64(p.Limit) + float64(p.Rate)*d.Seconds()
+	undebited := float64(s.FloorAdmitted - s.Debited)
+	t.Logf("admitted eu %d us %d = %d of budget %.0f (%.3f); asked %d+%d; claimed %d, floor %d, debited %d, lost %d",
+		eu, us, eu+us, budget, float64(eu+us)/budget, tallies["eu"].asked.Load(), tallies["us"].asked.Load(), s.Claimed, s.FloorAdmitted, s.Debited, s.Lost)
+	if got := float64(eu + us); got > budget*1.02+undebited {
+		t.Errorf("admitted %v > budget %.0f ×1.02 + %v undebited floor admissions", got, budget, undebited)
+	}
+	if got := float64(eu + us); got < budget*0.85 {
+		t.Errorf("admitted %v < 0.85 × budget %.0f: the allocation starves the regions", got, budget)
+	}
+	if share := float64(eu) / float64(eu+us); share < 0.6 || share > 0.8 {
+		t.Errorf("eu's share of admissions %.2f, want 0.7 ± 0.1 (its share of demand)", share)
+	}
+	if s.Claimed == 0 || s.PoolAdmitted == 0 {
+		t.Errorf("claimed %d, admitted from pools %d: the allocation never ran", s.Claimed, s.PoolAdmitted)
+	}
+	rs := w.regions["eu"][0].Regions()
+	if len(rs) != 2 || rs[0].Name != "eu" || !rs[0].Self || rs[1].Name != "us" || rs[1].Demand <= 0 || rs[0].LastContact <= 0 {
+		t.Errorf("Regions() = %+v, want eu (self, in contact) then us with its demand", rs)
+	}
+}
+
+// testAllocationFollowsTheShift: when the load shifts from 70/30 to
+// 30/70, the admissions follow within a few seconds.
+func testAllocationFollowsTheShift(t *testing.T, w *world) {
+	p := globalPolicy(100, 400)
+	const half = 3 * time.Second
+	tallies := load(t, w, p, "shift", 2*half, func(region string, since time.Duration) float64 {
+		hi := (region == "eu") == (since < half)
+		if hi {
+			return 560
+		}
+		return 240
+	})
+	checkClean(t, tallies)
+	eu, us := tallies["eu"], tallies["us"]
+	share := func(from, to time.Duration) float64 {
+		a, b := eu.between(from, to), us.between(from, to)
+		return float64(a) / float64(max(1, a+b))
+	}
+	before, after := share(half-time.Second, half), share(2*half-time.Second, 2*half)
+	follow := time.Duration(-1)
+	for at := half; at+500*time.Millisecond <= 2*half; at += binWidth {
+		if s := share(at, at+500*time.Millisecond); s < 0.4 {
+			follow = at - half
+			break
+		}
+	}
+	t.Logf("eu's share of admissions: %.2f in the second before the shift, %.2f in the last second; below 0.4 %v after the shift", before, after, follow)
+	if before < 0.6 || before > 0.8 {
+		t.Errorf("eu's share before the shift %.2f, want 0.7 ± 0.1", before)
+	}
+	if after < 0.2 || after > 0.4 {
+		t.Errorf("eu's share at the end %.2f, want 0.3 ± 0.1", after)
+	}
+	if follow < 0 || follow > 2*time.Second {
+		t.Errorf("the allocation took %v to follow the shift (negative: never), want within 2s", follow)
+	}
+}
+
+// testCutOffDecidesByFloorThenRecovers: while home is silent (paused with
+// SIGSTOP), the regions answer every request without an error, from what
+// they held and then from their floor, no more; when home answers again,
+// claims resume, the floor's admissions are debited, and there is no
+// burst.
+func testCutOffDecidesByFloorThenRecovers(t *testing.T, w *world) {
+	p := globalPolicy(100, 400) // floor: limit 10, rate 40/s
+	w = &world{home: w.home, homeNode: w.homeNode, regions: map[string][]*Layer{"eu": w.regions["eu"]}}
+	s0 := w.stats()
+	const cutAt, cutFor, d = 1500 * time.Millisecond, 2 * time.Second, 5 * time.Second
+	var held atomic.Int64
+	go func() {
+		time.Sleep(cutAt)
+		for _, l := range w.regions["eu"] {
+			held.Add(l.Regions()[0].Held)
+		}
+		if err := w.homeNode.Pause(); err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(cutFor)
+		if err := w.homeNode.Resume(); err != nil {
+			t.Error(err)
+		}
+	}()
+	tallies := load(t, w, p, "cut", d, func(string, time.Duration) float64 { return 800 })
+	checkClean(t, tallies)
+	eu := tallies["eu"]
+	during := eu.between(cutAt, cutAt+cutFor)
+	after := eu.between(cutAt+cutFor+500*time.Millisecond, cutAt+cutFor+1500*time.Millisecond)
+	s := w.stats().since(s0)
+	// held tokens are shared by the region's two instances: count them once
+	bound := float64(held.Load()/2) + 10 + 40*cutFor.Seconds()
+	t.Logf("during the %v cut: admitted %d (held %d, floor bound %.0f); a second after it: %d (rate 400/s); floor admitted %d, debited %d",
+		cutFor, during, held.Load()/2, bound, after, s.FloorAdmitted, s.Debited)
+	if float64(during) > bound*1.05+5 {
+		t.Errorf("admitted %d while cut off, more than held + floor = %.0f", during, bound)
+	}
+	if s.FloorAdmitted == 0 {
+		t.Error("the floor admitted nothing: a cut-off region fell to zero")
+	}
+	if s.Debited == 0 {
+		t.Error("nothing of the floor's admissions was debited at home after it came back")
+	}
+	if after < 200 || after > 520 {
+		t.Errorf("admitted %d in the second from 0.5s after home came back, want about the rate, 400 (no burst, no starvation)", after)
+	}
+	if !w.regions["eu"][0].HomeReachable(time.Now().UnixNano()) {
+		t.Error("home is not reachable again after the cut")
+	}
+}
