@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// The regions lab end to end on real clusters at short durations and a
+// low rate: every table is there, no request got an error reply, each
+// setup was decided where it says (home's store, the region's own store,
+// the region's allocation), the synchronous store never admits past one
+// bucket, the per-region setup stays within the global budget plus what
+// floors admitted (debited later), and eu cut off admits at most its floor
+// plus what its pool held. Nothing here is about speed, except that a
+// round trip to home cannot be shorter than the proxies' delay.
+func TestRegionsLab(t *testing.T) {
+	requireRedisBinaries(t)
+	bin := buildSluice(t)
+	cfg := RegionsLabConfig{Binary: bin, RTT: 40 * time.Millisecond, Duration: 3 * time.Second, Baseline: time.Second,
+		Settle: 2 * time.Second, Cut: 2 * time.Second, After: 2 * time.Second,
+		Limit: 100, Rate: 100, Demand: 200, Workers: 16}
+	rep, err := RunLab(labCtx(t), &RegionsLabReport{Config: cfg}, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := rep.Markdown()
+	t.Logf("report:\n%s", md)
+	checkTable(t, md, "| setup | requests/s eu / us | p50 ms eu | p99 ms eu | p50 ms us | p99 ms us | admitted | budget (100 + 100 × elapsed) | admitted ÷ budget | error replies | decided_by |",
+		RegionsSync, RegionsRegional, RegionsAsync)
+	checkTable(t, md, "| second | eu admitted | us admitted | eu share of admissions | eu share of requests |", "0")
+	checkTable(t, md, "| region | share of demand before → after | allocation followed the shift after |", "eu", "us")
+	checkTable(t, md, "| region | claims answered | tokens claimed |", "eu", "us")
+	checkTable(t, md, "| region | requests/s | p50 ms | p99 ms | admitted | error replies | decided_by |", "eu", "us")
+	checkTable(t, md, "| target | measured | met |")
+	if strings.Contains(md, "bug:") {
+		t.Errorf("the report did not render")
+	}
+
+	if len(rep.Rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rep.Rows))
+	}
+	want := map[string]string{RegionsSync: limit.ByStore, RegionsRegional: limit.ByStore, RegionsAsync: limit.ByRegion}
+	for i, r := range rep.Rows {
+		if r.Setup != []string{RegionsSync, RegionsRegional, RegionsAsync}[i] {
+			t.Errorf("row %d is %q", i, r.Setup)
+		}
+		for _, g := range r.Regions {
+			if g.Sent == 0 || g.Errors != 0 || g.Admitted+g.Rejected != g.Sent {
+				t.Errorf("%s, %s: sent %d, admitted %d, rejected %d, errors %d (first: %s)", r.Setup, g.Name, g.Sent, g.Admitted, g.Rejected, g.Errors, g.FirstError)
+			}
+			if g.DecidedBy[want[r.Setup]] != g.Sent {
+				t.Errorf("%s, %s: decided_by %s, want all %d by %s", r.Setup, g.Name, formatCounts(g.DecidedBy), g.Sent, want[r.Setup])
+			}
+			if g.P99 < g.P50 {
+				t.Errorf("%s, %s: p50 %v ms > p99 %v ms", r.Setup, g.Name, g.P50, g.P99)
+			}
+		}
+	}
+	sync, async := rep.Row(RegionsSync), rep.Row(RegionsAsync)
+	for _, g := range sync.Regions {
+		if g.P50 < float64(cfg.RTT)/float64(time.Millisecond) {
+			t.Errorf("synchronous row, %s: p50 %v ms, below the round trip %v to home", g.Name, g.P50, cfg.RTT)
+		}
+	}
+	if float64(sync.Admitted) > sync.Budget+1 {
+		t.Errorf("synchronous row: admitted %d of a budget of %.1f: one bucket admits no more", sync.Admitted, sync.Budget)
+	}
+	var floors int64
+	for _, a := range rep.Alloc {
+		floors += a.FloorAdmitted
+		if a.Claims == 0 || a.Claimed == 0 {
+			t.Errorf("region %s: %d claims answered, %d tokens claimed: the allocator never reached home", a.Region, a.Claims, a.Claimed)
+		}
+	}
+	if len(rep.Alloc) != 2 {
+		t.Errorf("%d allocation lines, want 2", len(rep.Alloc))
+	}
+	if bound := async.Budget*1.02 + float64(floors); float64(async.Admitted) > bound {
+		t.Errorf("per-region row: admitted %d, more than the budget %.1f × 1.02 + %d floor admissions", async.Admitted, async.Budget, floors)
+	}
+	if len(rep.Shift.Seconds) == 0 || len(rep.Shift.Follow) != 2 {
+		t.Errorf("shift: %d seconds, %d follow lines", len(rep.Shift.Seconds), len(rep.Shift.Follow))
+	}
+
+	c := rep.Cut
+	t.Logf("cut: %+v", c)
+	if c.Errors != 0 {
+		t.Errorf("cut-off phase: %d error replies (first: %s), want none", c.Errors, c.FirstError)
+	}
+	if c.Sent == 0 || c.Admitted == 0 {
+		t.Errorf("cut-off: eu sent %d, admitted %d during the cut: want requests, and its floor admitting some", c.Sent, c.Admitted)
+	}
+	// A claim answered in the instant between the peek and the stall can
+	// add to the pool; 5 % covers it.
+	if bound := c.Bound()*1.05 + 1; float64(c.Admitted) > bound {
+		t.Errorf("cut-off: eu admitted %d during the cut, more than its floor %.1f + held %d (+5 %%)", c.Admitted, c.FloorBound, c.HeldAtCut)
+	}
+	if most := float64(cfg.Limit) + float64(cfg.Rate)*regionsAfterWindow.Seconds(); float64(c.AfterReturn) > most {
+		t.Errorf("cut-off: eu admitted %d in the %v after home returned, more than the global bucket can give (%.0f)", c.AfterReturn, regionsAfterWindow, most)
+	}
+	if math.IsNaN(rep.P99Over("eu")) {
+		t.Errorf("no p99 comparison for eu")
+	}
+}
+
+func TestRegionsLabConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  RegionsLabConfig
+		want string
+	}{
+		{RegionsLabConfig{After: time.Second}, "after 1s: want at least 2s"},
+		{RegionsLabConfig{CutMode: "unplug"}, `cut mode "unplug"`},
+		{RegionsLabConfig{Floor: 1.5}, "floor 1.5"},
+		{RegionsLabConfig{Duration: time.Second}, "duration 1s"},
+		{RegionsLabConfig{Workers: 1}, "workers at least 2"},
+		{RegionsLabConfig{RTT: -time.Second}, "must not be negative"},
+	} {
+		err := tc.cfg.resolve()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("resolve(%+v) = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	var c RegionsLabConfig
+	if err := c.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if c.RTT != 80*time.Millisecond || c.Duration != time.Minute || c.Cut != 10*time.Second || c.Demand != 1000 || c.Floor != 0.1 {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+func TestClassifyRegion(t *testing.T) {
+	for _, tc := range []struct{ first, want string }{
+		{"*7\r\n$5\r\nhello\r\n$1\r\n3\r\n$4\r\nauth\r\n$9\r\nsluice-eu\r\n$4\r\npass\r\n", "eu"},
+		{"*3\r\n$4\r\nAUTH\r\n$9\r\nsluice-us\r\n$4\r\npass\r\n", "us"},
+		{"*1\r\n$4\r\nPING\r\n", ""},
+		{"*3\r\n$4\r\nAUTH\r\n$10\r\nsluice-eux\r\n$4\r\npass\r\n", ""},
+		{"", ""},
+	} {
+		if got := classifyRegion([]byte(tc.first)); got != tc.want {
+			t.Errorf("classifyRegion(%q) = %q, want %q", tc.first, got, tc.want)
+		}
+	}
+}
