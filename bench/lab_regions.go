@@ -38,6 +38,9 @@ const (
 	// requests.
 	regionsFollowTolerance = 0.10
 	regionsFollowWindow    = time.Second
+	// regionsFollowHold is how long the share must stay in the band
+	// for the allocation to have followed.
+	regionsFollowHold = 5 * time.Second
 	regionsBin             = 100 * time.Millisecond
 	// regionsAfterWindow is the window after home returns in which a
 	// burst would show.
@@ -246,6 +249,17 @@ type RegionsLabFollow struct {
 	Region        string
 	Before, After float64 // the region's share of the demand
 	Took          time.Duration
+	// Strays counts the one-second windows after it had followed (and
+	// held for 5 s) whose share left the band again, of Later.
+	Strays, Later int
+}
+
+// StraysCell says how steady the share stayed afterwards.
+func (f RegionsLabFollow) StraysCell() string {
+	if f.Took < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%d of %d later seconds outside", f.Strays, f.Later)
 }
 
 // TookCell is Took for the table.

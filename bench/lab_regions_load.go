@@ -225,13 +225,14 @@ func sumBins(bins []int64, bin, from, to time.Duration) int64 {
 // followTime is how long after the shift region ri's share of the
 // admissions, over a sliding window, came within tolerance (a fraction:
 // 0.1 is 10 %) of its share of the requests sent in the same window, and
-// stayed there until the end: the time the allocation takes to follow a
-// shift of demand. The windows start every bin from the shift, the last
-// one ends at end; the time is the end of the first window of the run
-// that settled, so it is at least one window. -1 when it never settled.
-func followTime(res pacedResult, ri int, shift, window, end time.Duration, tolerance float64) time.Duration {
-	settled := time.Duration(-1)
-	for from := shift; from+window <= end; from += res.bin {
+// stayed there for hold (or to the end, if sooner): the time the
+// allocation takes to follow a shift of demand. The windows start every
+// bin from the shift, the last one ends at end; the time is the end of
+// the first window of the run that settled, so it is at least one window.
+// -1 when it never settled. strays counts the windows after that run, one
+// every window (not sliding), whose share left the band again.
+func followTime(res pacedResult, ri int, shift, window, end time.Duration, tolerance float64, hold time.Duration) (took time.Duration, strays, after int) {
+	within := func(from time.Duration) bool {
 		var adm, all, mine, sent int64
 		for i, t := range res.regions {
 			a, s := t.admittedBetween(res.bin, from, from+window), t.sentBetween(res.bin, from, from+window)
@@ -242,13 +243,32 @@ func followTime(res pacedResult, ri int, shift, window, end time.Duration, toler
 			}
 		}
 		share, want := ratio(float64(all), float64(adm)), ratio(float64(mine), float64(sent))
-		ok := !math.IsNaN(share) && !math.IsNaN(want) && math.Abs(share-want) <= tolerance*want
-		switch {
-		case ok && settled < 0:
-			settled = from + window - shift
-		case !ok:
-			settled = -1
+		return !math.IsNaN(share) && !math.IsNaN(want) && math.Abs(share-want) <= tolerance*want
+	}
+	took = -1
+	var run time.Duration = -1 // start of the current run of windows within the band
+	var settledFrom time.Duration
+	for from := shift; from+window <= end; from += res.bin {
+		if !within(from) {
+			run = -1
+			continue
+		}
+		if run < 0 {
+			run = from
+		}
+		if from-run >= hold || from+res.bin+window > end {
+			took, settledFrom = run+window-shift, run+hold
+			break
 		}
 	}
-	return settled
+	if took < 0 {
+		return -1, 0, 0
+	}
+	for from := settledFrom + window; from+window <= end; from += window {
+		after++
+		if !within(from) {
+			strays++
+		}
+	}
+	return took, strays, after
 }

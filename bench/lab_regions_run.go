@@ -77,8 +77,9 @@ func (rep *RegionsLabReport) run(ctx context.Context, rig *rig) error {
 		rig.logf("[%d/4] %s: %s", i+1, setup, row.summary())
 		if setup == RegionsAsync {
 			rep.Shift = shiftTable(res, shift, d)
+			rig.logf("      eu's share of the admissions, each second: %s", shareSeries(res, 0, d))
 			for _, f := range rep.Shift.Follow {
-				rig.logf("      %s: demand share %.0f%% → %.0f%%, admitted share followed in %s", f.Region, 100*f.Before, 100*f.After, f.TookCell())
+				rig.logf("      %s: demand share %.0f%% → %.0f%%, admitted share followed in %s; %s", f.Region, 100*f.Before, 100*f.After, f.TookCell(), f.StraysCell())
 			}
 			if rep.Alloc, err = allocation(ctx, loads); err != nil {
 				return rig.errorf("reading the allocation: %w", err)
@@ -310,10 +311,25 @@ func shiftTable(res pacedResult, shift, end time.Duration) RegionsLabShift {
 		out.Seconds = append(out.Seconds, sec)
 	}
 	for i, name := range regionsLabNames {
-		out.Follow = append(out.Follow, RegionsLabFollow{Region: name, Before: regionsLabBefore[i], After: regionsLabAfter[i],
-			Took: followTime(res, i, shift, regionsFollowWindow, end, regionsFollowTolerance)})
+		f := RegionsLabFollow{Region: name, Before: regionsLabBefore[i], After: regionsLabAfter[i]}
+		f.Took, f.Strays, f.Later = followTime(res, i, shift, regionsFollowWindow, end, regionsFollowTolerance, regionsFollowHold)
+		out.Follow = append(out.Follow, f)
 	}
 	return out
+}
+
+// shareSeries is region ri's share of the admissions in each second of a
+// paced load, for the progress log.
+func shareSeries(res pacedResult, ri int, d time.Duration) string {
+	var b strings.Builder
+	for from := time.Duration(0); from+time.Second <= d; from += time.Second {
+		var all int64
+		for _, t := range res.regions {
+			all += t.admittedBetween(res.bin, from, from+time.Second)
+		}
+		fmt.Fprintf(&b, "%.2f ", ratio(float64(res.regions[ri].admittedBetween(res.bin, from, from+time.Second)), float64(all)))
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // regionInfo is what one sluice instance says of its region: INFO's

@@ -32,7 +32,7 @@ func TestRegionsLab(t *testing.T) {
 	checkTable(t, md, "| setup | requests/s eu / us | p50 ms eu | p99 ms eu | p50 ms us | p99 ms us | admitted | budget (100 + 100 × elapsed) | admitted ÷ budget | error replies | decided_by |",
 		RegionsSync, RegionsRegional, RegionsAsync)
 	checkTable(t, md, "| second | eu admitted | us admitted | eu share of admissions | eu share of requests |", "0")
-	checkTable(t, md, "| region | share of demand before → after | allocation followed the shift after |", "eu", "us")
+	checkTable(t, md, "| region | share of demand before → after | allocation followed the shift after | afterwards |", "eu", "us")
 	checkTable(t, md, "| region | claims answered | tokens claimed |", "eu", "us")
 	checkTable(t, md, "| region | requests/s | p50 ms | p99 ms | admitted | error replies | decided_by |", "eu", "us")
 	checkTable(t, md, "| target | measured | met |")
@@ -144,5 +144,65 @@ func TestClassifyRegion(t *testing.T) {
 		if got := classifyRegion([]byte(tc.first)); got != tc.want {
 			t.Errorf("classifyRegion(%q) = %q, want %q", tc.first, got, tc.want)
 		}
+	}
+}
+
+// followTime on made-up counts: region 0's share of the admissions moves
+// from 0.7 to its share of the requests, 0.3, two seconds after the shift.
+func TestFollowTime(t *testing.T) {
+	const bin = 100 * time.Millisecond
+	make2 := func(adm0 func(b int) int64) pacedResult {
+		res := pacedResult{bin: bin}
+		for ri := range 2 {
+			tl := &regionTally{sentBins: make([]int64, 200), admittedBins: make([]int64, 200)}
+			for b := range 200 {
+				tl.sentBins[b] = []int64{30, 70}[ri]
+				if ri == 0 {
+					tl.admittedBins[b] = adm0(b)
+				} else {
+					tl.admittedBins[b] = 100 - adm0(b)
+				}
+			}
+			res.regions = append(res.regions, tl)
+		}
+		return res
+	}
+	steady := make2(func(b int) int64 {
+		if b < 20 {
+			return 70
+		}
+		return 30
+	})
+	took, strays, later := followTime(steady, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second)
+	if took != 3*time.Second || strays != 0 || later == 0 {
+		t.Errorf("steady: took %v, %d of %d later windows astray; want 3s (2 s and a one-second window), none", took, strays, later)
+	}
+	// Its band, 10 % of 0.7, is wider: the window with one bin of the
+	// old share (0.66) is already in it.
+	if took, _, _ := followTime(steady, 1, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != 2900*time.Millisecond {
+		t.Errorf("steady, the other region: took %v, want 2.9s", took)
+	}
+	blip := make2(func(b int) int64 {
+		if b < 20 || b == 150 {
+			return 70
+		}
+		return 30
+	})
+	if took, strays, _ := followTime(blip, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != 3*time.Second || strays != 1 {
+		t.Errorf("a blip at 15 s: took %v, %d windows astray; want 3s and 1", took, strays)
+	}
+	// Back in the band for less than the hold, then out again.
+	wobble := make2(func(b int) int64 {
+		if b < 20 || (b >= 50 && b < 55) {
+			return 70
+		}
+		return 30
+	})
+	if took, _, _ := followTime(wobble, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != 6500*time.Millisecond {
+		t.Errorf("out again at 5 s: took %v, want 6.5s", took)
+	}
+	never := make2(func(int) int64 { return 70 })
+	if took, _, _ := followTime(never, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != -1 {
+		t.Errorf("never: took %v, want -1", took)
 	}
 }

@@ -296,20 +296,24 @@ func (p *Proxy) Close() error {
 
 func (p *Proxy) accept() {
 	defer p.wg.Done()
+	backoff := time.Duration(0)
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
 			p.mu.Lock()
 			closed := p.closed
 			p.mu.Unlock()
-			var ne net.Error
-			if closed || !errors.As(err, &ne) || !ne.Timeout() {
-				// A closed listener, or a failure that would repeat
-				// at once: stop accepting; Close still cleans up.
+			if closed || errors.Is(err, net.ErrClosed) {
 				return
 			}
+			// Out of descriptors, or a connection aborted before it
+			// was accepted: try again, a little later each time, as
+			// net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
 			continue
 		}
+		backoff = 0
 		p.mu.Lock()
 		switch {
 		case p.closed:
