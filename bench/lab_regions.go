@@ -41,7 +41,7 @@ const (
 	// regionsFollowHold is how long the share must stay in the band
 	// for the allocation to have followed.
 	regionsFollowHold = 5 * time.Second
-	regionsBin             = 100 * time.Millisecond
+	regionsBin        = 100 * time.Millisecond
 	// regionsAfterWindow is the window after home returns in which a
 	// burst would show.
 	regionsAfterWindow = 2 * time.Second
