@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +206,62 @@ func TestFollowTime(t *testing.T) {
 	never := make2(func(int) int64 { return 70 })
 	if took, _, _ := followTime(never, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != -1 {
 		t.Errorf("never: took %v, want -1", took)
+	}
+}
+
+// The regions report byte for byte from made-up figures, every kind of
+// cell included: a row whose load fell behind, a region that never
+// followed the shift, a target missed (go test -run
+// TestRegionsLabMarkdownGolden -update rewrites it).
+func TestRegionsLabMarkdownGolden(t *testing.T) {
+	t.Parallel()
+	rep := &RegionsLabReport{LabRun: LabRun{Machine: goldenMachine, Elapsed: 250 * time.Second},
+		StoreTimeout: time.Second, HomeTimeout: 500 * time.Millisecond}
+	if err := rep.Config.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	region := func(name string, rps, p50, p99 float64, adm int64, by string) RegionsLabRegion {
+		return RegionsLabRegion{Name: name, Sent: int64(rps * 60), Admitted: adm, Rejected: int64(rps*60) - adm,
+			RPS: rps, P50: p50, P99: p99, DecidedBy: map[string]int64{by: int64(rps * 60)}}
+	}
+	rep.Rows = []RegionsLabRow{
+		{Setup: RegionsSync, Regions: []RegionsLabRegion{region("eu", 499, 118.9, 161.9, 13_583, "store"), region("us", 499, 118.2, 160.9, 16_773, "store")},
+			Admitted: 30_356, Elapsed: 60149 * time.Millisecond, Budget: 30_574.5, Late: 12, Pids: []int{1, 2, 3, 4}},
+		{Setup: RegionsRegional, Regions: []RegionsLabRegion{region("eu", 500, 0.28, 0.557, 8499, "store"), region("us", 500, 0.301, 0.553, 8500, "store")},
+			Admitted: 16_999, Elapsed: 20002 * time.Millisecond, Budget: 10_501, Pids: []int{5, 6, 7, 8}},
+		{Setup: RegionsAsync, Regions: []RegionsLabRegion{region("eu", 500, 0.337, 0.869, 15_282, "region"), region("us", 500, 0.347, 1.866, 14_955, "region")},
+			Admitted: 30_237, Elapsed: 60001 * time.Millisecond, Budget: 30_500.5, Pids: []int{9, 10, 11, 12}},
+	}
+	rep.Shift = RegionsLabShift{At: 30 * time.Second, Seconds: []RegionsLabSecond{
+		{Second: -1, Admitted: []int64{344, 148}, Sent: []int64{700, 300}},
+		{Second: 0, Admitted: []int64{280, 226}, Sent: []int64{300, 700}},
+	}, Follow: []RegionsLabFollow{
+		{Region: "eu", Before: 0.7, After: 0.3, Took: 2600 * time.Millisecond, Strays: 1, Later: 22},
+		{Region: "us", Before: 0.3, After: 0.7, Took: -1},
+	}}
+	rep.Alloc = []RegionsLabAlloc{{Region: "eu", Claims: 1452, Claimed: 15_483, Returned: 221, PoolAdmitted: 15_209, FloorAdmitted: 75, Debited: 75, Held: 54},
+		{Region: "us", Claims: 1455, Claimed: 15_107, Returned: 221, PoolAdmitted: 14_886, FloorAdmitted: 71, Debited: 71, Lost: 3, HomeErrors: 1}}
+	rep.Cut = RegionsLabCut{Region: "eu", Mode: "stall", Settle: 5 * time.Second, Cut: 10 * time.Second, After: 5 * time.Second,
+		HeldAtCut: 1, FloorLimit: 50, FloorRate: 50, FloorBound: 550, Admitted: 528, Sent: 7000, PoolAdmitted: 2, FloorAdmitted: 526,
+		Other: 2522, OtherBudget: 5000, Errors: 2, FirstError: "ERR a | b", Before: 712, AfterReturn: 428, Fair: 700, Debited: 534,
+		HomeReachableAgain: 153 * time.Millisecond,
+		Regions: []RegionsLabRegion{region("eu", 700, 0.421, 1.193, 3904, "region"), region("us", 300, 0.434, 1.088, 4412, "region")}}
+	for _, s := range []string{RegionsSync, RegionsRegional, RegionsAsync} {
+		rep.Policies = append(rep.Policies, regionsPolicy(s, rep.Config, rep.StoreTimeout))
+	}
+	path := filepath.Join("testdata", "lab-regions.golden.md")
+	got := rep.Markdown()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("the regions report differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
