@@ -245,7 +245,7 @@ func TestRegionsLabMarkdownGolden(t *testing.T) {
 		HeldAtCut: 1, FloorLimit: 50, FloorRate: 50, FloorBound: 550, Admitted: 528, Sent: 7000, PoolAdmitted: 2, FloorAdmitted: 526,
 		Other: 2522, OtherBudget: 5000, Errors: 2, FirstError: "ERR a | b", Before: 712, AfterReturn: 428, Fair: 700, Debited: 534,
 		HomeReachableAgain: 153 * time.Millisecond,
-		Regions: []RegionsLabRegion{region("eu", 700, 0.421, 1.193, 3904, "region"), region("us", 300, 0.434, 1.088, 4412, "region")}}
+		Regions:            []RegionsLabRegion{region("eu", 700, 0.421, 1.193, 3904, "region"), region("us", 300, 0.434, 1.088, 4412, "region")}}
 	for _, s := range []string{RegionsSync, RegionsRegional, RegionsAsync} {
 		rep.Policies = append(rep.Policies, regionsPolicy(s, rep.Config, rep.StoreTimeout))
 	}
