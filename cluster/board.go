@@ -14,7 +14,9 @@ import (
 const BoardPrefix = "sluice-regions:"
 
 // BoardKey returns the Redis key of user key's demand board: in the slot
-// of the key's bucket, so that a board and its bucket live on one node.
+// of the key's bucket (so a board and its bucket live on one node) except
+// for a key with a '}' and no hash tag, whose bucket hashes on its whole
+// Redis key.
 func BoardKey(user string) string { return BoardPrefix + strings.TrimPrefix(Key(user), Prefix) }
 
 // Exchange is the demand board of package region. For each keys[i] it

@@ -40,10 +40,13 @@ type board struct {
 	read          bool
 }
 
-// Stale board fields (instances that stopped) are ignored after boardStale
-// and deleted; a board nobody writes expires after boardTTL.
+// Stale board fields (instances that stopped, or cut off from home) are
+// ignored after boardStale and deleted: the others then claim the whole
+// budget among themselves (ten rounds at the default tick; a cut-off
+// region's floor admissions are debited when it is back). A board nobody
+// writes expires after boardTTL.
 const (
-	boardStale = 3 * time.Second
+	boardStale = time.Second
 	boardTTL   = 30 * time.Second
 	// quietAfter: an instance that has seen no take of a key for this long,
 	// in a region whose board shows no demand, gives the pool back; the
@@ -114,9 +117,6 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 		es = append(es, v.(*entry))
 		return true
 	})
-	if len(es) == 0 {
-		return
-	}
 	horizon := l.horizon()
 	var claims []limit.Request
 	var claimOf []*entry
@@ -143,12 +143,26 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 			claimOf = append(claimOf, e)
 			debits = append(debits, debit)
 		}
-		bkeys = append(bkeys, e.key)
-		bvals = append(bvals, e.boardValue(ns))
-		bdrop = append(bdrop, e.board.stale)
+		if idle < quietAfter+boardStale || ask+debit > 0 || e.pool.Load() > 0 {
+			// a key long quiet here and holding nothing stays off the
+			// board: its field goes stale and the others stop counting it
+			bkeys = append(bkeys, e.key)
+			bvals = append(bvals, e.boardValue(ns))
+			bdrop = append(bdrop, e.board.stale)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
+	if len(bkeys) == 0 && len(claims) == 0 {
+		// nothing to say: still learn whether home answers, so that a key
+		// that wakes up knows whether to wait for its allocation
+		if err := l.home.Ping(ctx); err != nil {
+			l.homeFailed()
+		} else {
+			l.homeAnswered(l.now())
+		}
+		return
+	}
 	var wg sync.WaitGroup
 	var boards []map[string]string
 	var boardErr error
@@ -179,9 +193,12 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 }
 
 // horizon is how long the tokens a round claims must last: until the next
-// round's claims arrive, with a margin of one more round trip.
+// round's claims arrive (a tick and a round trip), twice over, so that a
+// burst above the smoothed demand or a late round does not find the pool
+// empty while home has tokens to give. Under contention the credit, not
+// the horizon, bounds a claim.
 func (l *Layer) horizon() time.Duration {
-	return l.tick + 2*time.Duration(l.rtt.Load()) + 20*time.Millisecond
+	return 2 * (l.tick + time.Duration(l.rtt.Load()) + 20*time.Millisecond)
 }
 
 // updateDemand folds the tokens asked over dt into the smoothed demand.
@@ -190,6 +207,9 @@ func (e *entry) updateDemand(asked float64, dt time.Duration) {
 		return
 	}
 	a := 1 - math.Exp(-float64(dt)/float64(demandTau))
+	if e.demand == 0 {
+		a = 1 // a key's first demand is what it asks, not a fraction of it
+	}
 	e.demand += a * (asked/dt.Seconds() - e.demand)
 	e.demandBits.Store(math.Float64bits(e.demand))
 }

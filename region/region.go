@@ -22,6 +22,8 @@ type Home interface {
 	// to values[i], makes the board expire ttl after this write and reads
 	// every field back.
 	Exchange(ctx context.Context, keys []string, field string, values []string, drop [][]string, ttl time.Duration) ([]map[string]string, error)
+	// Ping checks that home answers, in a round with nothing to exchange.
+	Ping(ctx context.Context) error
 }
 
 // Config configures a Layer.
@@ -203,13 +205,13 @@ func (l *Layer) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		if e != nil {
 			e.pool.Store(res.Remaining)
 		}
-		if r.Op != limit.OpTake || res.Allowed {
+		if res.Allowed || (r.Op != limit.OpTake && r.Op != limit.OpPeek) {
 			if r.Op == limit.OpTake {
 				l.st.poolAdmitted.Add(r.Cost)
 			}
 			continue
 		}
-		short = true
+		short = short || r.Op == limit.OpTake
 		if r.Cost <= p.Limit && l.derive(p).floor != nil && !l.allocated(e, ns) {
 			floors = append(floors, i)
 		}
@@ -239,14 +241,14 @@ func (l *Layer) HomeReachable(ns int64) bool {
 	return !l.homeDown.Load() && last > 0 && ns-last < int64(l.timeout+2*l.tick)
 }
 
-// floor decides reqs[idx] from their floor buckets; what it admits is
-// debited from home at the next claim.
+// floor decides reqs[idx] (takes and peeks) from their floor buckets;
+// what it admits is debited from home at the next claim.
 func (l *Layer) floor(ctx context.Context, reqs []limit.Request, out []limit.Result, idx []int) {
 	sub := make([]limit.Request, len(idx))
 	res := make([]limit.Result, len(idx))
 	for j, i := range idx {
 		r := reqs[i]
-		sub[j] = limit.Request{Key: floorKey(r.Key), Cost: r.Cost, Op: limit.OpTake, Policy: l.derive(r.Policy).floor}
+		sub[j] = limit.Request{Key: floorKey(r.Key), Cost: r.Cost, Op: r.Op, Policy: l.derive(r.Policy).floor}
 	}
 	l.inner.Do(ctx, sub, res)
 	for j, i := range idx {
@@ -256,6 +258,9 @@ func (l *Layer) floor(ctx context.Context, reqs []limit.Request, out []limit.Res
 		}
 		f.DecidedBy, f.Limit = limit.ByRegion, reqs[i].Policy.Limit
 		out[i] = f
+		if reqs[i].Op != limit.OpTake {
+			continue // a peek reports what a take would get, spending nothing
+		}
 		l.st.floorAdmitted.Add(reqs[i].Cost)
 		if e := l.entry(reqs[i].Key, reqs[i].Policy); e != nil {
 			e.floorTaken.Add(reqs[i].Cost)

@@ -183,8 +183,69 @@ func checkClean(t *testing.T, tallies map[string]*tally) {
 func TestRegions(t *testing.T) {
 	w := newWorld(t, "eu", "us")
 	t.Run("AllocationHoldsTheGlobalBudget", func(t *testing.T) { testAllocationHoldsTheGlobalBudget(t, w) })
+	t.Run("UncontendedDemandIsServed", func(t *testing.T) { testUncontendedDemandIsServed(t, w) })
 	t.Run("AllocationFollowsTheShift", func(t *testing.T) { testAllocationFollowsTheShift(t, w) })
+	t.Run("QuietRegionGivesBack", func(t *testing.T) { testQuietRegionGivesBack(t, w) })
 	t.Run("CutOffDecidesByFloorThenRecovers", func(t *testing.T) { testCutOffDecidesByFloorThenRecovers(t, w) })
+}
+
+// testUncontendedDemandIsServed: a region asking half the global rate is
+// not turned away for want of an allocation: once its demand is measured
+// (the first half second), every request is admitted.
+func testUncontendedDemandIsServed(t *testing.T, w *world) {
+	p := globalPolicy(100, 400)
+	only := &world{home: w.home, homeNode: w.homeNode, regions: map[string][]*Layer{"eu": w.regions["eu"]}}
+	const d = 3 * time.Second
+	tallies := load(t, only, p, "steady", d, func(string, time.Duration) float64 { return 200 })
+	checkClean(t, tallies)
+	eu := tallies["eu"]
+	first, rest := eu.between(0, 500*time.Millisecond), eu.between(500*time.Millisecond, d)
+	t.Logf("asked %d, admitted %d: %d in the first 0.5 s, %d in the 2.5 s after (asked about 500)", eu.asked.Load(), eu.admitted.Load(), first, rest)
+	if asked := float64(eu.asked.Load()) * 2.5 / d.Seconds(); float64(rest) < 0.95*asked {
+		t.Errorf("admitted %d of about %.0f asked after the first 0.5 s, with the global budget twice the demand", rest, asked)
+	}
+}
+
+// testQuietRegionGivesBack: a region whose load stops gives what its pool
+// holds back to home, where it can be claimed again. The global rate is 1
+// a minute, so home's bucket shows exactly what came back.
+func testQuietRegionGivesBack(t *testing.T, w *world) {
+	p := globalPolicy(1000, 1)
+	p.Period = time.Minute
+	only := &world{home: w.home, homeNode: w.homeNode, regions: map[string][]*Layer{"eu": w.regions["eu"]}}
+	tallies := load(t, only, p, "quiet", time.Second, func(string, time.Duration) float64 { return 200 })
+	checkClean(t, tallies)
+	ctx := context.Background()
+	peek := func(st limit.Store) int64 {
+		out := make([]limit.Result, 1)
+		st.Do(ctx, []limit.Request{{Key: "quiet", Cost: 1, Op: limit.OpPeek, Policy: p}}, out)
+		if out[0].Err != nil {
+			t.Fatal(out[0].Err)
+		}
+		return out[0].Remaining
+	}
+	eu := w.regions["eu"][0].Store()
+	held, homeBefore := peek(eu), peek(w.home)
+	if held == 0 {
+		t.Fatal("the pool held nothing while in use: it should hold about one horizon of demand")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for peek(eu) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	left, homeAfter := peek(eu), peek(w.home)
+	admitted := tallies["eu"].admitted.Load()
+	t.Logf("admitted %d; the pool held %d when the load stopped, %d after 3 s quiet; home's bucket %d → %d of 1000",
+		admitted, held, left, homeBefore, homeAfter)
+	if left != 0 {
+		t.Fatalf("%d left in the pool 15 s after the load stopped: a quiet region kept its tokens", left)
+	}
+	if homeAfter < homeBefore+held {
+		t.Errorf("home's bucket went from %d to %d: the %d tokens the pool held did not come back", homeBefore, homeAfter, held)
+	}
+	if homeAfter > 1000-admitted+1 {
+		t.Errorf("home's bucket holds %d after %d were admitted: more came back than was left", homeAfter, admitted)
+	}
 }
 
 // testAllocationHoldsTheGlobalBudget: two regions asking 70/30 for twice
