@@ -468,7 +468,9 @@ func (rep *RegionsLabReport) cutOff(ctx context.Context, rig *rig, w *regionsWor
 				fail(err)
 			}
 			// What eu's pool of this key holds: RL.PEEK of a global
-			// key reads the region's pool (RL.REGIONS sums every key).
+			// key reads the region's pool while home answers (it
+			// reports the floor only when the region decides alone);
+			// RL.REGIONS sums every key's.
 			for _, cl := range loads[0].clients {
 				v, err := cl.Do(ctx, "RL.PEEK", key).Slice()
 				if err == nil {
