@@ -223,8 +223,8 @@ func sumBins(bins []int64, bin, from, to time.Duration) int64 {
 }
 
 // followTime is how long after the shift region ri's share of the
-// admissions, over a sliding window, came within tolerance (a fraction:
-// 0.1 is 10 %) of its share of the requests sent in the same window, and
+// admissions, over a sliding window, came within tolerance (in share
+// points: 0.05 is ±5 points) of its share of the requests sent in the same window, and
 // stayed there for hold (or to the end, if sooner): the time the
 // allocation takes to follow a shift of demand. The windows start every
 // bin from the shift, the last one ends at end; the time is the end of
@@ -243,7 +243,7 @@ func followTime(res pacedResult, ri int, shift, window, end time.Duration, toler
 			}
 		}
 		share, want := ratio(float64(all), float64(adm)), ratio(float64(mine), float64(sent))
-		return !math.IsNaN(share) && !math.IsNaN(want) && math.Abs(share-want) <= tolerance*want
+		return !math.IsNaN(share) && !math.IsNaN(want) && math.Abs(share-want) <= tolerance+1e-9
 	}
 	took = -1
 	var run time.Duration = -1 // start of the current run of windows within the band

@@ -175,23 +175,22 @@ func TestFollowTime(t *testing.T) {
 		}
 		return 30
 	})
-	took, strays, later := followTime(steady, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second)
-	if took != 3*time.Second || strays != 0 || later == 0 {
-		t.Errorf("steady: took %v, %d of %d later windows astray; want 3s (2 s and a one-second window), none", took, strays, later)
+	took, strays, later := followTime(steady, 0, 0, time.Second, 20*time.Second, 0.05, 5*time.Second)
+	if took != 2900*time.Millisecond || strays != 0 || later == 0 {
+		t.Errorf("steady: took %v, %d of %d later windows astray; want 2.9s (the window with one bin of the old share, 0.34, is in the band), none", took, strays, later)
 	}
-	// Its band, 10 % of 0.7, is wider: the window with one bin of the
-	// old share (0.66) is already in it.
-	if took, _, _ := followTime(steady, 1, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != 2900*time.Millisecond {
+	// The same for the other region: one bin of the old share is 0.66.
+	if took, _, _ := followTime(steady, 1, 0, time.Second, 20*time.Second, 0.05, 5*time.Second); took != 2900*time.Millisecond {
 		t.Errorf("steady, the other region: took %v, want 2.9s", took)
 	}
 	blip := make2(func(b int) int64 {
-		if b < 20 || b == 150 {
+		if b < 20 || (b >= 150 && b < 153) {
 			return 70
 		}
 		return 30
 	})
-	if took, strays, _ := followTime(blip, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != 3*time.Second || strays != 1 {
-		t.Errorf("a blip at 15 s: took %v, %d windows astray; want 3s and 1", took, strays)
+	if took, strays, _ := followTime(blip, 0, 0, time.Second, 20*time.Second, 0.05, 5*time.Second); took != 2900*time.Millisecond || strays != 1 {
+		t.Errorf("a blip at 15 s: took %v, %d windows astray; want 2.9s and 1", took, strays)
 	}
 	// Back in the band for less than the hold, then out again.
 	wobble := make2(func(b int) int64 {
@@ -200,11 +199,11 @@ func TestFollowTime(t *testing.T) {
 		}
 		return 30
 	})
-	if took, _, _ := followTime(wobble, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != 6500*time.Millisecond {
-		t.Errorf("out again at 5 s: took %v, want 6.5s", took)
+	if took, _, _ := followTime(wobble, 0, 0, time.Second, 20*time.Second, 0.05, 5*time.Second); took != 6400*time.Millisecond {
+		t.Errorf("out again at 5 s: took %v, want 6.4s", took)
 	}
 	never := make2(func(int) int64 { return 70 })
-	if took, _, _ := followTime(never, 0, 0, time.Second, 20*time.Second, 0.1, 5*time.Second); took != -1 {
+	if took, _, _ := followTime(never, 0, 0, time.Second, 20*time.Second, 0.05, 5*time.Second); took != -1 {
 		t.Errorf("never: took %v, want -1", took)
 	}
 }
