@@ -328,6 +328,7 @@ func (l *Layer) readBoards(ns int64, keys []string, boards []map[string]string) 
 		}
 		e := v.(*entry)
 		b := board{read: true}
+		pools := map[string]int64{} // region → its pool of this key: the largest its instances saw
 		for f, val := range boards[i] {
 			if f == l.field {
 				continue
@@ -349,11 +350,17 @@ func (l *Layer) readBoards(ns int64, keys []string, boards []map[string]string) 
 					regions[name] = r
 				}
 				r.Demand += bv.demand
-				r.Held = max(r.Held, 0) + bv.pool
+				if p, seen := pools[name]; !seen || bv.pool > p {
+					pools[name] = bv.pool
+				}
 				r.Claimed += bv.claimed
 				r.Returned += bv.returned
 				r.LastContact = max(r.LastContact, bv.at)
 			}
+		}
+		for name, p := range pools {
+			regions[name].Keys++
+			regions[name].Held += p
 		}
 		e.board = b
 	}

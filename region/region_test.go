@@ -225,9 +225,15 @@ func testQuietRegionGivesBack(t *testing.T, w *world) {
 		return out[0].Remaining
 	}
 	eu := w.regions["eu"][0].Store()
+	// The pool may be empty at the instant the load stops, between a take
+	// and a fill: the allocator's last claims (the demand it measured
+	// decays over half a second) fill it.
 	held, homeBefore := peek(eu), peek(w.home)
+	for end := time.Now().Add(2 * time.Second); held == 0 && time.Now().Before(end); held, homeBefore = peek(eu), peek(w.home) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if held == 0 {
-		t.Fatal("the pool held nothing while in use: it should hold about one horizon of demand")
+		t.Fatal("the pool held nothing after the load: it should hold about one horizon of demand")
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for peek(eu) > 0 && time.Now().Before(deadline) {
@@ -281,7 +287,7 @@ func testAllocationHoldsTheGlobalBudget(t *testing.T, w *world) {
 		t.Errorf("claimed %d, admitted from pools %d: the allocation never ran", s.Claimed, s.PoolAdmitted)
 	}
 	rs := w.regions["eu"][0].Regions()
-	if len(rs) != 2 || rs[0].Name != "eu" || !rs[0].Self || rs[1].Name != "us" || rs[1].Demand <= 0 || rs[0].LastContact <= 0 {
+	if len(rs) != 2 || rs[0].Name != "eu" || !rs[0].Self || rs[1].Name != "us" || rs[1].Demand <= 0 || rs[1].Keys != 1 || rs[0].LastContact <= 0 {
 		t.Errorf("Regions() = %+v, want eu (self, in contact) then us with its demand", rs)
 	}
 }
