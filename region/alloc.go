@@ -367,12 +367,17 @@ func (l *Layer) readBoards(ns int64, keys []string, boards []map[string]string) 
 	l.others.Store(&regions)
 }
 
-// boardValue is this instance's field on e's board: demand (tokens/s),
+// boardValue is this instance's field on e's board: demand (tokens/s, 0
+// once quiet for quietAfter),
 // the region's pool as last seen, tokens claimed and returned, and the
 // time in unix ms.
 func (e *entry) boardValue(ns int64) string {
+	d := e.demand
+	if time.Duration(ns-e.lastAsk.Load()) > quietAfter {
+		d = 0 // quiet: the smoothed demand would take seconds more to reach 0
+	}
 	b := make([]byte, 0, 48)
-	b = strconv.AppendFloat(b, e.demand, 'f', 3, 64)
+	b = strconv.AppendFloat(b, d, 'f', 3, 64)
 	for _, n := range []int64{e.pool.Load(), e.claimed.Load(), e.returned.Load(), ns / int64(time.Millisecond)} {
 		b = append(b, ' ')
 		b = strconv.AppendInt(b, n, 10)
