@@ -71,6 +71,7 @@ type Layer struct {
 	keys  sync.Map // key → *entry
 	nkeys atomic.Int64
 	pols  sync.Map // *limit.Policy → *derived
+	npols atomic.Int64
 
 	lastContact atomic.Int64 // ns of the last answer from home, 0 never
 	homeDown    atomic.Bool  // the last call to home failed
@@ -148,11 +149,20 @@ func (l *Layer) derive(p *limit.Policy) *derived {
 	q := *p
 	q.Algorithm, q.Scope, q.Hot, q.LocalShare = limit.Pool, limit.ScopeRegional, limit.Hot{Mode: limit.HotOff}, 1
 	d := &derived{pool: &q, floor: p.Floor()}
+	if l.npols.Add(1) > maxDerived {
+		// Every reload makes new policies: forget the old ones (those in
+		// use are derived again, once each).
+		l.pols.Clear()
+		l.npols.Store(1)
+	}
 	if v, loaded := l.pols.LoadOrStore(p, d); loaded {
 		return v.(*derived)
 	}
 	return d
 }
+
+// maxDerived bounds the policies derived and kept.
+const maxDerived = 4096
 
 // floorKey is the user key of the bucket a region decides key by alone.
 // It keeps key's hash tag, if any, so related keys stay together.
