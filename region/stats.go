@@ -1,7 +1,6 @@
 package region
 
 import (
-	"math"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -87,6 +86,3 @@ func (l *Layer) Snapshot() Stats {
 	}
 	return s
 }
-
-// round3 rounds a rate for display.
-func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

@@ -21,19 +21,12 @@ import (
 // policy holder keep anyway. The decision and round-trip metrics come
 // from the hooks in limiter.Config and cluster.Config instead.
 func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, srv *server.Server, h *policy.Holder, lim *limiter.Limiter) error {
-	for _, c := range []struct {
-		name, help string
-		v          func(limiter.Snapshot) int64
-	}{
+	if err := registerCounters(m, nil, lim.Snapshot, []counter[limiter.Snapshot]{
 		{"sluice_mtakes_total", "RL.MTAKE calls.", func(s limiter.Snapshot) int64 { return s.MTakes }},
 		{"sluice_mtake_refunds_total", "Takes of a refused RL.MTAKE given back.", func(s limiter.Snapshot) int64 { return s.Refunds }},
 		{"sluice_mtake_refund_errors_total", "Refunds of a refused RL.MTAKE the store could not make (tokens lost, never over-admitted).", func(s limiter.Snapshot) int64 { return s.RefundFails }},
-	} {
-		v := c.v
-		if err := m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
-			func() float64 { return float64(v(lim.Snapshot())) })); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	if cs, ok := store.(*cluster.Store); ok {
 		if err := m.CollectBreakers(cs.BreakerStates); err != nil {
@@ -47,6 +40,24 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, sr
 		return err
 	}
 	return m.CollectPolicies(func() int { return len(h.Current().Policies) })
+}
+
+// counter is one counter read at scrape time from a snapshot S.
+type counter[S any] struct {
+	name, help string
+	v          func(S) int64
+}
+
+// registerCounters registers cs, each reading a fresh snapshot.
+func registerCounters[S any](m *metrics.Metrics, labels prometheus.Labels, snapshot func() S, cs []counter[S]) error {
+	for _, c := range cs {
+		v := c.v
+		if err := m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help, ConstLabels: labels},
+			func() float64 { return float64(v(snapshot())) })); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readyWithoutStore answers /readyz when the store did not answer its

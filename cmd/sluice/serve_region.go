@@ -133,10 +133,7 @@ func collectRegion(m *metrics.Metrics, l *region.Layer) error {
 		return nil
 	}
 	labels := prometheus.Labels{"region": l.Name()}
-	for _, c := range []struct {
-		name, help string
-		v          func(region.Stats) int64
-	}{
+	if err := registerCounters(m, labels, l.Snapshot, []counter[region.Stats]{
 		{"sluice_region_tokens_claimed_total", "Tokens this instance claimed from the home store into its region's pools.", func(s region.Stats) int64 { return s.Claimed }},
 		{"sluice_region_tokens_returned_total", "Tokens this instance gave back to the home store from pools that went quiet.", func(s region.Stats) int64 { return s.Returned }},
 		{"sluice_region_tokens_debited_total", "Floor admissions debited from the global bucket once home answered.", func(s region.Stats) int64 { return s.Debited }},
@@ -144,12 +141,8 @@ func collectRegion(m *metrics.Metrics, l *region.Layer) error {
 		{"sluice_region_pool_admitted_total", "Tokens admitted from the region's pools.", func(s region.Stats) int64 { return s.PoolAdmitted }},
 		{"sluice_region_floor_admitted_total", "Tokens admitted by region_floor while the region had no allocation to wait for.", func(s region.Stats) int64 { return s.FloorAdmitted }},
 		{"sluice_region_home_errors_total", "Calls to the home store that failed.", func(s region.Stats) int64 { return s.HomeErrors }},
-	} {
-		v := c.v
-		if err := m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help, ConstLabels: labels},
-			func() float64 { return float64(v(l.Snapshot())) })); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	gauges := []struct {
 		name, help string
