@@ -123,7 +123,7 @@ func batchCmd(ctx context.Context, items []*item, eval bool, sc *scratch) *redis
 		args = append(args, pa.id, pa.a[0], pa.a[1], pa.a[2])
 	}
 	for i, it := range items {
-		args = append(args, it.key, idx[i], it.cost, opArg[it.op&3])
+		args = append(args, it.key, idx[i], it.cost, it.opArg())
 	}
 	sc.pols, sc.idx, sc.args = pols, idx, args
 	return redis.NewIntSliceCmd(ctx, args...)
@@ -149,7 +149,7 @@ func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bo
 	switch {
 	case err == nil:
 		v := cmd.Val()
-		if len(v) != 7*len(items) {
+		if len(v) != 8*len(items) {
 			e := fmt.Errorf("cluster: unexpected batch script reply of %d integers for %d requests", len(v), len(items))
 			for _, it := range items {
 				it.res = limit.Result{Err: e}
@@ -157,7 +157,7 @@ func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bo
 			return true, false
 		}
 		for i, it := range items {
-			r := v[7*i : 7*i+7]
+			r := v[8*i : 8*i+8]
 			if r[0] == 1 {
 				q.decisions.Add(1)
 				it.res = decodeInts(r[1:])

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/limit"
 )
 
 func TestKey(t *testing.T) {
@@ -15,7 +17,13 @@ func TestKey(t *testing.T) {
 		{"{acme}:login", "sluice:{acme}:login"},
 		{"login:{acme}", "sluice:login:{acme}"},
 		{"}{acme}", "sluice:}{acme}"}, // the first '{' opens the tag; a '}' before it does not matter
-		{"{{a}}", "sluice:{{a}}"},     // tag "{a", kept
+		{"{{a}}", "sluice:{{a}}}"},    // tag "{a", kept; one '}' more: "sluice:{{a}}" is "{{a}"'s
+		{"{{a}", "sluice:{{a}}"},      // only a tag: one '}' more, since "sluice:{{a}" is "{a"'s
+		// A key that is only a tag would be the key without braces: it
+		// gets one '}' more, and so does every key of that shape.
+		{"{acme}", "sluice:{acme}}"},
+		{"{acme}}", "sluice:{acme}}}"},
+		{"{a{b}", "sluice:{a{b}}"},
 		{"a{b", "sluice:{a{b}"},
 		{"{a", "sluice:{{a}"},
 		{"", "sluice:{}"},
@@ -84,17 +92,78 @@ func TestKeyNoSharedTagWithoutBraces(t *testing.T) {
 	}
 }
 
-// FuzzKey: the layout's promises for any key, and no two keys on one Redis
-// key (x and {x} excepted, which the README states).
+// FuzzKey: the layout's promises for any key, and no two keys of any two
+// spaces on one Redis key: SpaceKey has a left inverse, so it is
+// injective.
 func FuzzKey(f *testing.F) {
-	for _, s := range []string{"acme", "{acme}:x", "tenant}1", "a{}b", "{}", "}{a}", "{{a}}", "a{b", "", "{", "}"} {
-		f.Add(s, s+"}")
+	for _, s := range []string{"acme", "{acme}:x", "tenant}1", "a{}b", "{}", "}{a}", "{{a}}", "a{b", "", "{", "}", "{acme}", "{a{b}"} {
+		f.Add(s, s+"}", uint8(0), uint8(1))
+		f.Add(s, "{"+s+"}", uint8(0), uint8(0))
 	}
-	f.Fuzz(func(t *testing.T, a, b string) {
+	f.Fuzz(func(t *testing.T, a, b string, sa, sb uint8) {
 		checkKey(t, a)
 		checkKey(t, b)
-		if a != b && Key(a) == Key(b) && "{"+a+"}" != b && "{"+b+"}" != a {
-			t.Fatalf("Key(%q) = Key(%q) = %q", a, b, Key(a))
+		spa, spb := limit.Space(sa%5), limit.Space(sb%5)
+		ka, kb := SpaceKey(spa, a), SpaceKey(spb, b)
+		if got, user, ok := unKey(ka); !ok || got != spa || user != a {
+			t.Fatalf("SpaceKey(%v, %q) = %q reads back as %v %q %v", spa, a, ka, got, user, ok)
+		}
+		if (a != b || spa != spb) && ka == kb {
+			t.Fatalf("SpaceKey(%v, %q) = SpaceKey(%v, %q) = %q", spa, a, spb, b, ka)
+		}
+		if spa != limit.SpaceUser && hashed(a) != a && hashed(ka) != hashed(a) {
+			t.Fatalf("SpaceKey(%v, %q) = %q hashes on %q, not the user's tag", spa, a, ka, hashed(ka))
 		}
 	})
+}
+
+// TestKeyInjective: every user key of the shapes that collided before
+// (x and {x}, a split sub-bucket's spelling, a region floor's) and the
+// internal spaces give distinct Redis keys that read back as themselves.
+func TestKeyInjective(t *testing.T) {
+	t.Parallel()
+	var users []string
+	for _, k := range []string{"k", "login:carol", "a{b", "{a", "tenant}1", "{}k", "k}", "{t}k", "x{}"} {
+		users = append(users, k, "{"+k+"}", "{"+k+"}}", "{t}"+k, k+"}", "{}"+k, k+"\x00region-floor",
+			"sluice:"+k, "sluice:{"+k+"}", "sluice-split:{"+k+"}", "{0123abcd:"+k+"}")
+	}
+	seen := map[string]string{}
+	for _, u := range users {
+		for s := limit.SpaceUser; s <= limit.SpaceFloor; s++ {
+			k := SpaceKey(s, u)
+			who := s.String() + " " + strconv.Quote(u)
+			if prev, dup := seen[k]; dup && prev != who {
+				t.Errorf("%s and %s share the Redis key %q", prev, who, k)
+			}
+			seen[k] = who
+			if got, user, ok := unKey(k); !ok || got != s || user != u {
+				t.Errorf("SpaceKey(%s) = %q reads back as %v %q %v", who, k, got, user, ok)
+			}
+		}
+	}
+}
+
+// unKey is the inverse of SpaceKey: the space and user key of a Redis key.
+func unKey(k string) (limit.Space, string, bool) {
+	spaces := []struct {
+		s      limit.Space
+		prefix string
+	}{{limit.SpaceUser, Prefix}, {limit.SpaceThrottle, ThrottlePrefix}, {limit.SpaceSplit, SplitPrefix}, {limit.SpacePool, PoolPrefix}, {limit.SpaceFloor, FloorPrefix}}
+	for _, sp := range spaces {
+		r, ok := strings.CutPrefix(k, sp.prefix)
+		if !ok {
+			continue
+		}
+		first := strings.IndexByte(r, '}')
+		switch {
+		case strings.HasPrefix(r, "{}"):
+			return sp.s, r[2:], true
+		case strings.HasPrefix(r, "{") && first == len(r)-1:
+			return sp.s, r[1 : len(r)-1], true
+		case strings.HasPrefix(r, "{") && first > 1 && strings.Trim(r[first:], "}") == "":
+			return sp.s, r[:len(r)-1], true
+		}
+		return sp.s, r, true
+	}
+	return 0, "", false
 }

@@ -9,13 +9,14 @@ import (
 
 var _ limit.Atomic = (*Store)(nil)
 
-// Group is the hash slot of key's Redis key: the keys of one slot live on
-// one node and can go to one script. A single node is one group.
-func (s *Store) Group(key string) int {
+// Group is the hash slot of the Redis key of key under p: the keys of one
+// slot live on one node and can go to one script. A single node is one
+// group.
+func (s *Store) Group(key string, p *limit.Policy) int {
 	if s.cc == nil {
 		return 0
 	}
-	return Slot(Key(key))
+	return Slot(spaceKeyOf(p, key))
 }
 
 // DoAll takes every request or none with one call of the multi-key script
@@ -36,7 +37,7 @@ func (s *Store) DoAll(ctx context.Context, reqs []limit.Request, out []limit.Res
 		if err != nil {
 			return fail(err)
 		}
-		keys[i] = Key(reqs[i].Key)
+		keys[i] = SpaceKey(reqs[i].Policy.Space, reqs[i].Key)
 		argv = append(argv, pa.id, pa.a[0], pa.a[1], pa.a[2], reqs[i].Cost)
 	}
 	it := &item{key: keys[0].(string), script: lua.Multi, multi: make([]limit.Result, len(reqs))}

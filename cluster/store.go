@@ -287,6 +287,7 @@ type item struct {
 	key    string // Redis key
 	cost   int64
 	op     limit.Op
+	from   int64 // an OpReturn's window (limit.Request.Window)
 	args   []any // the whole EVALSHA command of a Multi call; nil for one key (see command)
 	argv   [9]any
 	script *lua.Script
@@ -313,7 +314,7 @@ func (it *item) command(eval bool) []any {
 		}
 		return it.args
 	}
-	it.argv = [9]any{"evalsha", it.pa.sha, 1, it.key, it.pa.a[0], it.pa.a[1], it.pa.a[2], it.cost, opArg[it.op&3]}
+	it.argv = [9]any{"evalsha", it.pa.sha, 1, it.key, it.pa.a[0], it.pa.a[1], it.pa.a[2], it.cost, it.opArg()}
 	if eval {
 		it.argv[0], it.argv[1] = "eval", it.pa.src
 	}
@@ -334,7 +335,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			continue
 		}
 		it := &items[i]
-		it.idx, it.key, it.script, it.pa, it.cost, it.op = i, Key(r.Key), pa.script, pa, r.Cost, r.Op
+		it.idx, it.key, it.script, it.pa, it.cost, it.op, it.from = i, SpaceKey(r.Policy.Space, r.Key), pa.script, pa, r.Cost, r.Op, r.Window
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}
 			continue
@@ -419,6 +420,15 @@ func (s *Store) pause(ctx context.Context, n int) bool {
 
 // opArg is the op argument of the scripts for each limit.Op.
 var opArg = [4]any{"0", "1", "2", "3"}
+
+// opArg is the item's op argument (lua.OpArg): boxed once for the common
+// ops, built for a return that names its window.
+func (it *item) opArg() any {
+	if it.op == limit.OpReturn && it.from > 0 {
+		return lua.OpArg(3, it.from)
+	}
+	return opArg[it.op&3]
+}
 
 // policyArgs are the script arguments that depend only on the policy,
 // boxed once per policy instead of once per request.
@@ -618,17 +628,17 @@ func (s *Store) unavailable(addr string, err error) error {
 	return &limit.UnavailableError{Node: addr, Err: err}
 }
 
-// Reset deletes the bucket of key.
-func (s *Store) Reset(ctx context.Context, key string, _ *limit.Policy) (bool, error) {
+// Reset deletes the state of key under p (its Space names which).
+func (s *Store) Reset(ctx context.Context, key string, p *limit.Policy) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
 	var n int64
 	var err error
 	if s.cc != nil {
-		n, err = s.cc.Del(ctx, Key(key)).Result()
+		n, err = s.cc.Del(ctx, spaceKeyOf(p, key)).Result()
 	} else {
-		n, err = s.single.Del(ctx, Key(key)).Result()
+		n, err = s.single.Del(ctx, spaceKeyOf(p, key)).Result()
 	}
 	switch {
 	case err != nil && isConnectivity(err):
@@ -650,26 +660,26 @@ func (s *Store) BreakerStates() map[string]string {
 	return m
 }
 
-// decodeInts checks the script's reply shape: six integers.
+// decodeInts checks the script's reply shape: seven integers.
 func decodeInts(n []int64) limit.Result {
-	if len(n) != 6 {
+	if len(n) != 7 {
 		return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply %v", n)}
 	}
 	return limit.Result{
 		Allowed: n[0] == 1, Limit: n[1], Remaining: n[2],
-		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore, Granted: n[5],
+		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore, Granted: n[5], Window: n[6],
 	}
 }
 
-// decodeMulti checks the Multi script's reply shape, one integer and six
+// decodeMulti checks the Multi script's reply shape, one integer and seven
 // per key, and files the per-key results in out. The returned Result holds
 // the overall verdict in Allowed, or Err.
 func decodeMulti(n []int64, out []limit.Result) limit.Result {
-	if len(n) != 1+6*len(out) {
+	if len(n) != 1+7*len(out) {
 		return limit.Result{Err: fmt.Errorf("cluster: unexpected multi-key script reply of %d integers for %d keys", len(n), len(out))}
 	}
 	for i := range out {
-		out[i] = decodeInts(n[1+6*i : 7+6*i])
+		out[i] = decodeInts(n[1+7*i : 8+7*i])
 	}
 	return limit.Result{Allowed: n[0] == 1}
 }

@@ -216,7 +216,7 @@ func TestClusterStore(t *testing.T) {
 		tb := &limit.Policy{Limit: 3, Rate: 1, Period: time.Hour}
 		fw := &limit.Policy{Algorithm: limit.FixedWindow, Limit: 2, Period: time.Hour}
 		reqs := []limit.Request{{Key: "{aon}:a", Cost: 1, Policy: tb}, {Key: "{aon}:b", Cost: 1, Policy: fw}}
-		if s.Group(reqs[0].Key) != s.Group(reqs[1].Key) || s.Group("x") == s.Group("y") {
+		if s.Group(reqs[0].Key, tb) != s.Group(reqs[1].Key, fw) || s.Group("x", nil) == s.Group("y", nil) {
 			t.Fatal("Group must be the hash slot")
 		}
 		out := make([]limit.Result, 2)

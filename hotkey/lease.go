@@ -8,11 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/keyslot"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -345,7 +343,7 @@ func (h *Layer) subPolicies(p *limit.Policy) []*limit.Policy {
 		q := *p
 		q.Limit = p.Limit/k + b2i(i < p.Limit%k)
 		q.Rate = p.Rate/k + b2i(i < p.Rate%k)
-		q.Hot = limit.Hot{Mode: limit.HotOff}
+		q.Hot, q.Space = limit.Hot{Mode: limit.HotOff}, limit.SpaceSplit
 		if _, err := q.Bucket(); err != nil {
 			return nil
 		}
@@ -362,15 +360,13 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// subKey is the user key of sub-bucket i of key: "{" + subTag(i) + ":" +
-// key + "}". Its hash tag starts with the sub-bucket's own prefix even when
-// key has a tag of its own, so the sub-buckets of one key hash to
-// different slots (keys that share a tag of their own share their
-// sub-buckets' slots, as they share a slot). A key with a '}' but no
-// well-formed tag would end that tag early, at the same text for
-// "tenant}1" and "tenant}2": its tag carries a hash of the whole key
-// instead, "{" + subTag(i) + ":#" + FNV-1a of key + "}" + key, the same on
-// every instance.
+// subKey names sub-bucket i of key in the split space (limit.SpaceSplit,
+// which no user key reaches): "{" + subTag(i) + ":" + FNV-1a of key + "}"
+// + key. Its hash tag is the sub-bucket's own, whatever key's tag, so the
+// sub-buckets of one key hash to different slots; the tag is the same on
+// every instance. Injective in (key, i): neither the sub-tag nor the hash
+// holds a '}', so the key is what follows the first '}', and the sub-tag
+// names i.
 func subKey(key string, i int) string {
 	tag := ""
 	if i >= 0 && i < len(subTags) {
@@ -378,12 +374,9 @@ func subKey(key string, i int) string {
 	} else {
 		tag = subTag(i)
 	}
-	if _, tagged := keyslot.Tag(key); !tagged && strings.IndexByte(key, '}') >= 0 {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(key))
-		return "{" + tag + ":#" + strconv.FormatUint(h.Sum64(), 36) + "}" + key
-	}
-	return "{" + tag + ":" + key + "}"
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return "{" + tag + ":" + strconv.FormatUint(h.Sum64(), 36) + "}" + key
 }
 
 // subTags caches subTag for every sub-bucket a policy may have (policy's

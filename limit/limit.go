@@ -111,6 +111,45 @@ type Policy struct {
 	// while it cannot reach the home store, once what it holds is spent:
 	// zero means DefaultRegionFloor, NoRegionFloor none.
 	RegionFloor float64
+	// Space is the layer whose state the policy's buckets are: SpaceUser
+	// (zero) for every policy of the config; the layers that derive
+	// policies of their own (CL.THROTTLE, split sub-buckets, a region's
+	// pools and floors) set theirs, and the stores keep each space's
+	// states apart from every other's.
+	Space Space
+}
+
+// Space names the owner of a stored state: which layer keeps it, and so
+// what it means. The stores map (Space, key) to their own keys
+// injectively, so that no two spaces, and no two user keys, share a state
+// (DESIGN.md: one owner per stored state). Only SpaceUser can be reached by
+// a key a client sends; the others are internal.
+type Space uint8
+
+// The spaces.
+const (
+	SpaceUser     Space = iota // the state RL.TAKE and every door keep for a user's key
+	SpaceThrottle              // CL.THROTTLE's own GCRA state (the caller names the limit)
+	SpaceSplit                 // a split hot key's sub-bucket; the key names the sub-bucket
+	SpacePool                  // a region's pool of tokens claimed for a global key
+	SpaceFloor                 // a region's floor bucket of a global key
+)
+
+// String returns the space's name.
+func (s Space) String() string {
+	switch s {
+	case SpaceUser:
+		return "user"
+	case SpaceThrottle:
+		return "throttle"
+	case SpaceSplit:
+		return "split"
+	case SpacePool:
+		return "pool"
+	case SpaceFloor:
+		return "floor"
+	}
+	return fmt.Sprintf("space(%d)", uint8(s))
 }
 
 // Scope is where a policy's budget is kept.
@@ -144,7 +183,7 @@ func (p *Policy) Floor() *Policy {
 		return nil
 	}
 	q := *p
-	q.Scope, q.LocalShare, q.Hot = ScopeRegional, 1, Hot{Mode: HotOff}
+	q.Scope, q.LocalShare, q.Hot, q.Space = ScopeRegional, 1, Hot{Mode: HotOff}, SpaceFloor
 	if f < 1 {
 		q.Limit = max(1, int64(math.Floor(float64(p.Limit)*f)))
 		q.Rate = max(1, int64(math.Floor(float64(p.Rate)*f)))
@@ -279,6 +318,11 @@ type Request struct {
 	Cost   int64
 	Op     Op
 	Policy *Policy // filled by the limiter before the store sees it
+	// Window, for an OpReturn under a window algorithm, names the window
+	// the tokens were taken in: the Result.Window of their take. A return
+	// to a window that has closed gives nothing back (a refund never
+	// credits another window); 0 means the current one.
+	Window int64
 }
 
 // Result is one decision, the six fields of the RL.TAKE reply, or Err.
@@ -291,6 +335,10 @@ type Result struct {
 	DecidedBy    string
 	// Granted is the tokens an OpClaim took (0..Cost).
 	Granted int64
+	// Window is, under a window algorithm, the start of the window the
+	// decision fell in, µs on the store's clock (what an OpReturn of this
+	// take names in Request.Window); 0 for the bucket algorithms.
+	Window int64
 	Err     error
 }
 
@@ -388,9 +436,10 @@ func FrontOf(ctx context.Context) string {
 // all-or-nothing in one atomic step when their keys share a group (in
 // Redis Cluster, a hash slot).
 type Atomic interface {
-	// Group returns key's group: requests whose keys share it may go to
+	// Group returns the group of key's state under p (its Space decides
+	// where the state lives): requests whose states share it may go to
 	// DoAll together.
-	Group(key string) int
+	Group(key string, p *Policy) int
 	// DoAll takes every request of reqs, all of one group, or none. When
 	// every one is admitted it fills out with the takes and reports true;
 	// otherwise nothing is spent and out holds what a peek of each would

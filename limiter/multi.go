@@ -125,7 +125,7 @@ func (l *Limiter) groups(reqs []limit.Request, idx []int) [][]int {
 	var groups [][]int
 	index := map[int]int{}
 	for _, i := range idx {
-		id := at.Group(reqs[i].Key)
+		id := at.Group(reqs[i].Key, reqs[i].Policy)
 		j, seen := index[id]
 		if !seen {
 			j = len(groups)
@@ -189,7 +189,7 @@ func (l *Limiter) refund(ctx context.Context, reqs []limit.Request, out []limit.
 		for i := range reqs {
 			if spent[i] && byLocal(out[i].DecidedBy) == fallback {
 				r := reqs[i]
-				r.Op = limit.OpReturn
+				r.Op, r.Window = limit.OpReturn, out[i].Window // given back to the window it was taken in
 				if fallback {
 					r.Policy = r.Policy.Share()
 				}
@@ -246,7 +246,7 @@ func (l *Limiter) ThrottlePolicy(key string, maxBurst, count, period int64) (*li
 		return nil, errors.New("max_burst must be >= 0, count and period positive (period at most a year)")
 	}
 	p := &limit.Policy{Name: "cl.throttle", Match: key, Algorithm: limit.GCRA, Limit: maxBurst + 1,
-		Rate: count, Period: time.Duration(period) * time.Second, OnStoreError: limit.FailClosed}
+		Rate: count, Period: time.Duration(period) * time.Second, OnStoreError: limit.FailClosed, Space: limit.SpaceThrottle}
 	if base != nil {
 		p.Name, p.OnStoreError, p.LocalShare, p.Shadow = base.Name, base.OnStoreError, base.LocalShare, base.Shadow
 	}

@@ -120,7 +120,7 @@ func (s *Store) pttl(_ *testing.T, key string, now int64) int64 {
 	sh := &s.shards[maphash.String(s.seed, key)%shards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.buckets[key]
+	e := sh.buckets[stateKey{key: key}]
 	if e == nil || e.expires <= now {
 		return -2
 	}

@@ -45,9 +45,15 @@ func kindOf(a limit.Algorithm) kind {
 // algorithm, exactly as the algorithm's Lua script does, and reports
 // whether st changed.
 func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
+	return DecideFrom(st, p, cost, now, op, 0)
+}
+
+// DecideFrom is Decide for an OpReturn that names the window its tokens
+// were taken in (from, limit.Request.Window; 0: the current one).
+func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	k := kindOf(p.Algorithm)
 	if st.kind == k || st.kind == kindNone {
-		res, changed, err := decideAny(st, p, cost, now, op)
+		res, changed, err := decideAny(st, p, cost, now, op, from)
 		if changed {
 			st.kind = k
 			if *st == (State{kind: k}) {
@@ -56,8 +62,13 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 		}
 		return res, changed, err
 	}
-	var fresh State // written by another algorithm: as none, until this one writes
-	res, changed, err := decideAny(&fresh, p, cost, now, op)
+	// Written by another algorithm (the key's policy changed algorithm):
+	// never read as full, but as spent at now, as state.lua's fields.
+	fresh, err := spent(k, p, now)
+	if err != nil {
+		return limit.Result{}, false, err
+	}
+	res, changed, err := decideAny(&fresh, p, cost, now, op, from)
 	if changed {
 		*st = fresh
 		if fresh != (State{}) {
@@ -67,17 +78,45 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 	return res, changed, err
 }
 
+// spent is the state of kind k that a key written by another algorithm
+// reads as under p: a bucket empty at now, a window whose count is its
+// limit, a pool empty (the same as none).
+func spent(k kind, p *limit.Policy, now int64) (State, error) {
+	switch k {
+	case kindBucket, kindGCRA:
+		b, err := p.Bucket()
+		if err != nil {
+			return State{}, err
+		}
+		if k == kindBucket {
+			return State{Bucket: BucketState{Units: 0, At: now, Scale: b.Scale}, kind: k}, nil
+		}
+		return State{GCRA: GCRAState{At: now, Debt: b.Capacity, Scale: b.Scale}, kind: k}, nil
+	case kindWindow:
+		w, err := p.Window()
+		if err != nil {
+			return State{}, err
+		}
+		return State{Window: WindowState{W: now, C: w.Limit}, kind: k}, nil
+	}
+	return State{}, nil
+}
+
 // decideAny decides by p's algorithm on its field of st.
-func decideAny(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
+func decideAny(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
 		return decide(&st.Bucket, p.Bucket, TakeBucket, cost, now, op)
 	case limit.GCRA:
 		return decide(&st.GCRA, p.Bucket, TakeGCRA, cost, now, op)
 	case limit.SlidingWindow:
-		return decide(&st.Window, p.Window, TakeSlidingWindow, cost, now, op)
+		return decide(&st.Window, p.Window, func(s *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
+			return takeSlidingWindow(s, w, cost, now, op, from)
+		}, cost, now, op)
 	case limit.FixedWindow:
-		return decide(&st.Window, p.Window, TakeFixedWindow, cost, now, op)
+		return decide(&st.Window, p.Window, func(s *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
+			return takeFixedWindow(s, w, cost, now, op, from)
+		}, cost, now, op)
 	case limit.Pool:
 		return decide(&st.Pool, p.Pool, TakePool, cost, now, op)
 	}

@@ -38,8 +38,23 @@ type Store struct {
 
 type shard struct {
 	mu      sync.Mutex
-	buckets map[string]*entry
+	buckets map[stateKey]*entry
 	ops     uint32
+}
+
+// stateKey names one stored state: a key within its space
+// (limit.Space), so that an internal state never shares a user key's.
+type stateKey struct {
+	space limit.Space
+	key   string
+}
+
+// keyOf is the state r decides: r.Key in the space of its policy.
+func keyOf(r *limit.Request) stateKey {
+	if r.Policy == nil {
+		return stateKey{key: r.Key}
+	}
+	return stateKey{r.Policy.Space, r.Key}
 }
 
 type entry struct {
@@ -64,7 +79,7 @@ func New(cfg Config) *Store {
 	}
 	s.perShard = max(1, maxKeys/shards)
 	for i := range s.shards {
-		s.shards[i].buckets = make(map[string]*entry)
+		s.shards[i].buckets = make(map[stateKey]*entry)
 	}
 	return s
 }
@@ -88,24 +103,25 @@ func (s *Store) decide(r *limit.Request, now int64) limit.Result {
 
 // decide decides r with sh locked.
 func (sh *shard) decide(r *limit.Request, now int64, perShard int) limit.Result {
-	e := sh.buckets[r.Key]
+	k := keyOf(r)
+	e := sh.buckets[k]
 	var st State
 	if e != nil && e.expires > now { // past it, the key is gone, as its TTL'd key in Redis
 		st = e.st
 	}
-	res, changed, err := Decide(&st, r.Policy, r.Cost, now, r.Op)
+	res, changed, err := DecideFrom(&st, r.Policy, r.Cost, now, r.Op, r.Window)
 	if err != nil {
 		return limit.Result{Err: err}
 	}
 	switch {
 	case changed && st == State{}: // full again: the same as no state
 		if e != nil {
-			delete(sh.buckets, r.Key)
+			delete(sh.buckets, k)
 		}
 	case changed:
 		if e == nil {
 			e = &entry{}
-			sh.insert(r.Key, e, now, perShard)
+			sh.insert(k, e, now, perShard)
 		}
 		e.st, e.expires = st, now+lifetime(r.Policy, res)
 	}
@@ -126,7 +142,7 @@ func lifetime(p *limit.Policy, res limit.Result) int64 {
 
 // insert adds e, first making room: full buckets go, then, down to 7/8 of
 // the bound so that the sweep is amortised, arbitrary ones.
-func (sh *shard) insert(key string, e *entry, now int64, maxLen int) {
+func (sh *shard) insert(key stateKey, e *entry, now int64, maxLen int) {
 	sh.ops++
 	if len(sh.buckets) >= maxLen || sh.ops%1024 == 0 {
 		for k, old := range sh.buckets {
@@ -149,7 +165,7 @@ func (sh *shard) insert(key string, e *entry, now int64, maxLen int) {
 var _ limit.Atomic = (*Store)(nil)
 
 // Group puts every key in one group: DoAll locks what it needs.
-func (s *Store) Group(string) int { return 0 }
+func (s *Store) Group(string, *limit.Policy) int { return 0 }
 
 // DoAll takes every request or none, at one instant, with the shards of
 // every key locked (in shard order, so that concurrent calls cannot
@@ -203,13 +219,14 @@ func (s *Store) DoAll(_ context.Context, reqs []limit.Request, out []limit.Resul
 	return true
 }
 
-// Reset forgets key.
-func (s *Store) Reset(_ context.Context, key string, _ *limit.Policy) (bool, error) {
+// Reset forgets key's state under p (its space).
+func (s *Store) Reset(_ context.Context, key string, p *limit.Policy) (bool, error) {
+	k := keyOf(&limit.Request{Key: key, Policy: p})
 	sh := &s.shards[maphash.String(s.seed, key)%shards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.buckets[key]
-	delete(sh.buckets, key)
+	e := sh.buckets[k]
+	delete(sh.buckets, k)
 	return e != nil && e.expires > s.now().UnixMicro(), nil
 }
 

@@ -90,10 +90,23 @@ func decideWindow(lim, c, room, cost int64, op limit.Op, retry func(need int64) 
 // decision, else 0. OpClaim takes up to cost (a claim that gets nothing
 // retries when the window ends); OpReturn lowers c by cost, never below 0.
 func TakeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
+	return takeFixedWindow(st, w, cost, now, op, 0)
+}
+
+// takeFixedWindow is TakeFixedWindow with the window an OpReturn names
+// (from, its start in µs; 0: the current one): a return to a window that
+// has closed gives nothing back.
+func takeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op, from int64) (limit.Result, bool) {
 	length := w.Ticks * w.Tick
 	_, start, c, _ := windowAt(st, length, w.Limit, now)
 	left := ceilDiv(start+length-now, 1000) // ms until the window ends, >= 1
+	closed := op == limit.OpReturn && from != 0 && from != start // nothing to give back
+	if closed {
+		cost = 0
+	}
 	res, c, write := decideWindow(w.Limit, c, w.Limit-c, cost, op, func(int64) int64 { return left })
+	write = write && !closed
+	res.Window = start
 	if write {
 		if c == 0 {
 			*st = WindowState{}
@@ -124,8 +137,31 @@ func TakeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.
 // (a claim that gets nothing retries when 1 fits); OpReturn lowers c by
 // cost, never below 0.
 func TakeSlidingWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
+	return takeSlidingWindow(st, w, cost, now, op, 0)
+}
+
+// takeSlidingWindow is TakeSlidingWindow with the window an OpReturn names
+// (from, its start in µs; 0: the current one): the current window's count
+// is lowered when it is the current one, the previous window's when it is
+// the one before, and nothing is given back to an older window.
+func takeSlidingWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op, from int64) (limit.Result, bool) {
 	P, tick := w.Ticks, w.Tick
 	t, start, c, p := windowAt(st, P*tick, w.Limit, now)
+	if op == limit.OpReturn && from != 0 && from != start {
+		// Taken in the window before (its count is now p: lower it) or
+		// earlier (nothing to give back); the reply is a peek of nothing.
+		changed := from == start-P*tick
+		if changed {
+			if p = max(0, p-cost); c == 0 && p == 0 {
+				*st = WindowState{}
+			} else {
+				*st = WindowState{W: start, C: c, P: p}
+			}
+		}
+		res, _ := takeSlidingWindow(st, w, 0, now, limit.OpPeek, 0)
+		res.Allowed, res.RetryAfterMs = true, -1
+		return res, changed
+	}
 	ws := start / tick          // window start, ticks
 	e := floorDiv(t, tick) - ws // ticks elapsed, 0..P-1
 	full := w.Limit * P         // the limit times P
@@ -143,6 +179,7 @@ func TakeSlidingWindow(st *WindowState, w limit.Window, cost, now int64, op limi
 	})
 	weighted = p*(P-e) + c*P
 	res.Remaining = max(0, (full-weighted)/P)
+	res.Window = start
 	switch {
 	case c > 0:
 		res.ResetAfterMs = ceilDiv((ws+2*P)*tick-now, 1000)

@@ -58,14 +58,14 @@ func batchAt(ctx context.Context, c redis.Scripter, items []batchItem, now int64
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(v) != 7*len(items) {
+	if len(v) != 8*len(items) {
 		return nil, nil, fmt.Errorf("reply of %d integers for %d items", len(v), len(items))
 	}
 	served := make([]bool, len(items))
 	res := make([]limit.Result, len(items))
 	for i := range items {
-		served[i] = v[7*i] == 1
-		res[i] = result(v[7*i+1 : 7*i+7])
+		served[i] = v[8*i] == 1
+		res[i] = result(v[8*i+1 : 8*i+8])
 	}
 	return served, res, nil
 }

@@ -81,7 +81,7 @@ func BenchmarkScriptCost(b *testing.B) {
 						args = append(args, key(), 1, 1, 0)
 					}
 					v, err := rc.EvalSha(ctx, lua.Batch.SHA, nil, args...).Int64Slice()
-					if err != nil || len(v) != 7*n {
+					if err != nil || len(v) != 8*n {
 						b.Fatal(err)
 					}
 				}

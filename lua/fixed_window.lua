@@ -18,8 +18,14 @@
 --        take up to cost, as many as the window still admits); 3 return
 --        (give cost back: lower the window's count, never below 0)
 -- now    the shard's clock, microseconds
+-- from   for a return, the start of the window the tokens were taken in
+--        (the 7th value of the take's reply): a return to a window that has
+--        closed is a no-op, so that a give-back never credits a window it
+--        was not taken from; 0 means the current window (a give-back in the
+--        same script as its take)
 --
--- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted,
+-- start}, start the current window's start in us (what a return names):
 -- allowed 1|0, 1 when c + cost <= limit (c the window's count); remaining
 -- limit - c after the decision; retry_after_ms -1 when allowed or when
 -- cost > limit, else ms until the window ends, rounded up (never 0);
@@ -37,7 +43,7 @@
 -- same as no key), else {w, c, 0, ttl_ms} with a TTL of the window's rest
 -- plus one second.
 
-local function fixed_window(st, limit, ticks, tick, cost, op, now)
+local function fixed_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
   local w = st[1]
   local c = st[2]
@@ -54,8 +60,10 @@ local function fixed_window(st, limit, ticks, tick, cost, op, now)
   local write = false
   if op == 3 then
     allowed = 1
-    c = math.max(0, c - cost)
-    write = true
+    if from == 0 or from == start then
+      c = math.max(0, c - cost)
+      write = true
+    end
   elseif op == 2 then
     granted = math.max(0, math.min(cost, limit - c))
     if granted > 0 then
@@ -85,5 +93,5 @@ local function fixed_window(st, limit, ticks, tick, cost, op, now)
     new = {start, c, 0, reset + 1000}
   end
 
-  return {allowed, limit, limit - c, retry, reset, granted}, new
+  return {allowed, limit, limit - c, retry, reset, granted, start}, new
 end

@@ -64,17 +64,31 @@ func (s *Script) WithTestClock() *Script {
 	return newScript(s.Name+"-test-clock", strings.Replace(s.Src, Clock, TestClock, 1))
 }
 
+// OpArg is the op argument of every script for op (0 take, 1 peek, 2
+// claim, 3 return): for a return of a window algorithm that names the
+// window its tokens were taken in (from, its start in µs, the 7th value of
+// the take's reply), 3 + 4 × from, which a double holds exactly; the
+// script gives nothing back to a window that has closed.
+func OpArg(op int, from int64) int64 {
+	if op == 3 && from > 0 {
+		return 3 + 4*from
+	}
+	return int64(op)
+}
+
 const clockLine = "local clock = " + Clock + "\nlocal now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n"
 
 // single wraps one algorithm's function as a script on KEYS[1]. ARGV: a1,
-// a2, a3, cost, op. It returns the function's six integers.
+// a2, a3, cost, op (OpArg). It returns the function's seven integers.
 func single(name string, id int, src string) *Script {
 	return newScript(name, stateSrc+"\n"+src+"\n"+clockLine+fmt.Sprintf(singleMain, id, name, id, id))
 }
 
 const singleMain = `local raw, e = read(KEYS[1], %d)
 if raw == nil then return e end
-local res, new = %s(fields(raw, %d), tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+local a1, a3, op = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[5])
+local from = math.floor(op / 4)
+local res, new = %s(fields(raw, %d, a1, a3, now), a1, tonumber(ARGV[2]), a3, tonumber(ARGV[4]), op - from * 4, now, from)
 if new ~= nil then
   local ttl
   raw, ttl = after(raw, %d, new)
@@ -113,7 +127,7 @@ local algs = {token_bucket, gcra, sliding_window, fixed_window, pool}
 // algorithm id, a1, a2, a3, cost. Every key is peeked; only when every one
 // allows is every one taken (a key named twice can still fail on its second
 // take: then the takes before it are given back). It returns {allowed,
-// then six integers per key}: the take replies when allowed, else the
+// then seven integers per key}: the take replies when allowed, else the
 // peek replies, and nothing is spent. Every key is read before any is
 // decided and each changed key is written once, at the end.
 var Multi = newScript("multi", algorithms+clockLine+multiMain)
@@ -133,7 +147,8 @@ local function call(i, op)
   local b = (i - 1) * 5
   local id = tonumber(ARGV[b + 1])
   local k = KEYS[i]
-  local res, new = algs[id](fields(raws[k], id), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), op, now)
+  local a1, a3 = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+  local res, new = algs[id](fields(raws[k], id, a1, a3, now), a1, tonumber(ARGV[b + 3]), a3, tonumber(ARGV[b + 5]), op, now, 0)
   if new ~= nil then
     raws[k], ttls[k] = after(raws[k], id, new)
     changed[k] = true
@@ -167,7 +182,7 @@ for i = 1, n do
 end
 local out = {ok}
 for i = 1, n do
-  for j = 1, 6 do out[#out + 1] = res[i][j] end
+  for j = 1, 7 do out[#out + 1] = res[i][j] end
 end
 return out
 `
@@ -189,8 +204,8 @@ const BatchItemArgs = 4
 // way, which follows MOVED and ASK. The others are decided in order on
 // their state in memory (the same key twice sees its first decision), and
 // each changed key is written once, at the end: the script never fails
-// half-way through its writes. It returns seven integers per item: 1 and
-// the six of its decision, or seven 0s for a marked item.
+// half-way through its writes. It returns eight integers per item: 1 and
+// the seven of its decision, or eight 0s for a marked item.
 var Batch = newScript("batch", "#!lua flags=allow-cross-slot-keys\n"+algorithms+clockLine+batchMain)
 
 const batchMain = `local np = tonumber(ARGV[1])
@@ -214,11 +229,13 @@ for i = 0, n - 1 do
   local b = base + i * 4
   local k = ARGV[b + 1]
   if bad[k] then
-    for j = 1, 7 do out[#out + 1] = 0 end
+    for j = 1, 8 do out[#out + 1] = 0 end
   else
     local p = pol[tonumber(ARGV[b + 2])]
     local id = p[1]
-    local res, new = algs[id](fields(raws[k], id), p[2], p[3], p[4], tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), now)
+    local op = tonumber(ARGV[b + 4])
+    local from = math.floor(op / 4)
+    local res, new = algs[id](fields(raws[k], id, p[2], p[4], now), p[2], p[3], p[4], tonumber(ARGV[b + 3]), op - from * 4, now, from)
     if new ~= nil then
       raws[k], ttls[k] = after(raws[k], id, new)
       if not changed[k] then
@@ -227,7 +244,7 @@ for i = 0, n - 1 do
       end
     end
     out[#out + 1] = 1
-    for j = 1, 6 do out[#out + 1] = res[j] end
+    for j = 1, 7 do out[#out + 1] = res[j] end
   end
 end
 for _, k in ipairs(order) do write(k, raws[k], ttls[k]) end

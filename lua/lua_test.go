@@ -40,8 +40,8 @@ func evalAt(ctx context.Context, c redis.Scripter, key string, p *limit.Policy, 
 	if err != nil {
 		return limit.Result{Err: err}
 	}
-	if len(v) != 6 {
-		return limit.Result{Err: fmt.Errorf("reply %v, want 6 integers", v)}
+	if len(v) != 7 {
+		return limit.Result{Err: fmt.Errorf("reply %v, want 7 integers", v)}
 	}
 	return result(v)
 }
@@ -63,7 +63,7 @@ func pttl(ctx context.Context, c *redis.Client) algotest.TTL {
 }
 
 func result(v []int64) limit.Result {
-	return limit.Result{Allowed: v[0] == 1, Limit: v[1], Remaining: v[2], RetryAfterMs: v[3], ResetAfterMs: v[4], Granted: v[5]}
+	return limit.Result{Allowed: v[0] == 1, Limit: v[1], Remaining: v[2], RetryAfterMs: v[3], ResetAfterMs: v[4], Granted: v[5], Window: v[6]}
 }
 
 // The one table of vectors, on every Lua script in a real Redis.
@@ -199,8 +199,8 @@ func TestMultiAgreesWithGo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(v) != 1+6*n {
-				t.Fatalf("reply of %d integers, want %d", len(v), 1+6*n)
+			if len(v) != 1+7*n {
+				t.Fatalf("reply of %d integers, want %d", len(v), 1+7*n)
 			}
 			ok := true
 			want := make([]limit.Result, n)
@@ -217,7 +217,7 @@ func TestMultiAgreesWithGo(t *testing.T) {
 				t.Fatalf("seq %d step %d: lua allowed=%d, go %v", seq, i, v[0], ok)
 			}
 			for j := range pols {
-				if got := result(v[1+6*j : 7+6*j]); got != want[j] {
+				if got := result(v[1+7*j : 8+7*j]); got != want[j] {
 					t.Fatalf("seq %d step %d key %d (%s): lua %+v, go %+v", seq, i, j, pols[j].Algorithm, got, want[j])
 				}
 			}

@@ -24,7 +24,8 @@
 --           v = min(limit, v + cost), always allowed
 -- now       the shard's clock, microseconds
 --
--- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted,
+-- 0} (the 7th value is the windows' start, which a bucket has not):
 -- remaining = v after the decision; retry_after_ms -1 when allowed or when
 -- cost > limit (it can never succeed), else max(1, ceil((cost - v) x
 -- token_us / 1000)) (a claim that gets nothing retries as a take of 1);
@@ -78,5 +79,5 @@ local function pool(st, limit, token_us, ttl_ms, cost, op, now)
     new = {v, now, 0, ttl_ms}
   end
 
-  return {allowed, limit, v, retry, math.ceil((limit - v) * token_us / 1000), granted}, new
+  return {allowed, limit, v, retry, math.ceil((limit - v) * token_us / 1000), granted, 0}, new
 end

@@ -23,8 +23,14 @@
 --        take up to cost, as many as the estimate still admits); 3 return
 --        (give cost back: lower the current window's count, never below 0)
 -- now    the shard's clock, microseconds
+-- from   for a return, the start of the window the tokens were taken in
+--        (the 7th value of the take's reply): the current window's count is
+--        lowered when it is the current one, the previous window's when it
+--        is the one before, and nothing is given back to an older window;
+--        0 means the current window (a give-back in the same script)
 --
--- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted,
+-- start}, start the current window's start in us (what a return names):
 -- allowed 1|0, 1 when weighted + cost x P <= limit x P; remaining
 -- floor((limit x P - weighted) / P) after the decision, at least 0;
 -- retry_after_ms -1 when allowed or when cost > limit, else the exact time
@@ -46,7 +52,7 @@
 -- ttl_ms} with a TTL of reset_after_ms plus one second (the end of the next
 -- window while c > 0).
 
-local function sliding_window(st, limit, ticks, tick, cost, op, now)
+local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
   local w = st[1]
   local sc = st[2]
@@ -85,8 +91,13 @@ local function sliding_window(st, limit, ticks, tick, cost, op, now)
   local write = false
   if op == 3 then
     allowed = 1
-    c = math.max(0, c - cost)
-    write = true
+    if from == 0 or from == start then
+      c = math.max(0, c - cost)
+      write = true
+    elseif from == start - len then
+      p = math.max(0, p - cost)
+      write = true
+    end
   elseif op == 2 then
     granted = math.max(0, math.min(cost, math.floor((full - weighted) / ticks)))
     if granted > 0 then
@@ -121,5 +132,5 @@ local function sliding_window(st, limit, ticks, tick, cost, op, now)
     new = {start, c, p, reset + 1000}
   end
 
-  return {allowed, limit, math.max(0, math.floor((full - weighted) / ticks)), retry, reset, granted}, new
+  return {allowed, limit, math.max(0, math.floor((full - weighted) / ticks)), retry, reset, granted, start}, new
 end

@@ -12,8 +12,8 @@
 -- the key's object. The tags: b token bucket {v, t, s}, g GCRA {a, d, u},
 -- w the windows {w, c, p} (the two window algorithms share their fields, as
 -- their hashes did; the fixed window's p is 0), p a region's pool {v, t, 0}.
--- A value of another tag reads as no state: a key whose policy changes
--- algorithm starts afresh (for a pool: empty). A hash, as sluice wrote
+-- A value of another tag reads as spent (see fields): a key whose policy
+-- changes algorithm starts empty, never full (a pool: empty). A hash, as sluice wrote
 -- before, is read by its field names and replaced by a string at the next
 -- write; the pool never had a hash, so under it a hash reads as no state.
 
@@ -48,10 +48,18 @@ local function read(key, id)
 end
 
 -- fields returns the state an algorithm sees in raw: its fields when raw
--- carries its tag, else none.
-local function fields(raw, id)
-  if raw[1] ~= tags[id] then return {} end
-  return {raw[2], raw[3], raw[4]}
+-- carries its tag, none when raw is empty. A state another algorithm wrote
+-- (the key's policy changed algorithm) is never read as a fresh, full
+-- bucket: it reads as spent now, a bucket empty at now (a1..a3 are the
+-- policy's parameters: scale a3 for the buckets, limit a1 for the
+-- windows), a window whose count is its limit; a pool, which starts empty
+-- anyway, as none.
+local function fields(raw, id, a1, a3, now)
+  if raw[1] == tags[id] then return {raw[2], raw[3], raw[4]} end
+  if raw[1] == nil or id == 5 then return {} end
+  if id == 1 then return {0, now, a3} end
+  if id == 2 then return {now, a1, a3} end
+  return {now, a1, 0}
 end
 
 -- after returns raw as it is once an algorithm's new state (nil: unchanged,

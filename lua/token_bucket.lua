@@ -19,7 +19,8 @@
 --           exist); 3 return (give cost unused tokens back)
 -- now       the shard's clock, microseconds
 --
--- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted}:
+-- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted,
+-- 0} (the 7th value is the windows' start, which a bucket has not):
 -- allowed 1|0; remaining whole tokens; retry_after_ms -1 when allowed or when
 -- cost > limit, else ms until cost tokens exist, rounded up (never 0);
 -- reset_after_ms until the bucket is full, rounded up; granted the tokens a
@@ -89,5 +90,5 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now)
     new = {v, at, scale, math.ceil((capacity - v) / per_ms) + 1000}
   end
 
-  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted}, new
+  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted, 0}, new
 end

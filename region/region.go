@@ -147,7 +147,7 @@ func (l *Layer) derive(p *limit.Policy) *derived {
 		return d.(*derived)
 	}
 	q := *p
-	q.Algorithm, q.Scope, q.Hot, q.LocalShare = limit.Pool, limit.ScopeRegional, limit.Hot{Mode: limit.HotOff}, 1
+	q.Algorithm, q.Scope, q.Hot, q.LocalShare, q.Space = limit.Pool, limit.ScopeRegional, limit.Hot{Mode: limit.HotOff}, 1, limit.SpacePool
 	d := &derived{pool: &q, floor: p.Floor()}
 	if l.npols.Add(1) > maxDerived {
 		// Every reload makes new policies: forget the old ones (those in
@@ -163,10 +163,6 @@ func (l *Layer) derive(p *limit.Policy) *derived {
 
 // maxDerived bounds the policies derived and kept.
 const maxDerived = 4096
-
-// floorKey is the user key of the bucket a region decides key by alone.
-// It keeps key's hash tag, if any, so related keys stay together.
-func floorKey(key string) string { return key + "\x00region-floor" }
 
 // Do decides reqs. Requests of global policies are taken from the
 // region's pool (the tokens its allocator claimed from home); when the
@@ -258,7 +254,7 @@ func (l *Layer) floor(ctx context.Context, reqs []limit.Request, out []limit.Res
 	res := make([]limit.Result, len(idx))
 	for j, i := range idx {
 		r := reqs[i]
-		sub[j] = limit.Request{Key: floorKey(r.Key), Cost: r.Cost, Op: r.Op, Policy: l.derive(r.Policy).floor}
+		sub[j] = limit.Request{Key: r.Key, Cost: r.Cost, Op: r.Op, Policy: l.derive(r.Policy).floor}
 	}
 	l.inner.Do(ctx, sub, res)
 	for j, i := range idx {
@@ -291,7 +287,7 @@ func (l *Layer) Reset(ctx context.Context, key string, p *limit.Policy) (bool, e
 		return false, err
 	}
 	if d.floor != nil {
-		f, err := l.inner.Reset(ctx, floorKey(key), d.floor)
+		f, err := l.inner.Reset(ctx, key, d.floor)
 		if err != nil {
 			return false, err
 		}
@@ -324,7 +320,14 @@ func (l *Layer) Close() error {
 
 type atomicLayer struct{ *Layer }
 
-func (a atomicLayer) Group(key string) int { return a.inner.(limit.Atomic).Group(key) }
+// Group is the group of key's state as the region keeps it: for a global
+// policy, its pool.
+func (a atomicLayer) Group(key string, p *limit.Policy) int {
+	if p != nil && p.Global() {
+		p = a.derive(p).pool
+	}
+	return a.inner.(limit.Atomic).Group(key, p)
+}
 
 // DoAll decides all-or-nothing: global policies by their pools alone (an
 // RL.MTAKE never falls to the floor).

@@ -146,16 +146,19 @@ var Pool = []Vector{
 		},
 	},
 	{
-		Name:   "another algorithm's state is an empty pool, and a pool is no state to it",
+		// One owner per stored state: a state another algorithm wrote is
+		// never read as full. A pool starts empty anyway; to a bucket or a
+		// window a pool is spent (refused until the pool's TTL ends).
+		Name:   "another algorithm's state is an empty pool, and a pool is spent to it",
 		Policy: tb(5, 1, time.Second),
 		Steps: []Step{
 			{Cost: 1, Want: Want{true, 4, -1, 1000, 0}},
 			{Cost: 1, Policy: pl(10, 5, time.Second), Want: Want{false, 0, 200, 2000, 0}},
 			{Cost: 2, Op: limit.OpReturn, Want: Want{true, 2, -1, 1600, 0}, TTL: 10_000},
-			{Cost: 1, Policy: tb(5, 1, time.Second), Want: Want{true, 4, -1, 1000, 0}},
-			{Cost: 1, Peek: true, Policy: pl(10, 5, time.Second), Want: Want{false, 0, 200, 2000, 0}},
-			{Cost: 1, Policy: fw(3, time.Second), Want: Want{true, 2, -1, 1000, 0}},
-			{Cost: 1, Op: limit.OpClaim, Policy: pl(10, 5, time.Second), Want: Want{false, 0, 200, 2000, 0}},
+			{Cost: 1, Policy: tb(5, 1, time.Second), Want: Want{false, 0, 1000, 5000, 0}},
+			{Cost: 1, Peek: true, Policy: pl(10, 5, time.Second), Want: Want{true, 2, -1, 1600, 0}},
+			{Cost: 1, Policy: fw(3, time.Second), Want: Want{false, 0, 1000, 1000, 0}},
+			{Cost: 1, Op: limit.OpClaim, Policy: pl(10, 5, time.Second), Want: Want{true, 1, -1, 1800, 1}},
 		},
 	},
 }
