@@ -164,13 +164,35 @@ func (q *nodeQueue) overloaded(n int) {
 // answered nothing for a cool-down. Under a surge sluice itself may read
 // replies late (its goroutines wait for a CPU); that is overload too. A
 // unit sent round again after MOVED or ASK that runs out of time is in a
-// redirection loop: unavailable, as rounds says.
+// redirection loop: unavailable, as rounds says. The waiter of u and its
+// worker (expired) may both judge it; only the first counts it.
 func (s *Store) late(u *unit, err error) error {
+	first := u.judged.CompareAndSwap(false, true)
 	if q := u.q; q != nil && !u.redirected && q.alive(u.queued) {
-		q.overloaded(len(u.items))
+		if first {
+			q.overloaded(len(u.items))
+		}
 		return &limit.OverloadError{Node: u.addr, Wait: time.Duration(time.Now().UnixNano() - u.queued)}
 	}
 	return s.unavailable(u.addr, err)
+}
+
+// expired files the answer of a unit whose deadline passed while it was
+// queued, before any of it was sent: by late's rule, overloaded while the
+// node is alive. Under a surge, or on a machine whose CPUs are busy, the
+// worker often reaches such a unit before its waiter wakes, and the
+// waiter then takes the worker's answer: it must be the same one, not a
+// fault of a node that kept answering.
+func (q *nodeQueue) expired(u *unit, err error) {
+	e := q.s.late(u, err)
+	var ue *limit.UnavailableError
+	unavailable := errors.As(e, &ue)
+	for _, it := range u.items {
+		it.res = limit.Result{Err: e}
+		if unavailable {
+			q.s.observeErr(q.addr, err)
+		}
+	}
 }
 
 // alive reports whether the node counts as alive for a request queued at
@@ -206,11 +228,16 @@ func (q *nodeQueue) lateReplies(batch []*unit, sent time.Time) {
 	}
 }
 
+// lateUnit turns u's timeouts into overload; it counts them unless u's
+// waiter has judged u already (late).
 func (q *nodeQueue) lateUnit(u *unit, sent time.Time) {
+	first := u.judged.CompareAndSwap(false, true)
 	for _, it := range u.items {
 		var ue *limit.UnavailableError
 		if errors.As(it.res.Err, &ue) && errKind(ue.Err) == KindTimeout {
-			q.overloaded(1)
+			if first {
+				q.overloaded(1)
+			}
 			it.res = limit.Result{Err: &limit.OverloadError{Node: q.addr, Wait: time.Since(sent)}}
 		}
 	}

@@ -107,3 +107,64 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 		t.Errorf("%d of %d unavailable (a timeout taken for a fault), want at most 1%%", u, total)
 	}
 }
+
+// A request whose deadline passes while it waits in the queue of a node
+// that keeps answering was never sent: it is overloaded, whoever judges
+// it first — its waiter (late) or the node's worker, which reaches it
+// before its waiter wakes when sluice's goroutines wait for a CPU. It is
+// unavailable only while nothing says the node is alive, and it is
+// counted once however many judge it.
+func TestExpiredInQueueIsOverload(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	ctx := t.Context()
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := &limit.Policy{Name: "p", Limit: 10, Rate: 1, Period: time.Hour}
+	pa, err := s.policyArgs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.queue(n.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// expired is a unit queued for the node whose deadline has passed.
+	expired := func() *unit {
+		uctx, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Millisecond))
+		t.Cleanup(cancel)
+		it := &item{key: Key("expired"), script: pa.script, pa: pa, cost: 1, op: limit.OpTake, addr: n.Addr}
+		return &unit{addr: n.Addr, ctx: uctx, items: []*item{it}, done: make(chan struct{}), q: q, queued: time.Now().UnixNano()}
+	}
+
+	u := expired()
+	q.send([]*unit{u})
+	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrUnavailable) {
+		t.Fatalf("before the node ever answered: %v, want unavailable", err)
+	}
+
+	out := make([]limit.Result, 1)
+	if s.Do(ctx, []limit.Request{{Key: "alive", Cost: 1, Policy: p}}, out); out[0].Err != nil {
+		t.Fatal(out[0].Err)
+	}
+	before := q.overloads.Load()
+	u = expired()
+	q.send([]*unit{u})
+	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrOverload) {
+		t.Fatalf("while the node answers: %v, want overload", err)
+	}
+	if err := s.late(u, u.ctx.Err()); !errors.Is(err, limit.ErrOverload) {
+		t.Fatalf("its waiter's answer: %v, want overload", err)
+	}
+	if got := q.overloads.Load() - before; got != 1 {
+		t.Errorf("counted %d times as overloaded, want once", got)
+	}
+
+	// Neither was sent: the bucket is untouched.
+	if s.Do(ctx, []limit.Request{{Key: "expired", Cost: 1, Policy: p}}, out); out[0].Err != nil || out[0].Remaining != 9 {
+		t.Errorf("first take of the expired key: %+v, want allowed with 9 left", out[0])
+	}
+}
