@@ -94,7 +94,7 @@ func (m *service) wait(backlog int64, maxBatch int) time.Duration {
 // noteAnswer records that the node answered a pipeline of n decisions
 // sent at sent.
 func (q *nodeQueue) noteAnswer(now, sent time.Time, n int) {
-	q.answered.Store(now.UnixNano())
+	q.noteAlive(now)
 	q.service.note(now, sent, n)
 	// The pipeline's size limit, in the spirit of TCP's congestion window:
 	// it doubles while full pipelines come back within a quarter of the
@@ -119,6 +119,18 @@ func (q *nodeQueue) noteSilence() {
 
 // minBatchLimit is the least a pipeline's size limit falls to.
 const minBatchLimit = 8
+
+// noteAlive records that the node answered at t. The time only moves
+// forward: two workers that heard from the node may store theirs in
+// either order.
+func (q *nodeQueue) noteAlive(t time.Time) {
+	for ns := t.UnixNano(); ; {
+		old := q.answered.Load()
+		if ns <= old || q.answered.CompareAndSwap(old, ns) {
+			return
+		}
+	}
+}
 
 // answeredSince reports whether the node answered anything after t.
 func (q *nodeQueue) answeredSince(t int64) bool { return q.answered.Load() > t }
@@ -213,7 +225,7 @@ func (q *nodeQueue) confirmAlive() bool {
 	if err := q.client.Ping(ctx).Err(); err != nil {
 		return false
 	}
-	q.answered.Store(time.Now().UnixNano())
+	q.noteAlive(time.Now())
 	return true
 }
 
