@@ -161,8 +161,8 @@ func TestExpiredInQueueIsOverload(t *testing.T) {
 
 	u := expired()
 	q.send([]*unit{u})
-	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrUnavailable) {
-		t.Fatalf("before the node ever answered: %v, want unavailable", err)
+	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrUnavailable) || errors.Is(err, limit.ErrOverload) {
+		t.Fatalf("before the node ever answered: %v, want unavailable, not overload", err)
 	}
 
 	out := make([]limit.Result, 1)
