@@ -27,6 +27,10 @@ type unit struct {
 	// redirected: u goes round again after MOVED or ASK; running out of
 	// time then is a redirection loop, not overload.
 	redirected bool
+	// judged is set by the first to classify u as run out of time — its
+	// waiter (Store.late) or its worker (expired, lateUnit) — so that its
+	// decisions are counted once.
+	judged atomic.Bool
 }
 
 // nodeQueue feeds one node's workers. Each worker takes whatever is queued
@@ -214,7 +218,7 @@ func (q *nodeQueue) send(batch []*unit) {
 	var items []*item
 	for _, u := range batch {
 		if err := u.ctx.Err(); err != nil {
-			q.fail(u.items, err)
+			q.expired(u, err)
 			continue
 		}
 		d, ok := u.ctx.Deadline()

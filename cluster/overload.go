@@ -94,7 +94,7 @@ func (m *service) wait(backlog int64, maxBatch int) time.Duration {
 // noteAnswer records that the node answered a pipeline of n decisions
 // sent at sent.
 func (q *nodeQueue) noteAnswer(now, sent time.Time, n int) {
-	q.answered.Store(now.UnixNano())
+	q.noteAlive(now)
 	q.service.note(now, sent, n)
 	// The pipeline's size limit, in the spirit of TCP's congestion window:
 	// it doubles while full pipelines come back within a quarter of the
@@ -119,6 +119,18 @@ func (q *nodeQueue) noteSilence() {
 
 // minBatchLimit is the least a pipeline's size limit falls to.
 const minBatchLimit = 8
+
+// noteAlive records that the node answered at t. The time only moves
+// forward: two workers that heard from the node may store theirs in
+// either order.
+func (q *nodeQueue) noteAlive(t time.Time) {
+	for ns := t.UnixNano(); ; {
+		old := q.answered.Load()
+		if ns <= old || q.answered.CompareAndSwap(old, ns) {
+			return
+		}
+	}
+}
 
 // answeredSince reports whether the node answered anything after t.
 func (q *nodeQueue) answeredSince(t int64) bool { return q.answered.Load() > t }
@@ -164,13 +176,35 @@ func (q *nodeQueue) overloaded(n int) {
 // answered nothing for a cool-down. Under a surge sluice itself may read
 // replies late (its goroutines wait for a CPU); that is overload too. A
 // unit sent round again after MOVED or ASK that runs out of time is in a
-// redirection loop: unavailable, as rounds says.
+// redirection loop: unavailable, as rounds says. The waiter of u and its
+// worker (expired) may both judge it; only the first counts it.
 func (s *Store) late(u *unit, err error) error {
+	first := u.judged.CompareAndSwap(false, true)
 	if q := u.q; q != nil && !u.redirected && q.alive(u.queued) {
-		q.overloaded(len(u.items))
+		if first {
+			q.overloaded(len(u.items))
+		}
 		return &limit.OverloadError{Node: u.addr, Wait: time.Duration(time.Now().UnixNano() - u.queued)}
 	}
 	return s.unavailable(u.addr, err)
+}
+
+// expired files the answer of a unit whose deadline passed while it was
+// queued, before any of it was sent: by late's rule, overloaded while the
+// node is alive. Under a surge, or on a machine whose CPUs are busy, the
+// worker often reaches such a unit before its waiter wakes, and the
+// waiter then takes the worker's answer: it must be the same one, not a
+// fault of a node that kept answering.
+func (q *nodeQueue) expired(u *unit, err error) {
+	e := q.s.late(u, err)
+	var ue *limit.UnavailableError
+	unavailable := errors.As(e, &ue)
+	for _, it := range u.items {
+		it.res = limit.Result{Err: e}
+		if unavailable {
+			q.s.observeErr(q.addr, err)
+		}
+	}
 }
 
 // alive reports whether the node counts as alive for a request queued at
@@ -191,7 +225,7 @@ func (q *nodeQueue) confirmAlive() bool {
 	if err := q.client.Ping(ctx).Err(); err != nil {
 		return false
 	}
-	q.answered.Store(time.Now().UnixNano())
+	q.noteAlive(time.Now())
 	return true
 }
 
@@ -206,11 +240,16 @@ func (q *nodeQueue) lateReplies(batch []*unit, sent time.Time) {
 	}
 }
 
+// lateUnit turns u's timeouts into overload; it counts them unless u's
+// waiter has judged u already (late).
 func (q *nodeQueue) lateUnit(u *unit, sent time.Time) {
+	first := u.judged.CompareAndSwap(false, true)
 	for _, it := range u.items {
 		var ue *limit.UnavailableError
 		if errors.As(it.res.Err, &ue) && errKind(ue.Err) == KindTimeout {
-			q.overloaded(1)
+			if first {
+				q.overloaded(1)
+			}
 			it.res = limit.Result{Err: &limit.OverloadError{Node: q.addr, Wait: time.Since(sent)}}
 		}
 	}

@@ -21,6 +21,14 @@ import (
 // The overload is real: a side client keeps the node busy with DEBUG
 // SLEEP 4 ms after 4 ms, so it answers in bursts, and 200 callers with a
 // 30 ms deadline each ask more than it can serve.
+//
+// How much is turned away, and how much of it runs out of time in the
+// queue rather than at the door, depends on the machine: a busy CPU moves
+// those shares. What may not move is the judgement. A node counts as
+// alive while it answered within the breaker's cool-down (late), so an
+// unavailable decision is a misjudgement when, before the call began, the
+// test had seen the store answer a call that began within the cool-down
+// before this one ended: that answer came in that window.
 func TestSlowNodeIsNotDead(t *testing.T) {
 	t.Parallel()
 	n := redistest.NewSingle(t)
@@ -53,8 +61,12 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	}()
 
 	const callers, perCaller = 200, 150
-	var stored, overloaded, unavailable, other atomic.Int64
+	var stored, overloaded, unavailable, misjudged, other atomic.Int64
 	var firstOther atomic.Value
+	// seen is the latest start (unix ns) of a call the store answered
+	// that has returned.
+	var seen atomic.Int64
+	cooldown := s.cfg.BreakerCooldown
 	var wg sync.WaitGroup
 	end := time.Now().Add(3 * time.Second) // bounds the load loop
 	for c := range callers {
@@ -64,17 +76,24 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 			reqs := []limit.Request{{Key: fmt.Sprintf("slow:%d", c), Cost: 1, Policy: p}}
 			out := make([]limit.Result, 1)
 			for i := 0; i < perCaller && time.Now().Before(end); i++ {
+				answeredBefore := seen.Load()
+				start := time.Now().UnixNano()
 				rctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 				s.Do(rctx, reqs, out)
 				cancel()
 				switch err := out[0].Err; {
 				case err == nil:
 					stored.Add(1)
+					for old := seen.Load(); start > old && !seen.CompareAndSwap(old, start); old = seen.Load() {
+					}
 				case errors.Is(err, limit.ErrOverload):
 					overloaded.Add(1)
 				case errors.Is(err, limit.ErrUnavailable):
 					unavailable.Add(1)
-					firstOther.CompareAndSwap(nil, err.Error())
+					if answeredBefore >= time.Now().Add(-cooldown).UnixNano() {
+						misjudged.Add(1)
+						firstOther.CompareAndSwap(nil, err.Error())
+					}
 				default:
 					other.Add(1)
 					firstOther.CompareAndSwap(nil, err.Error())
@@ -92,8 +111,8 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 		t.Logf("node %s: %d pipelines, %d decisions, %d overloaded; service %v a pipeline + %v a decision", st.Addr, st.Pipelines, st.Decisions, st.Overload, st.PipelineCost, st.Service)
 	}
 	total := stored.Load() + overloaded.Load() + unavailable.Load() + other.Load()
-	t.Logf("%d decisions: %d by the store, %d overloaded, %d unavailable, %d other (first: %v); breaker opened %d times",
-		total, stored.Load(), overloaded.Load(), unavailable.Load(), other.Load(), firstOther.Load(), opens)
+	t.Logf("%d decisions: %d by the store, %d overloaded, %d unavailable (%d of them while the node answered), %d other (first: %v); breaker opened %d times",
+		total, stored.Load(), overloaded.Load(), unavailable.Load(), misjudged.Load(), other.Load(), firstOther.Load(), opens)
 	if opens != 0 {
 		t.Errorf("the breaker of a node that kept answering opened %d times, want 0", opens)
 	}
@@ -103,7 +122,68 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	if stored.Load() == 0 || overloaded.Load() == 0 {
 		t.Errorf("by the store %d, overloaded %d: want both > 0 (the test must overload a live node)", stored.Load(), overloaded.Load())
 	}
-	if u := unavailable.Load(); u*100 > total {
-		t.Errorf("%d of %d unavailable (a timeout taken for a fault), want at most 1%%", u, total)
+	if m := misjudged.Load(); m != 0 {
+		t.Errorf("%d of %d decisions unavailable while the node answered within the cool-down (%v): a timeout taken for a fault, want 0", m, total, cooldown)
+	}
+}
+
+// A request whose deadline passes while it waits in the queue of a node
+// that keeps answering was never sent: it is overloaded, whoever judges
+// it first — its waiter (late) or the node's worker, which reaches it
+// before its waiter wakes when sluice's goroutines wait for a CPU. It is
+// unavailable only while nothing says the node is alive, and it is
+// counted once however many judge it.
+func TestExpiredInQueueIsOverload(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	ctx := t.Context()
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := &limit.Policy{Name: "p", Limit: 10, Rate: 1, Period: time.Hour}
+	pa, err := s.policyArgs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.queue(n.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// expired is a unit queued for the node whose deadline has passed.
+	expired := func() *unit {
+		uctx, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Millisecond))
+		t.Cleanup(cancel)
+		it := &item{key: Key("expired"), script: pa.script, pa: pa, cost: 1, op: limit.OpTake, addr: n.Addr}
+		return &unit{addr: n.Addr, ctx: uctx, items: []*item{it}, done: make(chan struct{}), q: q, queued: time.Now().UnixNano()}
+	}
+
+	u := expired()
+	q.send([]*unit{u})
+	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrUnavailable) || errors.Is(err, limit.ErrOverload) {
+		t.Fatalf("before the node ever answered: %v, want unavailable, not overload", err)
+	}
+
+	out := make([]limit.Result, 1)
+	if s.Do(ctx, []limit.Request{{Key: "alive", Cost: 1, Policy: p}}, out); out[0].Err != nil {
+		t.Fatal(out[0].Err)
+	}
+	before := q.overloads.Load()
+	u = expired()
+	q.send([]*unit{u})
+	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrOverload) {
+		t.Fatalf("while the node answers: %v, want overload", err)
+	}
+	if err := s.late(u, u.ctx.Err()); !errors.Is(err, limit.ErrOverload) {
+		t.Fatalf("its waiter's answer: %v, want overload", err)
+	}
+	if got := q.overloads.Load() - before; got != 1 {
+		t.Errorf("counted %d times as overloaded, want once", got)
+	}
+
+	// Neither was sent: the bucket is untouched.
+	if s.Do(ctx, []limit.Request{{Key: "expired", Cost: 1, Policy: p}}, out); out[0].Err != nil || out[0].Remaining != 9 {
+		t.Errorf("first take of the expired key: %+v, want allowed with 9 left", out[0])
 	}
 }
