@@ -287,7 +287,7 @@ type item struct {
 	key    string // Redis key
 	cost   int64
 	op     limit.Op
-	from   int64 // an OpReturn's window (limit.Request.Window)
+	from   int64 // an OpReturn's window, an OpClaim's hold (fromOf)
 	args   []any // the whole EVALSHA command of a Multi call; nil for one key (see command)
 	argv   [9]any
 	script *lua.Script
@@ -335,7 +335,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			continue
 		}
 		it := &items[i]
-		it.idx, it.key, it.script, it.pa, it.cost, it.op, it.from = i, SpaceKey(r.Policy.Space, r.Key), pa.script, pa, r.Cost, r.Op, r.Window
+		it.idx, it.key, it.script, it.pa, it.cost, it.op, it.from = i, SpaceKey(r.Policy.Space, r.Key), pa.script, pa, r.Cost, r.Op, fromOf(r)
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}
 			continue
@@ -421,11 +421,20 @@ func (s *Store) pause(ctx context.Context, n int) bool {
 // opArg is the op argument of the scripts for each limit.Op.
 var opArg = [4]any{"0", "1", "2", "3"}
 
+// fromOf is what the scripts' op argument carries besides the op: an
+// OpReturn's window, an OpClaim's hold.
+func fromOf(r *limit.Request) int64 {
+	if r.Op == limit.OpClaim {
+		return r.Hold
+	}
+	return r.Window
+}
+
 // opArg is the item's op argument (lua.OpArg): boxed once for the common
 // ops, built for a return that names its window.
 func (it *item) opArg() any {
-	if it.op == limit.OpReturn && it.from > 0 {
-		return lua.OpArg(3, it.from)
+	if (it.op == limit.OpReturn || it.op == limit.OpClaim) && it.from > 0 {
+		return lua.OpArg(int(it.op), it.from)
 	}
 	return opArg[it.op&3]
 }

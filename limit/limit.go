@@ -323,6 +323,12 @@ type Request struct {
 	// to a window that has closed gives nothing back (a refund never
 	// credits another window); 0 means the current one.
 	Window int64
+	// Hold, for an OpClaim under a bucket algorithm, holds the bucket
+	// until then (µs since the epoch, the store's clock): nothing refills
+	// before it, and Result.Window is the hold that was in force before
+	// (0: none). A split hot key's main bucket is held while its
+	// sub-buckets hold its budget, so that no other path spends it twice.
+	Hold int64
 }
 
 // Result is one decision, the six fields of the RL.TAKE reply, or Err.

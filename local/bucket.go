@@ -19,6 +19,14 @@ type BucketState struct {
 // nothing. A bucket that ends full is reported as changed with Scale 0
 // (absent), as the script deletes it.
 func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit.Op) (limit.Result, bool) {
+	return takeBucket(st, b, cost, now, op, 0)
+}
+
+// takeBucket is TakeBucket with a hold for OpClaim (hold, µs; 0: none): a
+// claim that holds the bucket until then, so that nothing refills before
+// it (the main bucket of a split hot key); Result.Window is then the hold
+// that was in force before (0: none), as token_bucket.lua's.
+func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit.Op, hold int64) (limit.Result, bool) {
 	v, at := b.Capacity, now
 	if st.Scale != 0 {
 		v, at = st.Units, st.At
@@ -30,6 +38,10 @@ func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 			at = now
 		}
 		v = min(v, b.Capacity)
+	}
+	held := int64(0) // a hold in force: nothing refills before at
+	if at > now {
+		held = at
 	}
 	perMs := b.Refill * 1000
 	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
@@ -53,6 +65,13 @@ func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 			res.Allowed = true // a claim of nothing gets nothing, at once
 		} else {
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
+		}
+		if hold > 0 {
+			res.Window = held
+		}
+		if hold > now {
+			at = max(at, hold)
+			write = true
 		}
 	case cost <= b.Limit:
 		need := cost * b.Scale

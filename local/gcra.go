@@ -26,6 +26,11 @@ type GCRAState struct {
 // in Go and of 0 or less in Lua; here it is admitted, granted 0). A key whose TAT ends not ahead of now is reported as changed
 // with the zero value, as the script deletes it.
 func TakeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limit.Result, bool) {
+	return takeGCRA(st, b, cost, now, op, 0)
+}
+
+// takeGCRA is TakeGCRA with a hold for OpClaim, as takeBucket's.
+func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold int64) (limit.Result, bool) {
 	d, at := int64(0), now
 	if st.Scale != 0 {
 		d, at = st.Debt, st.At
@@ -38,6 +43,10 @@ func TakeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limi
 		}
 		d = min(max(d, 0), b.Capacity)
 	}
+	held := int64(0) // a hold in force: nothing is paid before at
+	if at > now {
+		held = at
+	}
 	v := b.Capacity - d // what the token bucket holds
 	perMs := b.Refill * 1000
 	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
@@ -45,6 +54,9 @@ func TakeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limi
 	switch {
 	case op == limit.OpClaim && cost == 0:
 		res.Allowed = true // granted nothing, writes nothing
+		if hold > 0 {
+			res.Window = held
+		}
 	case op == limit.OpReturn:
 		res.Allowed = true
 		if cost >= b.Limit {
@@ -61,6 +73,13 @@ func TakeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limi
 			write = true
 		} else {
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
+		}
+		if hold > 0 {
+			res.Window = held
+		}
+		if hold > now {
+			at = max(at, hold)
+			write = true
 		}
 	case cost <= b.Limit:
 		need := cost * b.Scale

@@ -49,7 +49,8 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 }
 
 // DecideFrom is Decide for an OpReturn that names the window its tokens
-// were taken in (from, limit.Request.Window; 0: the current one).
+// were taken in (from, limit.Request.Window; 0: the current one), or an
+// OpClaim that holds a bucket until from (limit.Request.Hold; 0: none).
 func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	k := kindOf(p.Algorithm)
 	if st.kind == k || st.kind == kindNone {
@@ -106,9 +107,13 @@ func spent(k kind, p *limit.Policy, now int64) (State, error) {
 func decideAny(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
-		return decide(&st.Bucket, p.Bucket, TakeBucket, cost, now, op)
+		return decide(&st.Bucket, p.Bucket, func(s *BucketState, b limit.Bucket, cost, now int64, op limit.Op) (limit.Result, bool) {
+			return takeBucket(s, b, cost, now, op, from)
+		}, cost, now, op)
 	case limit.GCRA:
-		return decide(&st.GCRA, p.Bucket, TakeGCRA, cost, now, op)
+		return decide(&st.GCRA, p.Bucket, func(s *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limit.Result, bool) {
+			return takeGCRA(s, b, cost, now, op, from)
+		}, cost, now, op)
 	case limit.SlidingWindow:
 		return decide(&st.Window, p.Window, func(s *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
 			return takeSlidingWindow(s, w, cost, now, op, from)

@@ -109,7 +109,11 @@ func (sh *shard) decide(r *limit.Request, now int64, perShard int) limit.Result 
 	if e != nil && e.expires > now { // past it, the key is gone, as its TTL'd key in Redis
 		st = e.st
 	}
-	res, changed, err := DecideFrom(&st, r.Policy, r.Cost, now, r.Op, r.Window)
+	from := r.Window
+	if r.Op == limit.OpClaim {
+		from = r.Hold
+	}
+	res, changed, err := DecideFrom(&st, r.Policy, r.Cost, now, r.Op, from)
 	if err != nil {
 		return limit.Result{Err: err}
 	}

@@ -39,6 +39,7 @@
 --           2 claim (a lease: take up to cost whole tokens, as many as
 --           exist); 3 return (give cost unused tokens back)
 -- now       the shard's clock, microseconds
+-- from      for a claim: hold until then (us), as token_bucket.lua's
 --
 -- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted,
 -- 0} (the 7th value is the windows' start, which a bucket has not):
@@ -51,7 +52,7 @@
 -- not ahead of now is the same as no key), else {a, d, u, ttl_ms} with a TTL
 -- of the time until the TAT plus one second.
 
-local function gcra(st, capacity, refill, scale, cost, op, now)
+local function gcra(st, capacity, refill, scale, cost, op, now, from)
   local limit = capacity / scale
   local at = st[1]
   local d = st[2]
@@ -72,6 +73,8 @@ local function gcra(st, capacity, refill, scale, cost, op, now)
     if d < 0 then d = 0 end
     if d > capacity then d = capacity end
   end
+  local held = 0 -- a hold in force: nothing is paid before at
+  if at > now then held = at end
 
   -- v is what the token bucket would hold: the same decisions, to the unit
   local v = capacity - d
@@ -95,6 +98,11 @@ local function gcra(st, capacity, refill, scale, cost, op, now)
     else
       retry = math.ceil((scale - v) / per_ms)
     end
+    if from ~= nil and from > now then
+      -- a hold (a split key's main bucket): nothing is paid before from
+      if from > at then at = from end
+      write = true
+    end
   elseif cost <= limit then
     local need = cost * scale
     if v >= need then
@@ -116,5 +124,7 @@ local function gcra(st, capacity, refill, scale, cost, op, now)
     new = {at, d, scale, math.ceil(d / per_ms) + math.ceil((at - now) / 1000) + 1000}
   end
 
-  return {allowed, limit, math.floor(v / scale), retry, math.ceil(d / per_ms), granted, 0}, new
+  local reply7 = 0
+  if op == 2 and from ~= nil and from > 0 then reply7 = held end
+  return {allowed, limit, math.floor(v / scale), retry, math.ceil(d / per_ms), granted, reply7}, new
 end

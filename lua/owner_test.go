@@ -133,3 +133,52 @@ func TestForeignOwnerIsNotFull(t *testing.T) {
 }
 
 func kindWindow(p *limit.Policy) bool { return !p.Algorithm.IsBucket() }
+
+// A claim that holds a bucket (a split hot key's main bucket) takes what
+// there is and lets nothing refill until the hold ends: no other path (an
+// RL.MTAKE, an instance where the key is not hot) spends the budget the
+// sub-buckets hold meanwhile. The reply's 7th value is the hold already in
+// force, so an instance tells a hot spell it joins from one it starts.
+func TestHoldLetsNothingRefill(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewSingle(t).Client()
+	ctx := context.Background()
+	const s0 = int64(1_800_000_000) * 1_000_000
+	for _, alg := range []limit.Algorithm{limit.TokenBucket, limit.GCRA} {
+		p := &limit.Policy{Algorithm: alg, Limit: 5, Rate: 5, Period: time.Second}
+		a, err := lua.ArgsFor(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "hold:" + string(alg)
+		var st local.State
+		do := func(at int64, op limit.Op, cost, hold int64) limit.Result {
+			t.Helper()
+			v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, lua.OpArg(int(op), hold), at/1_000_000, at%1_000_000).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := result(v)
+			want, _, err := local.DecideFrom(&st, p, cost, at, op, hold)
+			if err != nil || got != want {
+				t.Fatalf("%s at %d op %d: Lua %+v, Go %+v %v", alg, at-s0, op, got, want, err)
+			}
+			return got
+		}
+		if r := do(s0, limit.OpTake, 2, 0); !r.Allowed {
+			t.Fatalf("%s: first take refused: %+v", alg, r)
+		}
+		if r := do(s0+1, limit.OpClaim, 5, s0+3_000_000); r.Granted != 3 || r.Window != 0 {
+			t.Fatalf("%s: the claim that starts a hold: %+v, want 3 granted and no hold before", alg, r)
+		}
+		if r := do(s0+1_000_000, limit.OpClaim, 5, s0+3_000_000); r.Granted != 0 || r.Window != s0+3_000_000 {
+			t.Fatalf("%s: a claim under the hold: %+v, want nothing granted and the hold", alg, r)
+		}
+		if r := do(s0+2_900_000, limit.OpTake, 1, 0); r.Allowed {
+			t.Fatalf("%s: a take 2.9 s into a hold to 3 s was admitted: %+v", alg, r)
+		}
+		if r := do(s0+3_500_000, limit.OpTake, 2, 0); !r.Allowed || r.Remaining != 0 {
+			t.Fatalf("%s: 0.5 s after the hold, 2.5 tokens: %+v", alg, r)
+		}
+	}
+}

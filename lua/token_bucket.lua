@@ -18,6 +18,12 @@
 --           2 claim (a lease: take up to cost whole tokens, as many as
 --           exist); 3 return (give cost unused tokens back)
 -- now       the shard's clock, microseconds
+-- from      for a claim: hold the bucket until then (us), after the claim:
+--           nothing refills before it (the main bucket of a split hot key,
+--           whose budget the sub-buckets hold meanwhile); the 7th value of
+--           the reply is then the hold that was in force before (0: none).
+--           (retry_after and reset_after count the refill only, not the
+--           rest of a hold; the TTL covers both.)
 --
 -- Returns {allowed, limit, remaining, retry_after_ms, reset_after_ms, granted,
 -- 0} (the 7th value is the windows' start, which a bucket has not):
@@ -30,7 +36,7 @@
 -- is the same as none), else {v, t, s, ttl_ms} with a TTL of the time to
 -- refill fully plus one second.
 
-local function token_bucket(st, capacity, refill, scale, cost, op, now)
+local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
   local limit = capacity / scale
   local v = st[1]
   local at = st[2]
@@ -50,6 +56,8 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now)
     end
     if v > capacity then v = capacity end
   end
+  local held = 0 -- a hold in force: nothing refills before at
+  if at > now then held = at end
 
   local per_ms = refill * 1000
   local allowed = 0
@@ -71,6 +79,11 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now)
     else
       retry = math.ceil((scale - v) / per_ms)
     end
+    if from ~= nil and from > now then
+      -- a hold (a split key's main bucket): nothing refills before from
+      if from > at then at = from end
+      write = true
+    end
   elseif cost <= limit then
     local need = cost * scale
     if v >= need then
@@ -87,8 +100,10 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now)
   if write and v >= capacity then
     new = false
   elseif write then
-    new = {v, at, scale, math.ceil((capacity - v) / per_ms) + 1000}
+    new = {v, at, scale, math.ceil((capacity - v) / per_ms) + math.ceil(math.max(0, at - now) / 1000) + 1000}
   end
+  local reply7 = 0
+  if op == 2 and from ~= nil and from > 0 then reply7 = held end
 
-  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted, 0}, new
+  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted, reply7}, new
 end
