@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -87,6 +88,7 @@ type batch struct {
 	call     call
 	claims   []*claim
 	handoffs []*handoff
+	renews   []*entry
 	waits    []waiter
 	entered  bool // counted in Layer.inflight: Close waits for us
 }
@@ -104,6 +106,7 @@ const (
 	kindSplit          // a split sub-bucket take or peek
 	kindTooBig         // a split peek for a cost above every sub-bucket's limit
 	kindHandoff        // a split hand-over's claim or peek: handoffs[i], sub-bucket sub (-1: the main bucket)
+	kindRenew          // a claim that renews a split key's hold on its main bucket: renews[i]
 )
 
 type pending struct {
@@ -171,6 +174,12 @@ func (b *batch) do() {
 			b.out[p.i] = r
 		case kindHandoff:
 			b.handoffAnswer(p, res[j])
+		case kindRenew:
+			e := b.renews[p.i]
+			if res[j].Err == nil {
+				e.hold.Store(c.reqs[j].Hold)
+			}
+			e.renewing.Store(false)
 		}
 	}
 	if len(b.handoffs) > 0 {
@@ -196,6 +205,9 @@ func (b *batch) split(i int) {
 		b.waits = append(b.waits, waiter{i: i, ch: e.handed, split: true})
 		return
 	}
+	if e := b.h.hotEntry(r.Key); e != nil {
+		b.renew(e, r.Policy)
+	}
 	k := len(subs)
 	b.h.st.split.Add(1)
 	// Sub-buckets below r.Policy.Limit%k hold one token more than the
@@ -211,6 +223,21 @@ func (b *batch) split(i int) {
 	}
 	s := rand.IntN(n)
 	b.call.add(limit.Request{Key: subKey(r.Key, s), Cost: r.Cost, Op: r.Op, Policy: subs[s]}, pending{kind: kindSplit, i: i, sub: s, n: n})
+}
+
+// renew adds to the batch's next call a claim that holds e's main bucket
+// for HoldFor more, when this instance holds it for less than half of
+// that (or not at all: the hand-over could not claim it), one at a time
+// per key. Whatever the claim gets (the main bucket refilled while no hold
+// was in force) is discarded: an under-admission, never an over.
+func (b *batch) renew(e *entry, p *limit.Policy) {
+	now := b.h.now().UnixMicro()
+	if now < e.hold.Load()-int64(HoldFor/time.Microsecond)/2 || !e.renewing.CompareAndSwap(false, true) {
+		return
+	}
+	b.renews = append(b.renews, e)
+	b.call.add(limit.Request{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: p, Hold: now + int64(HoldFor/time.Microsecond)},
+		pending{kind: kindRenew, i: len(b.renews) - 1})
 }
 
 // splitAnswer files a sub-bucket's answer, or tries one other sub-bucket

@@ -1,6 +1,10 @@
 package hotkey
 
-import "github.com/sluice-rl/sluice/limit"
+import (
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
 
 // States of entry.hand.
 const (
@@ -15,32 +19,38 @@ const (
 // it, a key whose main bucket was just drained would get up to one more
 // burst from them.
 //
-// Call 1: claim the main bucket's tokens (limit.OpClaim, cost limit: G =
-// the granted tokens, which are discarded) and peek every sub-bucket. Call
-// 2: claim, from each sub-bucket found full, its limit minus its share of
-// G (G shared out as the limits are: G/K, plus one when i < G%K), so that
-// the sub-buckets together hold what the main bucket held. A sub-bucket
-// not full is in use by another instance that saw the key hot first: it
-// keeps its tokens. A failed claim or peek is not retried: the hand-over
+// Call 1: claim the main bucket's tokens and hold it for HoldFor
+// (limit.OpClaim with Hold, cost limit: G = the granted tokens, which are
+// discarded; nothing refills the main bucket while it is held) and peek
+// every sub-bucket. When the main bucket was held already, another
+// instance's spell is in force and its sub-buckets are in use: nothing
+// more is done. Otherwise this instance starts the spell; call 2 claims,
+// from each sub-bucket, what it holds above its share of G (G shared out
+// as the limits are: G/K, plus one when i < G%K), so that the sub-buckets
+// together hold at most what the main bucket held, not a fresh burst nor
+// what a past spell left in them. A failed claim or peek is not retried: the hand-over
 // gives up on what it could not read (a sub-bucket left full, or, when the
 // main claim failed, all of them) and the key is split anyway.
 type handoff struct {
 	e       *entry
 	subs    []*limit.Policy
-	pending int   // answers still due in the current call
-	stage   uint8 // 0: main claim and peeks sent; 1: sub-bucket claims sent
-	granted int64 // G, -1 when the main claim failed
-	full    []bool
+	pending int     // answers still due in the current call
+	stage   uint8   // 0: main claim and peeks sent; 1: sub-bucket claims sent
+	granted int64   // G, -1 when the main claim failed
+	joined  bool    // the main bucket was held already: another instance's spell
+	hold    int64   // the hold the main claim asked for, µs
+	left    []int64 // each sub-bucket's remaining, -1 when unknown
 	done    bool
 }
 
 // startHandoff adds call 1 of e's hand-over to the batch's next store call.
 func (b *batch) startHandoff(e *entry, p *limit.Policy, subs []*limit.Policy) {
 	b.h.st.handoffs.Add(1)
-	ho := &handoff{e: e, subs: subs, pending: 1 + len(subs), full: make([]bool, len(subs))}
+	now := b.h.now().UnixMicro()
+	ho := &handoff{e: e, subs: subs, pending: 1 + len(subs), left: make([]int64, len(subs)), hold: now + int64(HoldFor/time.Microsecond)}
 	b.handoffs = append(b.handoffs, ho)
 	n := len(b.handoffs) - 1
-	b.call.add(limit.Request{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: p}, pending{kind: kindHandoff, i: n, sub: -1})
+	b.call.add(limit.Request{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: p, Hold: ho.hold}, pending{kind: kindHandoff, i: n, sub: -1})
 	for s, sp := range subs {
 		b.call.add(limit.Request{Key: subKey(e.key, s), Cost: 1, Op: limit.OpPeek, Policy: sp}, pending{kind: kindHandoff, i: n, sub: s})
 	}
@@ -56,9 +66,14 @@ func (b *batch) handoffAnswer(p pending, res limit.Result) {
 		ho.granted = -1
 		if res.Err == nil {
 			ho.granted = res.Granted
+			ho.joined = res.Window > 0 // held: a spell another instance started
+			ho.e.hold.Store(ho.hold)
 		}
 	default:
-		ho.full[p.sub] = res.Err == nil && res.Remaining >= ho.subs[p.sub].Limit
+		ho.left[p.sub] = -1
+		if res.Err == nil {
+			ho.left[p.sub] = res.Remaining
+		}
 	}
 }
 
@@ -71,14 +86,14 @@ func (b *batch) handoffsNext() {
 		}
 		if ho.stage == 0 {
 			ho.stage = 1
-			if g := ho.granted; g >= 0 {
+			if g := ho.granted; g >= 0 && !ho.joined {
 				k := int64(len(ho.subs))
 				for s, sp := range ho.subs {
-					if !ho.full[s] {
+					if ho.left[s] < 0 {
 						continue
 					}
 					share := min(sp.Limit, g/k+b2i(int64(s) < g%k))
-					if c := sp.Limit - share; c > 0 {
+					if c := ho.left[s] - share; c > 0 {
 						b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: c, Op: limit.OpClaim, Policy: sp},
 							pending{kind: kindHandoff, i: n, sub: s})
 						ho.pending++

@@ -100,7 +100,21 @@ type entry struct {
 	// handNone, handRunning or handDone; handed is closed when it is done.
 	hand   atomic.Uint32
 	handed chan struct{}
+	// hold is until when (µs since the epoch) this instance holds the
+	// key's main bucket for its split spell (see HoldFor); 0 when it does
+	// not. renewing is set while a claim that renews it is in flight.
+	hold     atomic.Int64
+	renewing atomic.Bool
 }
+
+// HoldFor is how long a split key's main bucket is held by each claim of
+// the instances that split it: nothing refills it meanwhile, so no path
+// that does not go through the sub-buckets (an RL.MTAKE, an instance
+// where the key is not hot) spends the budget they hold. An instance
+// renews its hold once half of it is left, on a split decision; a key
+// that cools everywhere stays held for at most this long, then refills
+// from empty (an under-admission of at most HoldFor × rate, never more).
+const HoldFor = time.Second
 
 // HotKey is one line of RL.HOTKEYS.
 type HotKey struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -78,16 +79,43 @@ func TestSubKeySlots(t *testing.T) {
 			t.Errorf("sub-buckets %d and %d share tag %q", prev, i, tag)
 		}
 		tags[tag] = i
-		if got := subKey("}{x}", i); got != "{"+tag+":}{x}}" {
+		if got := subKey("}{x}", i); got != "{"+tag+":32g9h6ofw5cl6}}{x}" {
 			t.Errorf("subKey(%q, %d) = %q", "}{x}", i, got)
 		}
 	}
 	// The layout is shared by every instance and version: pin it.
-	if got := subKey("{acme}:login", 3); got != "{dv33gdjs:{acme}:login}" {
+	if got := subKey("{acme}:login", 3); got != "{dv33gdjs:"+fnv36("{acme}:login")+"}{acme}:login" {
 		t.Fatalf("subKey = %q", got)
 	}
-	if got := subKey("a", 100); got != "{"+subTag(100)+":a}" || len(subTag(100)) != 8 {
+	if got := subKey("a", 100); got != "{"+subTag(100)+":"+fnv36("a")+"}a" || len(subTag(100)) != 8 {
 		t.Fatalf("subKey past the table = %q", got)
+	}
+}
+
+// fnv36 is FNV-1a of s in base 36, as subKey's tag carries it.
+func fnv36(s string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s))
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// subKey is injective: the key is what follows the sub-key's first '}',
+// and the tag names the sub-bucket, whatever braces the key holds.
+func TestSubKeyInjective(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{}
+	for _, k := range []string{"k", "{k}", "{t}k", "k}", "{}k", "}{x}", "{0123abcd:k}", "{dv33gdjs:x}y", ""} {
+		for i := range 16 {
+			s := subKey(k, i)
+			who := fmt.Sprintf("%q/%d", k, i)
+			if prev, dup := seen[s]; dup {
+				t.Errorf("%s and %s share the sub-key %q", prev, who, s)
+			}
+			seen[s] = who
+			if end := strings.IndexByte(s, '}'); s[end+1:] != k {
+				t.Errorf("subKey(%s) = %q does not end in the key after its tag", who, s)
+			}
+		}
 	}
 }
 
@@ -301,9 +329,12 @@ func TestSplitHandoffTwoInstances(t *testing.T) {
 	}
 }
 
-// The hand-over leaves the sub-buckets another instance already uses, and
-// only drains those still full.
-func TestSplitHandoffLeavesUsedSubBuckets(t *testing.T) {
+// An instance that starts a hot spell (the main bucket is not held) holds
+// the main bucket and brings every sub-bucket down to its share of what
+// the main bucket held, also one a past spell left tokens in: together
+// they hold what the main bucket held, no more. Before, a sub-bucket not
+// full kept its tokens, read as in use by another instance.
+func TestSplitHandoffStartsASpell(t *testing.T) {
 	t.Parallel()
 	c := newClock()
 	store := newStore(c)
@@ -311,7 +342,7 @@ func TestSplitHandoffLeavesUsedSubBuckets(t *testing.T) {
 	p := splitPolicy(80, 8, 8) // sub-buckets of 10, refilling 1/s
 	subs := h.subPolicies(p)
 	out := make([]limit.Result, 2)
-	// Another instance took 3 from sub-bucket 2; the main bucket holds 12.
+	// A past spell took 3 from sub-bucket 2; the main bucket holds 12.
 	store.Do(context.Background(), []limit.Request{
 		{Key: subKey("acme", 2), Cost: 3, Policy: subs[2]},
 		{Key: "acme", Cost: 68, Policy: p},
@@ -323,15 +354,12 @@ func TestSplitHandoffLeavesUsedSubBuckets(t *testing.T) {
 	if got := peek(t, store, "acme", p); got != 0 {
 		t.Fatalf("main bucket holds %d after the hand-over, want 0", got)
 	}
-	// G = 12 shared as 2, 2, 2, 2, 1, 1, 1, 1; sub-bucket 2 keeps its 7.
+	// G = 12 shared as 2, 2, 2, 2, 1, 1, 1, 1, sub-bucket 2 too.
 	var total int64
 	for i, sp := range subs {
 		got := peek(t, store, subKey("acme", i), sp)
 		want := int64(1)
-		switch {
-		case i == 2:
-			want = 7
-		case i < 4:
+		if i < 4 {
 			want = 2
 		}
 		total += got
@@ -339,13 +367,46 @@ func TestSplitHandoffLeavesUsedSubBuckets(t *testing.T) {
 			t.Errorf("sub-bucket %d holds %d, want %d", i, got, want)
 		}
 	}
-	if total != 2+2+7+2+1+1+1+1-1 {
-		t.Errorf("sub-buckets hold %d in all", total)
+	if total != 12-1 {
+		t.Errorf("sub-buckets hold %d in all, want 11", total)
+	}
+	// The main bucket is held: in a second nothing refilled it, though
+	// its rate is 8/s.
+	c.Add(time.Second - time.Millisecond)
+	if got := peek(t, store, "acme", p); got != 0 {
+		t.Fatalf("main bucket holds %d while held, want 0", got)
 	}
 	// Once per hot spell.
 	decideOne(h, "acme", 1, p)
 	if s := h.Stats(); s.SplitHandoffs != 1 {
 		t.Fatalf("%d hand-overs, want 1", s.SplitHandoffs)
+	}
+}
+
+// An instance whose hand-over finds the main bucket held joins the spell
+// another instance started: it leaves the sub-buckets, in use, as they are.
+func TestSplitHandoffJoinsASpell(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	store := newStore(c)
+	h := newLayer(t, store, c, Config{})
+	p := splitPolicy(80, 8, 8)
+	subs := h.subPolicies(p)
+	out := make([]limit.Result, 2)
+	store.Do(context.Background(), []limit.Request{
+		{Key: subKey("acme", 2), Cost: 3, Policy: subs[2]},
+		{Key: "acme", Cost: 80, Op: limit.OpClaim, Policy: p, Hold: c.Now().Add(HoldFor).UnixMicro()},
+	}, out)
+	heat(t, h, "acme", p, c.Now())
+	if res := decideOne(h, "acme", 1, p); !res.Allowed {
+		t.Fatalf("first split take = %+v", res)
+	}
+	var total int64
+	for i, sp := range subs {
+		total += peek(t, store, subKey("acme", i), sp)
+	}
+	if total != 80-3-1 {
+		t.Errorf("sub-buckets hold %d in all, want 76: the joining instance must leave them", total)
 	}
 }
 
