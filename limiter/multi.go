@@ -157,11 +157,14 @@ func pick(reqs []limit.Request, idx []int) ([]limit.Request, []limit.Result) {
 	return sub, make([]limit.Result, len(idx))
 }
 
-// takeGroup takes one group: alone with Do, several with DoAll.
+// takeGroup takes one group: with DoAll when the store is limit.Atomic,
+// even a group of one, so that an RL.MTAKE is decided the same way however
+// its keys fall into slots (a region decides its global keys by their
+// pools alone, never its floor, as the README says); else alone with Do.
 func (l *Limiter) takeGroup(ctx context.Context, reqs []limit.Request, out []limit.Result, spent []bool, g []int) {
 	sub, res := pick(reqs, g)
 	all := false
-	if len(g) == 1 {
+	if _, atomic := l.store.(limit.Atomic); len(g) == 1 && !atomic {
 		l.store.Do(ctx, sub, res)
 		all = res[0].Err == nil && res[0].Allowed
 	} else {

@@ -123,9 +123,28 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 	var debits []int64
 	var bkeys, bvals []string
 	var bdrop [][]string
-	var quiet []*entry
+	var quiet, retired []*entry
 	for _, e := range es {
 		p := e.p.Load()
+		if l.match != nil {
+			// A key whose policy is no longer global (RL.POLICY SET or DEL,
+			// a reload) is retired: nothing more is claimed for it, what
+			// the floor admitted is still debited, its pool goes back home
+			// and it is forgotten. Before, the allocator kept claiming and
+			// filling its pool under the old policy.
+			if q := l.match(e.key); q != p && q != nil && q.Global() {
+				e.p.Store(q)
+				p = q
+			} else if q != p {
+				if debit := e.floorTaken.Swap(0); debit > 0 {
+					claims = append(claims, limit.Request{Key: e.key, Cost: debit, Op: limit.OpClaim, Policy: p})
+					claimOf = append(claimOf, e)
+					debits = append(debits, debit)
+				}
+				retired = append(retired, e)
+				continue
+			}
+		}
 		e.updateDemand(float64(e.asked.Swap(0)), dt)
 		idle := time.Duration(ns - e.lastAsk.Load())
 		if idle > forgetAfter && e.pool.Load() == 0 && e.floorTaken.Load() == 0 {
@@ -189,6 +208,12 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 	}
 	for _, e := range quiet {
 		l.drain(e)
+	}
+	for _, e := range retired {
+		l.drain(e)
+		l.keys.Delete(e.key)
+		l.nkeys.Add(-1)
+		l.st.retired.Add(1)
 	}
 }
 
@@ -417,7 +442,14 @@ func (l *Layer) drain(e *entry) {
 	defer cancel()
 	out := make([]limit.Result, 1)
 	l.inner.Do(ctx, []limit.Request{{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: l.derive(p).pool}}, out)
-	if out[0].Err != nil || out[0].Granted == 0 {
+	if out[0].Err != nil {
+		return
+	}
+	if out[0].Granted == 0 {
+		// Nothing left: the pool is empty, so the key can be forgotten
+		// once quiet. Before, its estimate stayed, and the key drained
+		// every round, forever, counted against MaxKeys.
+		e.pool.Store(0)
 		return
 	}
 	e.pool.Store(0)

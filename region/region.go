@@ -45,6 +45,10 @@ type Config struct {
 	MaxKeys int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Match, when set, is the policy now in force for a key: the
+	// allocator checks each tracked key's every round, and retires a key
+	// whose policy is no longer global (see round). nil: never.
+	Match func(key string) *limit.Policy
 }
 
 // Defaults of Config.
@@ -67,6 +71,7 @@ type Layer struct {
 	timeout time.Duration
 	maxKeys int64
 	now     func() time.Time
+	match   func(key string) *limit.Policy
 
 	keys  sync.Map // key → *entry
 	nkeys atomic.Int64
@@ -116,7 +121,7 @@ func New(inner limit.Store, cfg Config) (*Layer, error) {
 		cfg.Now = time.Now
 	}
 	l := &Layer{inner: inner, home: cfg.Home, region: cfg.Region, field: cfg.Region + "/" + cfg.Instance,
-		tick: cfg.Tick, timeout: cfg.HomeTimeout, maxKeys: int64(cfg.MaxKeys), now: cfg.Now,
+		tick: cfg.Tick, timeout: cfg.HomeTimeout, maxKeys: int64(cfg.MaxKeys), now: cfg.Now, match: cfg.Match,
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.run()

@@ -18,6 +18,7 @@ type stats struct {
 	homeErrors    atomic.Int64 // calls to home that failed
 	homeOutages   atomic.Int64 // times home went from answering to failing
 	untracked     atomic.Int64 // requests of keys past MaxKeys
+	retired       atomic.Int64 // keys forgotten because their policy stopped being global
 }
 
 // Region is one line of RL.REGIONS: this instance's own region from its
@@ -66,6 +67,7 @@ type Stats struct {
 	Claims, Claimed, Returned, Debited, Lost int64
 	PoolAdmitted, FloorAdmitted              int64
 	HomeErrors, HomeOutages, Untracked       int64
+	Retired                                  int64 // keys whose policy stopped being global
 	HomeReachable                            bool
 	HomeRTT                                  time.Duration
 	LastHomeContact                          time.Time // zero: never
@@ -79,7 +81,7 @@ func (l *Layer) Snapshot() Stats {
 		Debited: l.st.debited.Load(), Lost: l.st.lost.Load(),
 		PoolAdmitted: l.st.poolAdmitted.Load(), FloorAdmitted: l.st.floorAdmitted.Load(),
 		HomeErrors: l.st.homeErrors.Load(), HomeOutages: l.st.homeOutages.Load(), Untracked: l.st.untracked.Load(),
-		HomeReachable: l.HomeReachable(l.now().UnixNano()), HomeRTT: time.Duration(l.rtt.Load()),
+		Retired: l.st.retired.Load(), HomeReachable: l.HomeReachable(l.now().UnixNano()), HomeRTT: time.Duration(l.rtt.Load()),
 	}
 	if ns := l.lastContact.Load(); ns > 0 {
 		s.LastHomeContact = time.Unix(0, ns)

@@ -201,7 +201,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg, home, err := openRegion(f, store, set, log)
+	reg, home, err := openRegion(f, store, set, policies{holder}.Match, log)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func (r *regionFlags) check() error {
 // openRegion wraps the regional store in the region layer when --region
 // is set; otherwise it returns nil, and says so if the config has global
 // policies (they are then decided by the store alone, as one budget).
-func openRegion(f *serveFlags, store limit.Store, set *policy.Set, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
+func openRegion(f *serveFlags, store limit.Store, set *policy.Set, match func(string) *limit.Policy, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
 	if f.region == "" {
 		for _, p := range set.Policies {
 			if p.Global() {
@@ -74,7 +74,7 @@ func openRegion(f *serveFlags, store limit.Store, set *policy.Set, log *slog.Log
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: home store: %w", err)
 	}
-	l, err := region.New(store, region.Config{Region: f.region, Home: home, Tick: f.regionTick, HomeTimeout: f.homeTimeout})
+	l, err := region.New(store, region.Config{Region: f.region, Home: home, Tick: f.regionTick, HomeTimeout: f.homeTimeout, Match: match})
 	if err != nil {
 		home.Close()
 		return nil, nil, err
