@@ -79,7 +79,8 @@ func openRegion(f *serveFlags, store limit.Store, set *policy.Set, log *slog.Log
 		home.Close()
 		return nil, nil, err
 	}
-	log.Info("region", "name", f.region, "home", f.homeCluster+f.homeRedis, "tick", f.regionTick, "home_timeout", f.homeTimeout)
+	// No secret in a log line: the home URL without its password.
+	log.Info("region", "name", f.region, "home", f.homeCluster+redactURL(cfg.URL), "tick", f.regionTick, "home_timeout", f.homeTimeout)
 	return l, home, nil
 }
 

@@ -209,6 +209,15 @@ func redactErr(err error, rawURL string) error {
 	return &redactedErr{msg: msg, err: err}
 }
 
+// redactURL is rawURL with its password, if any, replaced by "xxxxx", for
+// a log line: redis://user:xxxxx@host:port. "" stays "".
+func redactURL(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	return redactURLs(rawURL)
+}
+
 // urlPassword returns the password of scheme://user:pass@host…, even when
 // the URL does not parse.
 func urlPassword(raw string) string {
