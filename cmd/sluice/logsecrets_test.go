@@ -67,8 +67,9 @@ func keyLeaks(t *testing.T, paths ...string) []leak {
 // everything it wrote to stderr (its log, go-redis's own lines, errors)
 // for each secret: no secret may appear in any log line. One process has
 // the RESP, HTTP and gRPC doors on TLS, a TLS, password-protected regional
-// Redis and a home store for a global policy; a second one has a primary
-// under Sentinel, both with passwords.
+// Redis and a home store for a global policy, TLS and password-protected
+// too (its own CA, client certificate and password); a second one has a
+// primary under Sentinel, both with passwords.
 func TestSecurityNoSecretInLogs(t *testing.T) {
 	mustTool(t, "redis-server")
 	var (
@@ -82,6 +83,8 @@ func TestSecurityNoSecretInLogs(t *testing.T) {
 		storePassFile   = leak{"--store-pass-file", "sto-file-Ny28"}
 		storePassEnv    = leak{"SLUICE_STORE_PASS", "sto-env-Kr39"}
 		homeURLPass     = leak{"the --home-redis URL's password", "hom-url-Gx40"}
+		homePassFile    = leak{"--home-pass-file", "hom-file-Hy51"}
+		homePassEnv     = leak{"SLUICE_HOME_PASS", "hom-env-Iz62"}
 		wrongPass       = leak{"a wrong password a client sent", "wrong-pw-Ux51"}
 		sentinelFile    = leak{"--sentinel-pass-file", "sen-file-Ea62"}
 		sentinelEnv     = leak{"SLUICE_SENTINEL_PASS", "sen-env-Fo73"}
@@ -91,13 +94,13 @@ func TestSecurityNoSecretInLogs(t *testing.T) {
 	t.Setenv(adminPassEnv.from, adminPassEnv.value)
 	t.Setenv(storePassEnv.from, storePassEnv.value)
 	t.Setenv(sentinelEnv.from, sentinelEnv.value)
+	t.Setenv(homePassEnv.from, homePassEnv.value)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	files := redistest.NewTLSFiles(t)
+	files, homeFiles := redistest.NewTLSFiles(t), redistest.NewTLSFiles(t)
 	regional := startTLSRedisPass(t, files, storePassFile.value)
-	// Home gets what the regional store's flags give (TLS and password).
-	home := startTLSRedisPass(t, files, storePassFile.value)
+	home := startTLSRedisPass(t, homeFiles, homePassFile.value)
 	a := startSluice(t, "--config", writeConfig(t, regionConfig), "--log-level", "debug", "--timeout", "2s",
 		"--admin", "127.0.0.1:0", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
 		"--tls-cert-file", files.Cert, "--tls-key-file", files.Key, "--tls-ca-cert-file", files.CA,
@@ -107,7 +110,10 @@ func TestSecurityNoSecretInLogs(t *testing.T) {
 		"--store-pass-file", writeSecret(t, "store-pass", storePassFile.value),
 		"--store-tls-ca-file", files.CA, "--store-tls-cert-file", files.ClientCert, "--store-tls-key-file", files.ClientKey,
 		"--store-tls-server-name", "localhost",
-		"--region", "eu", "--home-redis", "redis://default:"+homeURLPass.value+"@"+home)
+		"--region", "eu", "--home-redis", "redis://default:"+homeURLPass.value+"@"+home,
+		"--home-user", "default", "--home-pass-file", writeSecret(t, "home-pass", homePassFile.value),
+		"--home-tls", "--home-tls-ca-file", homeFiles.CA, "--home-tls-cert-file", homeFiles.ClientCert,
+		"--home-tls-key-file", homeFiles.ClientKey, "--home-tls-server-name", "localhost")
 
 	tc, err := files.ClientConfig(false)
 	if err != nil {
@@ -190,8 +196,8 @@ func TestSecurityNoSecretInLogs(t *testing.T) {
 	b.Stop()
 
 	all := []leak{requirePassFlag, requirePassFile, requirePassEnv, adminPassFlag, adminPassFile, adminPassEnv,
-		storeURLPass, storePassFile, storePassEnv, homeURLPass, wrongPass, sentinelFile, sentinelEnv, primaryPassFile}
-	all = append(all, keyLeaks(t, files.Key, files.ClientKey)...)
+		storeURLPass, storePassFile, storePassEnv, homeURLPass, homePassFile, homePassEnv, wrongPass, sentinelFile, sentinelEnv, primaryPassFile}
+	all = append(all, keyLeaks(t, files.Key, files.ClientKey, homeFiles.ClientKey)...)
 	checkLogForLeaks(t, "the TLS, region and three-door process", a.Logs(), all)
 	checkLogForLeaks(t, "the Sentinel process", b.Logs(), all)
 }

@@ -162,9 +162,9 @@ func toText(v any) string {
 // environment, and a bad Redis URL's error does not repeat its password.
 func TestSecurityNoSecretsInHelpOrErrors(t *testing.T) {
 	cmd := exec.Command(binary, "serve", "--help")
-	cmd.Env = append(os.Environ(), "SLUICE_REQUIREPASS="+testUserPass, "SLUICE_ADMIN_PASS="+testAdminPass, "SLUICE_STORE_PASS="+testStorePass)
+	cmd.Env = append(os.Environ(), "SLUICE_REQUIREPASS="+testUserPass, "SLUICE_ADMIN_PASS="+testAdminPass, "SLUICE_STORE_PASS="+testStorePass, "SLUICE_HOME_PASS="+testStorePass)
 	out, _ := cmd.CombinedOutput()
-	for _, flag := range []string{"-admin-pass", "-tls-cert-file", "-store-tls", "-store-pass-file"} {
+	for _, flag := range []string{"-admin-pass", "-tls-cert-file", "-store-tls", "-store-pass-file", "-home-tls", "-home-user", "-home-pass-file"} {
 		if !strings.Contains(string(out), flag) {
 			t.Errorf("serve --help lacks %s", flag)
 		}
