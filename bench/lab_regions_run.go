@@ -196,7 +196,10 @@ func (rep *RegionsLabReport) startSetup(ctx context.Context, rig *rig, w *region
 		case RegionsSync:
 			seeds = w.home.Seeds()
 		case RegionsAsync:
+			// Home has the same ACL users; its credentials are flags of
+			// its own (--store-* never apply to home).
 			extra = append(extra, "--region", name, "--home-cluster", strings.Join(w.home.Seeds(), ","),
+				"--home-user", regionsUser(name), "--home-pass-file", w.passFile,
 				"--home-timeout", rep.HomeTimeout.String())
 		}
 		l := regionLoad{name: name, before: c.Demand * regionsLabBefore[i], after: c.Demand * regionsLabAfter[i]}

@@ -162,9 +162,9 @@ func toText(v any) string {
 // environment, and a bad Redis URL's error does not repeat its password.
 func TestSecurityNoSecretsInHelpOrErrors(t *testing.T) {
 	cmd := exec.Command(binary, "serve", "--help")
-	cmd.Env = append(os.Environ(), "SLUICE_REQUIREPASS="+testUserPass, "SLUICE_ADMIN_PASS="+testAdminPass, "SLUICE_STORE_PASS="+testStorePass)
+	cmd.Env = append(os.Environ(), "SLUICE_REQUIREPASS="+testUserPass, "SLUICE_ADMIN_PASS="+testAdminPass, "SLUICE_STORE_PASS="+testStorePass, "SLUICE_HOME_PASS="+testStorePass)
 	out, _ := cmd.CombinedOutput()
-	for _, flag := range []string{"-admin-pass", "-tls-cert-file", "-store-tls", "-store-pass-file"} {
+	for _, flag := range []string{"-admin-pass", "-tls-cert-file", "-store-tls", "-store-pass-file", "-home-tls", "-home-user", "-home-pass-file"} {
 		if !strings.Contains(string(out), flag) {
 			t.Errorf("serve --help lacks %s", flag)
 		}
@@ -263,6 +263,12 @@ func TestTLSListenerClientCertificates(t *testing.T) {
 // certificate and the password testStorePass.
 func startTLSRedis(t *testing.T, files *localredis.TLSFiles) string {
 	t.Helper()
+	return startTLSRedisPass(t, files, testStorePass)
+}
+
+// startTLSRedisPass is startTLSRedis with the password pass.
+func startTLSRedisPass(t *testing.T, files *localredis.TLSFiles, pass string) string {
+	t.Helper()
 	server := mustTool(t, "redis-server")
 	dir := t.TempDir()
 	var (
@@ -278,7 +284,7 @@ func startTLSRedis(t *testing.T, files *localredis.TLSFiles) string {
 		ln.Close()
 		cmd := exec.Command(server, "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--tls-cert-file", files.Cert, "--tls-key-file", files.Key, "--tls-ca-cert-file", files.CA,
-			"--tls-auth-clients", "yes", "--requirepass", testStorePass,
+			"--tls-auth-clients", "yes", "--requirepass", pass,
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
@@ -291,7 +297,7 @@ func startTLSRedis(t *testing.T, files *localredis.TLSFiles) string {
 			<-exited
 		})
 		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if last = waitTLSRedis(addr, files, exited); last == nil {
+		if last = waitTLSRedis(addr, files, pass, exited); last == nil {
 			return addr
 		}
 		_ = cmd.Process.Kill()
@@ -301,12 +307,12 @@ func startTLSRedis(t *testing.T, files *localredis.TLSFiles) string {
 	return ""
 }
 
-func waitTLSRedis(addr string, files *localredis.TLSFiles, exited <-chan struct{}) error {
+func waitTLSRedis(addr string, files *localredis.TLSFiles, pass string, exited <-chan struct{}) error {
 	tc, err := files.ClientConfig(true)
 	if err != nil {
 		return err
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: tc, Password: testStorePass, MaxRetries: -1, DialTimeout: time.Second})
+	c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: tc, Password: pass, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -423,14 +423,14 @@ func openStore(f *serveFlags, timeout time.Duration, obs cluster.Observer) (limi
 		s, err := f.openSentinel(timeout, obs)
 		return s, "sentinel", err
 	case f.clusterAddrs != "":
-		s, err := f.newStore(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs})
+		s, err := f.newStore(cluster.Config{Addrs: strings.Split(f.clusterAddrs, ","), Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs}, &f.store)
 		return s, "cluster", err
 	case f.redisURL != "":
 		u := f.redisURL
 		if !strings.Contains(u, "://") {
 			u = "redis://" + u
 		}
-		s, err := f.newStore(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs})
+		s, err := f.newStore(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs}, &f.store)
 		return s, "redis", err
 	}
 	return local.New(local.Config{DecidedBy: limit.ByEmbedded}), "embedded", nil

@@ -20,10 +20,13 @@ import (
 )
 
 // regionFlags are the flags of a regional instance: its region and the
-// home store of the global budgets.
+// home store of the global budgets, with its own TLS and credentials
+// (--home-tls*, --home-user, --home-pass-file): those of the regional
+// store (--store-*) never go to home.
 type regionFlags struct {
 	region, homeCluster, homeRedis string
 	homeTimeout, regionTick        time.Duration
+	home                           redisAuth
 }
 
 func (r *regionFlags) register(fs *flag.FlagSet) {
@@ -32,6 +35,7 @@ func (r *regionFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.homeRedis, "home-redis", "", "the home store of global budgets, a single Redis: redis://[user:pass@]host:port")
 	fs.DurationVar(&r.homeTimeout, "home-timeout", region.DefaultHomeTimeout, "deadline of each call to the home store; silent this long, the region decides alone (region_floor)")
 	fs.DurationVar(&r.regionTick, "region-tick", region.DefaultTick, "how often the region allocator claims from home and reports demand")
+	r.home.register(fs, "home", "the home store", "--home-redis")
 }
 
 func (r *regionFlags) check() error {
@@ -43,6 +47,8 @@ func (r *regionFlags) check() error {
 		return errors.New("serve: --region needs a home store: --home-cluster or --home-redis")
 	case r.region == "" && home:
 		return errors.New("serve: --home-cluster and --home-redis need --region NAME")
+	case !home && r.home.given():
+		return errors.New("serve: --home-tls*, --home-user and --home-pass-file need a home store: --home-cluster or --home-redis")
 	case r.homeTimeout <= 0 || r.regionTick <= 0:
 		return errors.New("serve: --home-timeout and --region-tick must be positive")
 	}
@@ -70,7 +76,7 @@ func openRegion(f *serveFlags, store limit.Store, set *policy.Set, match func(st
 			cfg.URL = "redis://" + cfg.URL
 		}
 	}
-	home, err := f.newStore(cfg)
+	home, err := f.newStore(cfg, &f.home)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: home store: %w", err)
 	}
@@ -79,7 +85,8 @@ func openRegion(f *serveFlags, store limit.Store, set *policy.Set, match func(st
 		home.Close()
 		return nil, nil, err
 	}
-	log.Info("region", "name", f.region, "home", f.homeCluster+f.homeRedis, "tick", f.regionTick, "home_timeout", f.homeTimeout)
+	// No secret in a log line: the home URL without its password.
+	log.Info("region", "name", f.region, "home", f.homeCluster+redactURL(cfg.URL), "tick", f.regionTick, "home_timeout", f.homeTimeout)
 	return l, home, nil
 }
 

@@ -22,12 +22,63 @@ type securityFlags struct {
 
 	tlsCertFile, tlsKeyFile, tlsCAFile string
 	tlsAuthClients                     bool
+	listenTLS                          *tls.Config // built by resolveSecurity
 
-	storeTLS                            bool
-	storeTLSCAFile, storeTLSCertFile    string
-	storeTLSKeyFile, storeTLSServerName string
-	storeUser, storePass, storePassFile string
-	listenTLS, storeTLSConfig           *tls.Config // built by resolveSecurity
+	store redisAuth // --store-*: the regional store (and Sentinel's primary)
+}
+
+// redisAuth is how sluice reaches and authenticates to one Redis store:
+// its TLS and ACL user and password. The regional store has one
+// (--store-*, SLUICE_STORE_*), the home store of --region another
+// (--home-*, SLUICE_HOME_*); no flag of one applies to the other.
+type redisAuth struct {
+	tls                       bool
+	tlsCAFile, tlsCertFile    string
+	tlsKeyFile, tlsServerName string
+	user, passFile            string
+	pass                      string      // resolved: the file's, else the environment's
+	tlsConfig                 *tls.Config // resolved
+}
+
+// register adds --prefix-tls, --prefix-tls-ca-file, --prefix-tls-cert-file,
+// --prefix-tls-key-file, --prefix-tls-server-name, --prefix-user and
+// --prefix-pass-file to fs; who names the store in their help ("Redis"),
+// url the URL flag whose credentials they override.
+func (a *redisAuth) register(fs *flag.FlagSet, prefix, who, url string) {
+	env := envPrefix(prefix)
+	fs.BoolVar(&a.tls, prefix+"-tls", false, fmt.Sprintf("connect to %s with TLS (implied by a rediss:// %s and by the other --%s-tls-* flags)", who, url, prefix))
+	fs.StringVar(&a.tlsCAFile, prefix+"-tls-ca-file", "", fmt.Sprintf("PEM CA certificates that the certificate of %s is verified against (default: the system's)", who))
+	fs.StringVar(&a.tlsCertFile, prefix+"-tls-cert-file", "", fmt.Sprintf("PEM client certificate for %s (tls-auth-clients yes)", who))
+	fs.StringVar(&a.tlsKeyFile, prefix+"-tls-key-file", "", fmt.Sprintf("PEM private key of --%s-tls-cert-file", prefix))
+	fs.StringVar(&a.tlsServerName, prefix+"-tls-server-name", "", fmt.Sprintf("name the certificate of %s must have (default: the host dialed)", who))
+	fs.StringVar(&a.user, prefix+"-user", "", fmt.Sprintf("ACL user of %s (or %s_USER); default: the %s URL's, else none", who, env, url))
+	fs.StringVar(&a.passFile, prefix+"-pass-file", "", fmt.Sprintf("file holding the password of %s (or %s_PASS); overrides the %s URL's", who, env, url))
+}
+
+// envPrefix is the environment variables' prefix of the flags --prefix-*:
+// SLUICE_STORE for "store".
+func envPrefix(prefix string) string { return "SLUICE_" + strings.ToUpper(prefix) }
+
+// resolve reads the password (--prefix-pass-file, else SLUICE_PREFIX_PASS),
+// the user (--prefix-user, else SLUICE_PREFIX_USER) and loads the TLS files,
+// so that a bad file stops sluice at start; rawURL is the store's URL, if
+// it has one (rediss:// implies TLS).
+func (a *redisAuth) resolve(prefix, rawURL string) error {
+	var err error
+	if a.pass, err = secretFrom(prefix+"-pass", "", a.passFile, envPrefix(prefix)+"_PASS"); err != nil {
+		return err
+	}
+	if a.user == "" {
+		a.user = os.Getenv(envPrefix(prefix) + "_USER")
+	}
+	a.tlsConfig, err = a.tlsFor(prefix, rawURL)
+	return err
+}
+
+// set gives cfg this store's TLS and credentials, which override a URL's.
+func (a *redisAuth) set(cfg *cluster.Config) {
+	cfg.TLS = a.tlsConfig
+	cfg.Username, cfg.Password = a.user, a.pass
 }
 
 // registerSecurity adds the security flags to fs.
@@ -38,13 +89,7 @@ func (s *securityFlags) registerSecurity(fs *flag.FlagSet) {
 	fs.StringVar(&s.tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&s.tlsCAFile, "tls-ca-cert-file", "", "PEM CA certificates that client certificates are verified against")
 	fs.BoolVar(&s.tlsAuthClients, "tls-auth-clients", false, "require a client certificate signed by --tls-ca-cert-file (mutual TLS)")
-	fs.BoolVar(&s.storeTLS, "store-tls", false, "connect to Redis with TLS (implied by rediss:// and by the other --store-tls-* flags)")
-	fs.StringVar(&s.storeTLSCAFile, "store-tls-ca-file", "", "PEM CA certificates that Redis's certificate is verified against (default: the system's)")
-	fs.StringVar(&s.storeTLSCertFile, "store-tls-cert-file", "", "PEM client certificate for Redis (tls-auth-clients yes)")
-	fs.StringVar(&s.storeTLSKeyFile, "store-tls-key-file", "", "PEM private key of --store-tls-cert-file")
-	fs.StringVar(&s.storeTLSServerName, "store-tls-server-name", "", "name Redis's certificate must have (default: the host dialed)")
-	fs.StringVar(&s.storeUser, "store-user", "", "Redis ACL user (or SLUICE_STORE_USER); default: the URL's, else none")
-	fs.StringVar(&s.storePassFile, "store-pass-file", "", "file holding the Redis password (or SLUICE_STORE_PASS); overrides the URL's")
+	s.store.register(fs, "store", "Redis", "--redis")
 }
 
 // resolveSecurity reads the secrets from files and the environment and
@@ -58,17 +103,16 @@ func (f *serveFlags) resolveSecurity() error {
 	if s.adminPass, err = secretFrom("admin-pass", s.adminPass, s.adminPassFile, "SLUICE_ADMIN_PASS"); err != nil {
 		return err
 	}
-	if s.storePass, err = secretFrom("store-pass", "", s.storePassFile, "SLUICE_STORE_PASS"); err != nil {
-		return err
-	}
-	if s.storeUser == "" {
-		s.storeUser = os.Getenv("SLUICE_STORE_USER")
-	}
 	if s.listenTLS, err = s.listenerTLS(); err != nil {
 		return err
 	}
-	s.storeTLSConfig, err = s.storeTLSFor(f.redisURL)
-	return err
+	if err := s.store.resolve("store", f.redisURL); err != nil {
+		return err
+	}
+	if f.homeCluster == "" && f.homeRedis == "" {
+		return nil
+	}
+	return f.home.resolve("home", f.homeRedis)
 }
 
 // secretFrom returns the secret of --name (value), else of --name-file,
@@ -124,28 +168,37 @@ func (s *securityFlags) listenerTLS() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// storeTLSFor is the TLS configuration for Redis, or nil for plain TCP (or
-// go-redis's defaults for a rediss:// URL without --store-tls-* flags).
-func (s *securityFlags) storeTLSFor(redisURL string) (*tls.Config, error) {
-	files := s.storeTLSCAFile != "" || s.storeTLSCertFile != "" || s.storeTLSKeyFile != "" || s.storeTLSServerName != ""
-	rediss := strings.HasPrefix(strings.ToLower(redisURL), "rediss://")
-	if !s.storeTLS && !files && !rediss {
+// given reports whether any flag of this store was set.
+func (a *redisAuth) given() bool {
+	return a.tls || a.tlsFilesGiven() || a.user != "" || a.passFile != ""
+}
+
+func (a *redisAuth) tlsFilesGiven() bool {
+	return a.tlsCAFile != "" || a.tlsCertFile != "" || a.tlsKeyFile != "" || a.tlsServerName != ""
+}
+
+// tlsFor is the TLS configuration of the store of --prefix-tls*, or nil for
+// plain TCP (or go-redis's defaults for a rediss:// URL without
+// --prefix-tls-* flags).
+func (a *redisAuth) tlsFor(prefix, rawURL string) (*tls.Config, error) {
+	rediss := strings.HasPrefix(strings.ToLower(rawURL), "rediss://")
+	if !a.tls && !a.tlsFilesGiven() && !rediss {
 		return nil, nil
 	}
-	if (s.storeTLSCertFile == "") != (s.storeTLSKeyFile == "") {
-		return nil, errors.New("serve: --store-tls-cert-file and --store-tls-key-file go together")
+	if (a.tlsCertFile == "") != (a.tlsKeyFile == "") {
+		return nil, fmt.Errorf("serve: --%s-tls-cert-file and --%[1]s-tls-key-file go together", prefix)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.storeTLSServerName}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: a.tlsServerName}
 	var err error
-	if s.storeTLSCAFile != "" {
-		if cfg.RootCAs, err = loadPool("store-tls-ca-file", s.storeTLSCAFile); err != nil {
+	if a.tlsCAFile != "" {
+		if cfg.RootCAs, err = loadPool(prefix+"-tls-ca-file", a.tlsCAFile); err != nil {
 			return nil, err
 		}
 	}
-	if s.storeTLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.storeTLSCertFile, s.storeTLSKeyFile)
+	if a.tlsCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(a.tlsCertFile, a.tlsKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("serve: --store-tls-cert-file/--store-tls-key-file: %w", err)
+			return nil, fmt.Errorf("serve: --%s-tls-cert-file/--%[1]s-tls-key-file: %w", prefix, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
@@ -164,18 +217,18 @@ func loadPool(flagName, path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// newStore is cluster.New with the store's TLS and credentials; its error
-// never shows the password of a redis://user:pass@ URL.
+// newStore is cluster.New with the TLS and credentials of auth (the
+// regional store's or home's); its error never shows the password of a
+// redis://user:pass@ URL.
 //
 // Each store call carries its own deadline, the timeout in force, which a
 // reload may raise up to policy.MaxTimeout (or --timeout pins): the
 // connections get the largest such deadline as their bound (MaxTimeout),
 // so that they never cut a raised timeout short, as the timeout at start
 // would.
-func (f *serveFlags) newStore(cfg cluster.Config) (*cluster.Store, error) {
+func (f *serveFlags) newStore(cfg cluster.Config, auth *redisAuth) (*cluster.Store, error) {
 	cfg.MaxTimeout = max(f.timeout, policy.MaxTimeout)
-	cfg.TLS = f.storeTLSConfig
-	cfg.Username, cfg.Password = f.storeUser, f.storePass
+	auth.set(&cfg)
 	s, err := cluster.New(cfg)
 	if err != nil {
 		return nil, redactErr(err, cfg.URL)
@@ -207,6 +260,15 @@ func redactErr(err error, rawURL string) error {
 		return err
 	}
 	return &redactedErr{msg: msg, err: err}
+}
+
+// redactURL is rawURL with its password, if any, replaced by "xxxxx", for
+// a log line: redis://user:xxxxx@host:port. "" stays "".
+func redactURL(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	return redactURLs(rawURL)
 }
 
 // urlPassword returns the password of scheme://user:pass@host…, even when

@@ -96,7 +96,7 @@ func (f *serveFlags) openSentinel(timeout time.Duration, obs cluster.Observer) (
 		MasterName: s.masterName, SentinelAddrs: s.sentinelAddrs,
 		SentinelUsername: s.sentinelUser, SentinelPassword: s.sentinelPass,
 		Timeout: timeout, Pipelines: f.storePipelines, PerKey: f.storePerKey, Observer: obs,
-	})
+	}, &f.store)
 }
 
 // checkSentinel asks the sentinels for the primary at start. A name they do
