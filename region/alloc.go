@@ -170,6 +170,7 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 			bdrop = append(bdrop, e.board.stale)
 		}
 	}
+	defer l.retire(retired)
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	if len(bkeys) == 0 && len(claims) == 0 {
@@ -209,7 +210,12 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 	for _, e := range quiet {
 		l.drain(e)
 	}
-	for _, e := range retired {
+}
+
+// retire gives back the pools of keys whose policy stopped being global,
+// and forgets them (their floor debits went with this round's claims).
+func (l *Layer) retire(es []*entry) {
+	for _, e := range es {
 		l.drain(e)
 		l.keys.Delete(e.key)
 		l.nkeys.Add(-1)

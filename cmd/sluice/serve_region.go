@@ -118,9 +118,9 @@ func writeRegionInfo(w io.Writer, l *region.Layer) {
 	}
 	fmt.Fprintf(w, "# Region\r\nregion:%s\r\nregion_keys:%d\r\nregion_home_reachable:%d\r\nregion_home_rtt_us:%d\r\nregion_last_home_contact_ms:%d\r\n"+
 		"region_claims:%d\r\nregion_tokens_claimed:%d\r\nregion_tokens_returned:%d\r\nregion_tokens_debited:%d\r\nregion_tokens_lost:%d\r\n"+
-		"region_pool_admitted:%d\r\nregion_floor_admitted:%d\r\nregion_home_errors:%d\r\nregion_home_outages:%d\r\nregion_untracked:%d\r\n",
+		"region_pool_admitted:%d\r\nregion_floor_admitted:%d\r\nregion_home_errors:%d\r\nregion_home_outages:%d\r\nregion_untracked:%d\r\nregion_retired:%d\r\n",
 		s.Region, s.Keys, b2i(s.HomeReachable), s.HomeRTT.Microseconds(), last,
-		s.Claims, s.Claimed, s.Returned, s.Debited, s.Lost, s.PoolAdmitted, s.FloorAdmitted, s.HomeErrors, s.HomeOutages, s.Untracked)
+		s.Claims, s.Claimed, s.Returned, s.Debited, s.Lost, s.PoolAdmitted, s.FloorAdmitted, s.HomeErrors, s.HomeOutages, s.Untracked, s.Retired)
 	for _, r := range l.Regions() {
 		fmt.Fprintf(w, "region_%s:self=%d,keys=%d,held=%d,claimed=%d,returned=%d,demand=%.1f,last_home_contact_ms=%d\r\n",
 			r.Name, b2i(r.Self), r.Keys, r.Held, r.Claimed, r.Returned, r.Demand, r.LastContact)
