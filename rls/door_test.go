@@ -82,7 +82,9 @@ func (m vipMatcher) Match(domain string, es []envoycfg.Entry) (*limit.Policy, bo
 // on a loopback port and returns a client of it.
 func startDoor(t testing.TB, lim *limiter.Limiter, cfg rls.Config) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	cfg.Decider = lim
+	if cfg.Decider == nil {
+		cfg.Decider = lim
+	}
 	if cfg.Matcher == nil {
 		set, _ := policy.Parse([]byte(doorPolicies), "door.yaml")
 		cfg.Matcher = vipMatcher{rls.PolicyMatcher(set.Match)}
