@@ -74,7 +74,7 @@ func TestCheckCodesAndHeaders(t *testing.T) {
 			"RateLimit-Policy": `"three";q=3;w=3`, "RateLimit": `"three";r=0;t=3`, "Retry-After": absent,
 			"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "3"}, "embedded"}},
 		{"GET", "/v1/check?key=three:k&legacy=true", want{429, map[string]string{
-			"RateLimit-Policy": `"three";q=3;w=3`, "RateLimit": `"three";r=0;t=3`, "Retry-After": "1",
+			"RateLimit-Policy": `"three";q=3;w=3`, "RateLimit": `"three";r=0;t=1`, "Retry-After": "1",
 			"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "3"}, "embedded"}},
 		// cost > limit can never succeed: 429 and no Retry-After.
 		{"GET", "/v1/check?key=three:other&cost=4", want{429, map[string]string{

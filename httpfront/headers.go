@@ -9,28 +9,30 @@ import (
 )
 
 // decisionHeaders adds the headers of a decision, in the form of
-// draft-ietf-httpapi-ratelimit-headers (structured fields):
+// draft-ietf-httpapi-ratelimit-headers (structured fields), as the gRPC
+// door writes them (ratelimitheader: one meaning of t in both):
 //
 //	RateLimit-Policy: "name";q=<limit>;w=<window in seconds>
-//	RateLimit:        "name";r=<remaining>;t=<seconds until full, rounded up>
-//	Retry-After:      <seconds, rounded up>   (rejected, and a retry can succeed)
+//	RateLimit:        "name";r=<remaining>;t=<seconds, rounded up: until a refused request can pass, else until full>
+//	Retry-After:      <seconds, rounded up, = t>   (rejected, and a retry can succeed)
 //
 // and with legacy the X-RateLimit-Limit, -Remaining and -Reset (seconds
-// until full, rounded up: a delta, not a Unix time). p nil (a Decider that
-// does not name the policy) leaves out the two RateLimit headers.
+// until full, rounded up: a delta, not a Unix time; what Envoy's
+// x-ratelimit-reset says from the gRPC door's duration_until_reset). p nil
+// (a Decider that does not name the policy) leaves out the two RateLimit
+// headers.
 func decisionHeaders(h http.Header, p *limit.Policy, r *limit.Result, legacy bool) {
-	reset := ratelimitheader.CeilSeconds(r.ResetAfterMs)
 	if p != nil {
-		policy, state := ratelimitheader.Values(p, r, r.ResetAfterMs)
+		policy, state := ratelimitheader.Values(p, r)
 		h.Set("RateLimit-Policy", policy)
 		h.Set("RateLimit", state)
 	}
-	if !r.Allowed && r.RetryAfterMs > 0 {
-		h.Set("Retry-After", strconv.FormatInt(ratelimitheader.CeilSeconds(r.RetryAfterMs), 10))
+	if secs, ok := ratelimitheader.RetryAfter(r); ok {
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	if legacy {
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(r.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratelimitheader.CeilSeconds(r.ResetAfterMs), 10))
 	}
 }

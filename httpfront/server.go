@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -55,7 +56,8 @@ type Config struct {
 	// listen backlog until one closes, so a flood of connections costs
 	// the kernel's backlog, not goroutines and buffers here. Default 10000.
 	MaxConnections int
-	// MaxHeaderBytes bounds the request line and headers. Default 16 KiB.
+	// MaxHeaderBytes bounds the request line and headers. Default 16 KiB
+	// (edge.MaxHeaderBytes, the gRPC door's bound on metadata too).
 	MaxHeaderBytes int
 	// ReadHeaderTimeout bounds reading the request line and headers.
 	// Default 5s.
@@ -79,7 +81,7 @@ const (
 	DefaultMaxBodyBytes      = 64 << 10
 	DefaultMaxKeyBytes       = 1024
 	DefaultMaxBatch          = 100
-	DefaultMaxHeaderBytes    = 16 << 10
+	DefaultMaxHeaderBytes    = edge.MaxHeaderBytes
 	DefaultMaxConnections    = 10000
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 10 * time.Second

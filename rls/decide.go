@@ -65,9 +65,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	// quota_mode rules first, each decided apart (spent when it admits):
 	// the request is over the limit for them only when every one of them
 	// is (envoyproxy/ratelimit's rule), and then nothing is spent on the
-	// other rules.
+	// other rules. A quota rule's descriptor with hits_addend 0 is peeked
+	// like any other: checked, and counted among the quota rules, never
+	// spent.
 	if live := slices.DeleteFunc(slices.Clone(quota), func(i int) bool { return i < 0 }); len(live) > 0 {
 		reqs, out := requests(ds, policies, live, limit.OpTake)
+		for j, i := range live {
+			if ds[i].peek {
+				reqs[j].Op = limit.OpPeek
+			}
+		}
 		s.cfg.Decider.Decide(ctx, reqs, out)
 		for j, i := range live {
 			if out[j].Err != nil {

@@ -78,11 +78,21 @@ func (m vipMatcher) Match(domain string, es []envoycfg.Entry) (*limit.Policy, bo
 	return m.Matcher.Match(domain, es)
 }
 
-// startDoor serves cfg (Decider lim, Matcher sluice's policies unless set)
-// on a loopback port and returns a client of it.
+// startDoor serves cfg (Decider lim unless set, Matcher sluice's policies
+// unless set) on a loopback port and returns a client of it.
 func startDoor(t testing.TB, lim *limiter.Limiter, cfg rls.Config) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	cfg.Decider = lim
+	if cfg.Decider == nil {
+		cfg.Decider = lim
+	}
+	_, addr := serveDoor(t, cfg)
+	return rlsv3.NewRateLimitServiceClient(dialDoor(t, addr))
+}
+
+// serveDoor serves cfg (Matcher sluice's policies unless set) on a
+// loopback port until the test ends, and returns it and its address.
+func serveDoor(t testing.TB, cfg rls.Config) (*rls.Server, string) {
+	t.Helper()
 	if cfg.Matcher == nil {
 		set, _ := policy.Parse([]byte(doorPolicies), "door.yaml")
 		cfg.Matcher = vipMatcher{rls.PolicyMatcher(set.Match)}
@@ -107,12 +117,18 @@ func startDoor(t testing.TB, lim *limiter.Limiter, cfg rls.Config) rlsv3.RateLim
 			t.Errorf("serve: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return srv, ln.Addr().String()
+}
+
+// dialDoor is a plaintext client connection to addr, closed when the test ends.
+func dialDoor(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn)
+	return conn
 }
 
 func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {

@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,6 +36,7 @@ descriptors:
   - {key: service, value: s1, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 1}}
   - {key: service, value: s2, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 1}}
   - {key: service, value: s3, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 5}}
+  - {key: service, value: s4, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 2}}
   - {key: user, rate_limit: {unit: hour, requests_per_unit: 10}}
 `
 	if err := os.WriteFile(filepath.Join(dir, "quota.yaml"), []byte(quota), 0o600); err != nil {
@@ -63,6 +65,16 @@ descriptors:
 	check(t, "quota: every quota refuses, so the request is over and the user rule spends nothing", resp, over, want{over, 0}, want{over, 0}, want{ok, 9})
 	resp = call(t, door, req("quota", 0, s1, s3, user))
 	check(t, "quota: one of two quotas admits, so the request is OK", resp, ok, want{over, 0}, want{ok, 4}, want{ok, 8})
+
+	// hits_addend 0 checks a quota_mode rule as any other: it spends nothing.
+	s4 := func(n uint64) *rlsv3.RateLimitRequest { return req("quota", 0, hits(desc("service", "s4"), n)) }
+	for i := range 3 {
+		check(t, fmt.Sprintf("quota: check %d of s4", i+1), call(t, door, s4(0)), ok, want{ok, 2})
+	}
+	check(t, "quota: s4 after three checks takes its first", call(t, door, s4(1)), ok, want{ok, 1})
+	check(t, "quota: s4 takes its second", call(t, door, s4(1)), ok, want{ok, 0})
+	check(t, "quota: a check of the spent s4 is over", call(t, door, s4(0)), over, want{over, 0})
+	check(t, "quota: a check of s4 with an admitting quota is OK", call(t, door, req("quota", 0, hits(desc("service", "s4"), 0), s3)), ok, want{over, 0}, want{ok, 3})
 
 	resp = call(t, door, req("example7", 0, desc("key_1", "value_1", "user", "bkthomps"), desc("key_2", "value_2", "user", "bkthomps")))
 	check(t, "replaces", resp, ok, want{ok, 0}, want{ok, 9})

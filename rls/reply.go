@@ -2,6 +2,7 @@ package rls
 
 import (
 	"math"
+	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -113,17 +114,22 @@ func clampU32(n int64) uint32 {
 
 // rateLimitHeaders are the RateLimit-Policy and RateLimit response headers
 // of draft-ietf-httpapi-ratelimit-headers for the descriptor that binds:
-// the first refused one, else the one with the fewest tokens left.
+// the first refused one, else the one with the fewest tokens left; and
+// Retry-After when that one is refused and a retry can pass. They are the
+// HTTP door's, from the same functions (ratelimitheader), so a client
+// behind Envoy reads what a client of the HTTP door reads:
 //
 //	RateLimit-Policy: "<name>";q=<limit>;w=<window seconds>
 //	RateLimit: "<name>";r=<remaining>;t=<seconds>
+//	Retry-After: <seconds>
 //
 // q is the policy's limit (the burst of a bucket); w is a window's period,
 // or the time a bucket takes to refill from empty, in whole seconds
-// rounded up. t is, when refused, the seconds until the request could pass
-// (retry_after), else until the bucket or window is whole again; rounded up.
-// A refused request that can never pass (cost over the limit) shows t as
-// the reset. Nothing is written when no descriptor was decided.
+// rounded up. t is ratelimitheader.Reset: when refused, the seconds until
+// the request could pass (retry_after, and Retry-After says the same),
+// else until the bucket or window is whole again; rounded up. A refused
+// request that can never pass (cost over the limit) shows t as the reset,
+// and no Retry-After. Nothing is written when no descriptor was decided.
 func rateLimitHeaders(ps []*limit.Policy, rs []limit.Result) []*corev3.HeaderValue {
 	best := -1
 	for i := range rs {
@@ -142,10 +148,10 @@ func rateLimitHeaders(ps []*limit.Policy, rs []limit.Result) []*corev3.HeaderVal
 		return nil
 	}
 	p, r := ps[best], &rs[best]
-	t := r.ResetAfterMs
-	if !r.Allowed && r.RetryAfterMs > 0 {
-		t = r.RetryAfterMs
+	policy, state := ratelimitheader.Values(p, r)
+	h := []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: policy}, {Key: "RateLimit", Value: state}}
+	if secs, ok := ratelimitheader.RetryAfter(r); ok {
+		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}
-	policy, state := ratelimitheader.Values(p, r, t)
-	return []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: policy}, {Key: "RateLimit", Value: state}}
+	return h
 }

@@ -60,24 +60,29 @@ func TestRateLimitHeaders(t *testing.T) {
 	win := &limit.Policy{Name: `per "ip"`, Algorithm: limit.FixedWindow, Limit: 100, Period: time.Minute}
 	bucket := &limit.Policy{Name: "api", Limit: 10, Rate: 4, Period: time.Second}
 	tests := []struct {
-		name         string
-		ps           []*limit.Policy
-		rs           []limit.Result
-		policy, left string
+		name                string
+		ps                  []*limit.Policy
+		rs                  []limit.Result
+		policy, left, retry string // retry "": no Retry-After
 	}{
 		{"fewest left", []*limit.Policy{win, nil, bucket}, []limit.Result{
 			{Allowed: true, Remaining: 42, ResetAfterMs: 29_001, RetryAfterMs: -1}, {}, {Allowed: true, Remaining: 50, ResetAfterMs: 1, RetryAfterMs: -1}},
-			`"per \"ip\"";q=100;w=60`, `"per \"ip\"";r=42;t=30`},
+			`"per \"ip\"";q=100;w=60`, `"per \"ip\"";r=42;t=30`, ""},
 		{"first refused, retry", []*limit.Policy{win, bucket}, []limit.Result{
 			{Allowed: true, Remaining: 0, ResetAfterMs: 5000, RetryAfterMs: -1}, {Allowed: false, Remaining: 0, ResetAfterMs: 2500, RetryAfterMs: 250}},
-			`"api";q=10;w=3`, `"api";r=0;t=1`},
+			`"api";q=10;w=3`, `"api";r=0;t=1`, "1"},
 		{"never", []*limit.Policy{bucket}, []limit.Result{{Allowed: false, Remaining: 3, ResetAfterMs: 1750, RetryAfterMs: -1}},
-			`"api";q=10;w=3`, `"api";r=3;t=2`},
+			`"api";q=10;w=3`, `"api";r=3;t=2`, ""},
 	}
 	for _, tt := range tests {
 		h := rateLimitHeaders(tt.ps, tt.rs)
-		if len(h) != 2 || h[0].Key != "RateLimit-Policy" || h[0].Value != tt.policy || h[1].Key != "RateLimit" || h[1].Value != tt.left {
-			t.Errorf("%s: %v, want RateLimit-Policy: %s, RateLimit: %s", tt.name, h, tt.policy, tt.left)
+		n := 2
+		if tt.retry != "" {
+			n = 3
+		}
+		if len(h) != n || h[0].Key != "RateLimit-Policy" || h[0].Value != tt.policy || h[1].Key != "RateLimit" || h[1].Value != tt.left ||
+			n == 3 && (h[2].Key != "Retry-After" || h[2].Value != tt.retry) {
+			t.Errorf("%s: %v, want RateLimit-Policy: %s, RateLimit: %s, Retry-After: %q", tt.name, h, tt.policy, tt.left, tt.retry)
 		}
 	}
 	if h := rateLimitHeaders([]*limit.Policy{nil}, make([]limit.Result, 1)); h != nil {

@@ -8,20 +8,26 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"golang.org/x/net/netutil"
 
+	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -77,18 +83,43 @@ type Config struct {
 	// SETTINGS_MAX_CONCURRENT_STREAMS); Envoy queues or opens another
 	// connection past it. Default 1024.
 	MaxStreams uint32
+	// MaxHeaderBytes bounds the metadata of one call (its HTTP/2 header
+	// list, announced as SETTINGS_MAX_HEADER_LIST_SIZE): a call with more
+	// is refused (RST_STREAM, or the connection closed when it sends far
+	// more) before its token is checked or anything decided. Default 16 KiB
+	// (edge.MaxHeaderBytes, the HTTP door's MaxHeaderBytes), where grpc's
+	// own is 16 MiB.
+	MaxHeaderBytes int
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface; a connection that has not finished them is closed.
+	// Default 10s (grpc's own is 120s).
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that has had no call in flight for
+	// this long (GOAWAY, then close; Envoy opens another when it needs
+	// one). Default 2m, as the HTTP door's.
+	IdleTimeout time.Duration
+	// AuthTimeout, with RequirePass, closes a connection on which no call
+	// has carried the token within this long of its accept: one that sends
+	// nothing, or only calls that fail authentication, gives its
+	// MaxConnections slot back. A connection that has authenticated once
+	// is not checked again. Default 10s.
+	AuthTimeout time.Duration
 	// Logger receives recovered panics. Default: discard.
 	Logger *slog.Logger
 }
 
 // Defaults of Config.
 const (
-	DefaultMaxDescriptors  = 64
-	DefaultMaxEntries      = 16
-	DefaultMaxKeyBytes     = 1024
-	DefaultMaxRequestBytes = 128 << 10
-	DefaultMaxConnections  = 10000
-	DefaultMaxStreams      = 1024
+	DefaultMaxDescriptors   = 64
+	DefaultMaxEntries       = 16
+	DefaultMaxKeyBytes      = 1024
+	DefaultMaxRequestBytes  = 128 << 10
+	DefaultMaxConnections   = 10000
+	DefaultMaxStreams       = 1024
+	DefaultMaxHeaderBytes   = edge.MaxHeaderBytes
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultIdleTimeout      = 2 * time.Minute
+	DefaultAuthTimeout      = 10 * time.Second
 )
 
 // Server is Envoy's rate-limit service (v3) on gRPC. Create it with New,
@@ -102,6 +133,9 @@ type Server struct {
 	pass   [sha256.Size]byte // of RequirePass
 	grpc   *grpc.Server
 	panics atomic.Int64
+	// expired counts the connections closed for not authenticating
+	// within AuthTimeout.
+	expired atomic.Int64
 }
 
 // Server answers ShouldRateLimit; the embedded type answers the rest.
@@ -130,6 +164,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxStreams == 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, pass: sha256.Sum256([]byte(cfg.RequirePass)),
 		bounds: bounds{descriptors: cfg.MaxDescriptors, entries: cfg.MaxEntries, keyBytes: cfg.MaxKeyBytes}}
 	if s.log == nil {
@@ -138,15 +184,28 @@ func New(cfg Config) (*Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
+		grpc.MaxHeaderListSize(uint32(min(int64(cfg.MaxHeaderBytes), math.MaxUint32))),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.IdleTimeout}),
 		grpc.ChainUnaryInterceptor(s.intercept),
 	}
+	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
 		if len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
 			return nil, errors.New("rls: Config.TLS has no certificate")
 		}
 		t := cfg.TLS.Clone()
 		t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
-		opts = append(opts, grpc.Creds(credentials.NewTLS(t)))
+		creds = credentials.NewTLS(t)
+	}
+	if cfg.RequirePass != "" { // calls must name their connection (conns.go)
+		if creds == nil {
+			creds = insecure.NewCredentials()
+		}
+		creds = connCreds{creds}
+	}
+	if creds != nil {
+		opts = append(opts, grpc.Creds(creds))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, s)
@@ -155,7 +214,11 @@ func New(cfg Config) (*Server, error) {
 
 // Serve serves on ln until Shutdown; it returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.grpc.Serve(netutil.LimitListener(ln, s.cfg.MaxConnections))
+	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	if s.cfg.RequirePass != "" {
+		ln = &listener{Listener: ln, authTimeout: s.cfg.AuthTimeout, expired: &s.expired}
+	}
+	err := s.grpc.Serve(ln)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -183,6 +246,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Panics is the number of panics recovered from calls since New.
 func (s *Server) Panics() int64 { return s.panics.Load() }
 
+// AuthTimeouts is the number of connections closed since New for not
+// authenticating within AuthTimeout.
+func (s *Server) AuthTimeouts() int64 { return s.expired.Load() }
+
 // intercept authenticates every call and turns a panic into Internal, so a
 // bug in one call never takes the process (and every other door) down.
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
@@ -195,6 +262,10 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}()
 	if !s.authorized(ctx) {
 		return nil, status.Error(codes.Unauthenticated, "authentication required: metadata authorization: Bearer <password>")
+	}
+	if s.cfg.RequirePass != "" {
+		p, _ := peer.FromContext(ctx)
+		markAuthenticated(p)
 	}
 	return handler(ctx, req)
 }

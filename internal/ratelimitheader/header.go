@@ -4,7 +4,10 @@
 // rate-limit service, which passes them on to the client):
 //
 //	RateLimit-Policy: "name";q=<limit>;w=<window in seconds>
-//	RateLimit:        "name";r=<remaining>;t=<seconds, rounded up>
+//	RateLimit:        "name";r=<remaining>;t=<seconds, rounded up: Reset>
+//	Retry-After:      <seconds, rounded up: RetryAfter>
+//
+// t means one thing in every door: see Reset.
 package ratelimitheader
 
 import (
@@ -19,13 +22,46 @@ import (
 // at most 15 digits); larger values are clamped to it.
 const maxSFInteger = 999_999_999_999_999
 
-// Values are the two header values of policy p after decision r; tMs is
-// the t the caller reports, in ms (the reset, or the retry of a refused
-// request), rounded up to whole seconds.
-func Values(p *limit.Policy, r *limit.Result, tMs int64) (policy, state string) {
+// Values are the two header values of policy p after decision r, t being
+// Reset(r).
+func Values(p *limit.Policy, r *limit.Result) (policy, state string) {
 	name := sfString(p.Name)
 	return name + ";q=" + sfInt(p.Limit) + ";w=" + sfInt(Window(p)),
-		name + ";r=" + sfInt(max(0, r.Remaining)) + ";t=" + sfInt(CeilSeconds(tMs))
+		name + ";r=" + sfInt(max(0, r.Remaining)) + ";t=" + sfInt(Reset(r))
+}
+
+// Reset is the t of the RateLimit field after decision r, in whole
+// seconds rounded up: for a refused request that a retry can pass, the
+// time until it can (retry_after_ms, the Retry-After of RetryAfter); else
+// the time until the bucket or window is whole again (reset_after_ms).
+//
+// Why: the draft's t is "the number of seconds until additional quota
+// associated with the quota policy is made available"
+// (draft-ietf-httpapi-ratelimit-headers-10, section 4.1.2), and a response
+// with both fields SHOULD NOT carry a Retry-After earlier than t (section
+// 6), which is what r=0 with t until full and Retry-After until the
+// retry would say. For a refusal the quota that matters is the cost the
+// client asked for, so t and Retry-After name the same moment (as in the
+// draft's example of a throttled response, appendix B.1.4). An admitted
+// request has nothing to wait for: t then says when all of q is back, so
+// a client that spends r before t never waits on the server. A request
+// that can never pass (cost over the limit) shows the reset too, and has
+// no Retry-After.
+func Reset(r *limit.Result) int64 {
+	if secs, ok := RetryAfter(r); ok {
+		return secs
+	}
+	return CeilSeconds(r.ResetAfterMs)
+}
+
+// RetryAfter is the Retry-After of decision r in whole seconds, rounded
+// up, and whether there is one: only a refused request that a retry can
+// pass (retry_after_ms > 0) has one.
+func RetryAfter(r *limit.Result) (int64, bool) {
+	if r.Allowed || r.RetryAfterMs <= 0 {
+		return 0, false
+	}
+	return CeilSeconds(r.RetryAfterMs), true
 }
 
 // Window is the w of RateLimit-Policy in whole seconds, at least 1: the

@@ -41,12 +41,40 @@ func TestWindowAndRounding(t *testing.T) {
 
 func TestValues(t *testing.T) {
 	p := &limit.Policy{Name: `a "b"`, Limit: 100, Rate: 50, Period: time.Second}
-	pol, state := Values(p, &limit.Result{Remaining: 42}, 1500)
+	pol, state := Values(p, &limit.Result{Allowed: true, Remaining: 42, RetryAfterMs: -1, ResetAfterMs: 1500})
 	if pol != `"a \"b\"";q=100;w=2` || state != `"a \"b\"";r=42;t=2` {
 		t.Errorf("Values = %s | %s", pol, state)
 	}
-	if _, state := Values(p, &limit.Result{Remaining: -3}, 0); state != `"a \"b\"";r=0;t=0` {
+	if _, state := Values(p, &limit.Result{Remaining: -3, RetryAfterMs: -1}); state != `"a \"b\"";r=0;t=0` {
 		t.Errorf("negative remaining: %s", state)
+	}
+}
+
+// t is the retry of a refusal a retry can pass, and equals its
+// Retry-After; else the reset.
+func TestResetAndRetryAfter(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		r     limit.Result
+		t     int64
+		retry int64 // -1: no Retry-After
+	}{
+		{"admitted", limit.Result{Allowed: true, Remaining: 4, RetryAfterMs: -1, ResetAfterMs: 6000}, 6, -1},
+		{"admitted, empty", limit.Result{Allowed: true, Remaining: 0, RetryAfterMs: -1, ResetAfterMs: 2001}, 3, -1},
+		{"refused, retry", limit.Result{Remaining: 0, RetryAfterMs: 1500, ResetAfterMs: 9200}, 2, 2},
+		{"refused, cost over what is left", limit.Result{Remaining: 2, RetryAfterMs: 1, ResetAfterMs: 8000}, 1, 1},
+		{"refused for ever", limit.Result{Remaining: 10, RetryAfterMs: -1, ResetAfterMs: 0}, 0, -1},
+		{"refused for ever, bucket not full", limit.Result{Remaining: 3, RetryAfterMs: -1, ResetAfterMs: 1750}, 2, -1},
+	}
+	for _, c := range cases {
+		retry, ok := RetryAfter(&c.r)
+		if !ok {
+			retry = -1
+		}
+		if got := Reset(&c.r); got != c.t || retry != c.retry {
+			t.Errorf("%s: t %d, Retry-After %d; want %d, %d", c.name, got, retry, c.t, c.retry)
+		}
 	}
 }
 

@@ -1,0 +1,13 @@
+// Package edge holds the bounds that every door of sluice (RESP, HTTP,
+// Envoy's gRPC) applies at its edge alike, so that one value is written
+// once and the doors cannot drift apart. It holds constants only and
+// imports nothing of sluice.
+package edge
+
+// MaxHeaderBytes bounds what a client may send as headers before its
+// request is read (16 KiB): the HTTP door's request line and headers, the
+// gRPC door's metadata (HTTP/2 header list, RFC 9113 counting, 32 bytes
+// per field more than its name and value). Large enough for any token and
+// any proxy's tracing headers, small enough that a connection cannot make
+// the door buffer megabytes before its password is checked.
+const MaxHeaderBytes = 16 << 10
