@@ -214,3 +214,74 @@ func TestMTakeRefundsOverloadLocal(t *testing.T) {
 		t.Fatalf("MTAKE a after the refusal: ok=%v %+v %v; want admitted: the refused call's local take of a must be given back", ok, out, err)
 	}
 }
+
+// rollover is a store across slots whose clock passes a window's end
+// between an RL.MTAKE's take and its refund, while five other takes of the
+// key land in the new window: the timing that cannot be made to happen on
+// purpose against a real shard. (The scripts' own rule is tested on Redis
+// by lua's TestRefundNamesItsWindow.)
+type rollover struct {
+	slotStore
+	now      *time.Time
+	key      string
+	p        *limit.Policy
+	admitted *int // of the five
+}
+
+func (s rollover) Do(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	if reqs[0].Op == limit.OpReturn {
+		*s.now = s.now.Add(2 * time.Millisecond) // 1.001 s: window 1
+		others := make([]limit.Result, 1)
+		for range 5 {
+			s.s.Do(ctx, []limit.Request{{Key: s.key, Cost: 1, Policy: s.p}}, others)
+			if others[0].Allowed {
+				*s.admitted++
+			}
+		}
+	}
+	s.s.Do(ctx, reqs, out)
+}
+
+// A refund that lands after the window rolled over credits nothing. Before
+// (issue 20, defect 5): fixed_window 5 per 1 s, an MTAKE member taken at
+// 0.999 s, five takes by others at 1.001 s, then the refund and a take:
+// six admitted in [1 s, 2 s), as the refund lowered the new window's count.
+// (A sliding window's refund lowers the previous window's count, where the
+// take is, which weighs on the new one: still at most 5 in it.)
+func TestMTakeRefundAfterTheWindowRolls(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []limit.Algorithm{limit.FixedWindow, limit.SlidingWindow} {
+		now := time.Unix(1_800_000_000, 999_000_000)
+		s := local.New(local.Config{Now: func() time.Time { return now }})
+		p := &limit.Policy{Name: "fw", Algorithm: alg, Limit: 5, Period: time.Second, OnStoreError: limit.FailClosed}
+		spent := &limit.Policy{Name: "spent", Limit: 1, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed}
+		others := 0
+		l, err := New(Config{Store: rollover{slotStore{s}, &now, "fw:a", p, &others}, Policies: MatcherFunc(func(key string) *limit.Policy {
+			if strings.HasPrefix(key, "fw:") {
+				return p
+			}
+			return spent
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _, err := mtake(t, l, "other", 1); !ok || err != nil {
+			t.Fatalf("%s: spending the other rule: %v %v", alg, ok, err)
+		}
+		if ok, out, err := mtake(t, l, "fw:a", 1, "other", 1); ok || err != nil {
+			t.Fatalf("%s: the MTAKE must be refused by its spent rule: %v %+v %v", alg, ok, out, err)
+		}
+		out := make([]limit.Result, 1)
+		l.Decide(context.Background(), []limit.Request{{Key: "fw:a", Cost: 1}}, out)
+		if in1 := others + int(b2i(out[0].Allowed)); in1 > 5 || others == 0 {
+			t.Fatalf("%s: %d admitted in window [1 s, 2 s) after a refund of window [0 s, 1 s) (%d by the others, then %+v)", alg, in1, others, out[0])
+		}
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

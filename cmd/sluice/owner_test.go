@@ -261,3 +261,42 @@ policies:
 		return err == nil && strings.Contains(info, "region_keys:0\r\n") && strings.Contains(info, "region_retired:1\r\n")
 	})
 }
+
+// RL.MTAKE of a global key is decided by the region's pool alone, never
+// its floor, as the README says, however its keys fall into slots. Before
+// (issue 20, item 11): a group of one went the RL.TAKE way, where a
+// region that cannot reach home admits by the floor, and its refund went
+// to the pool.
+func TestGlobalMTakeUsesThePoolOnly(t *testing.T) {
+	t.Parallel()
+	regional := redistest.NewSingle(t)
+	cfg := writeConfig(t, `defaults:
+  on_store_error: closed
+policies:
+  - name: gl
+    match: "gl:*"
+    limit: 100
+    rate: 100
+    period: 1s
+    scope: global
+    region_floor: 0.5
+  - name: other
+    match: "*"
+    limit: 5
+    rate: 1
+    period: 1h
+`)
+	// Home is a port nothing listens on: the region decides by its floor.
+	p := startSluice(t, "--redis", "redis://"+regional.Addr, "--region", "eu", "--home-redis", "redis://127.0.0.1:1", "--config", cfg)
+	c := p.client(t)
+	ctx := context.Background()
+	if r, err := take(ctx, c, "gl:m", 1); err != nil || !r.Allowed || r.DecidedBy != "region" {
+		t.Fatalf("RL.TAKE with home unreachable: %+v %v, want admitted by the region's floor", r, err)
+	}
+	for _, pairs := range [][]any{{"gl:m", 1}, {"gl:m", 1, "other:x", 1}} {
+		ok, rs, err := mtake(ctx, c, pairs...)
+		if err != nil || ok {
+			t.Fatalf("RL.MTAKE %v with home unreachable and an empty pool: %v %+v %v, want refused (pools only)", pairs, ok, rs, err)
+		}
+	}
+}
