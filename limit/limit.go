@@ -345,7 +345,7 @@ type Result struct {
 	// decision fell in, µs on the store's clock (what an OpReturn of this
 	// take names in Request.Window); 0 for the bucket algorithms.
 	Window int64
-	Err     error
+	Err    error
 }
 
 // Store decides batches of requests. Implementations must be safe for

@@ -99,7 +99,7 @@ func TakeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.
 func takeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.Op, from int64) (limit.Result, bool) {
 	length := w.Ticks * w.Tick
 	_, start, c, _ := windowAt(st, length, w.Limit, now)
-	left := ceilDiv(start+length-now, 1000) // ms until the window ends, >= 1
+	left := ceilDiv(start+length-now, 1000)                      // ms until the window ends, >= 1
 	closed := op == limit.OpReturn && from != 0 && from != start // nothing to give back
 	if closed {
 		cost = 0
