@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
+	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -166,8 +167,8 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 		if err != nil {
 			return false, fmt.Errorf("EVALSHA on %s: %w", rep.Owner, err)
 		}
-		if len(v) != 6 {
-			return false, fmt.Errorf("EVALSHA on %s replied %d elements, want 6: %v", rep.Owner, len(v), v)
+		if len(v) != lua.ReplyInts {
+			return false, fmt.Errorf("EVALSHA on %s replied %d elements, want %d: %v", rep.Owner, len(v), lua.ReplyInts, v)
 		}
 		return v[0] == int64(1), nil
 	})

@@ -179,8 +179,8 @@ func (s *store) sanity(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("bench: EVALSHA %s on %s: %w", s.sha, key, err)
 	}
-	if len(v) != 6 {
-		return fmt.Errorf("bench: EVALSHA on %s replied %d elements, want 6: %v", key, len(v), v)
+	if len(v) != lua.ReplyInts {
+		return fmt.Errorf("bench: EVALSHA on %s replied %d elements, want %d: %v", key, len(v), lua.ReplyInts, v)
 	}
 	for i, x := range v {
 		if _, ok := x.(int64); !ok {

@@ -671,7 +671,7 @@ func (s *Store) BreakerStates() map[string]string {
 
 // decodeInts checks the script's reply shape: seven integers.
 func decodeInts(n []int64) limit.Result {
-	if len(n) != 7 {
+	if len(n) != lua.ReplyInts {
 		return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply %v", n)}
 	}
 	return limit.Result{

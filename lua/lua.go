@@ -64,6 +64,12 @@ func (s *Script) WithTestClock() *Script {
 	return newScript(s.Name+"-test-clock", strings.Replace(s.Src, Clock, TestClock, 1))
 }
 
+// ReplyInts is the number of integers of one decision in every script's
+// reply: allowed, limit, remaining, retry_after_ms, reset_after_ms,
+// granted, and the window's start (or a claim's hold in force; 0 for a
+// bucket's other ops).
+const ReplyInts = 7
+
 // OpArg is the op argument of every script for op (0 take, 1 peek, 2
 // claim, 3 return): for a return of a window algorithm that names the
 // window its tokens were taken in (from, its start in µs, the 7th value of

@@ -138,6 +138,14 @@ type Server struct {
 	expired atomic.Int64
 }
 
+// orDefault sets a zero or negative *v to d: the Config rule, zero means
+// the default.
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
 // Server answers ShouldRateLimit; the embedded type answers the rest.
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
 
@@ -146,36 +154,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Decider == nil || cfg.Matcher == nil {
 		return nil, errors.New("rls: Decider and Matcher are required")
 	}
-	if cfg.MaxDescriptors <= 0 {
-		cfg.MaxDescriptors = DefaultMaxDescriptors
-	}
-	if cfg.MaxEntries <= 0 {
-		cfg.MaxEntries = DefaultMaxEntries
-	}
-	if cfg.MaxKeyBytes <= 0 {
-		cfg.MaxKeyBytes = DefaultMaxKeyBytes
-	}
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = DefaultMaxConnections
-	}
+	orDefault(&cfg.MaxDescriptors, DefaultMaxDescriptors)
+	orDefault(&cfg.MaxEntries, DefaultMaxEntries)
+	orDefault(&cfg.MaxKeyBytes, DefaultMaxKeyBytes)
+	orDefault(&cfg.MaxRequestBytes, DefaultMaxRequestBytes)
+	orDefault(&cfg.MaxConnections, DefaultMaxConnections)
 	if cfg.MaxStreams == 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
-	if cfg.MaxHeaderBytes <= 0 {
-		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.AuthTimeout <= 0 {
-		cfg.AuthTimeout = DefaultAuthTimeout
-	}
+	orDefault(&cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	orDefault(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	orDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
 	s := &Server{cfg: cfg, log: cfg.Logger, pass: sha256.Sum256([]byte(cfg.RequirePass)),
 		bounds: bounds{descriptors: cfg.MaxDescriptors, entries: cfg.MaxEntries, keyBytes: cfg.MaxKeyBytes}}
 	if s.log == nil {
