@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -122,6 +123,7 @@ type world struct {
 	fileAlt   []bool
 	overrides map[string]Variant
 	iter      int
+	keepGoing bool // LAYERCHECK_KEEPGOING: record violations, fail once at the end
 	stats     stats
 }
 
@@ -131,6 +133,8 @@ type stats struct {
 	keys         int
 	violations   []string
 	inconclusive int
+	categories   map[string]int
+	examples     map[string]string
 	regionMax    *RegionExcess
 	iterations   int
 }
@@ -283,7 +287,8 @@ func (it *iteration) takeOne(t *rapid.T, ctx context.Context, p *proc, door, key
 		return r, err
 	}
 	if e := shapeError(r, cost); e != "" {
-		t.Fatalf("%s %s %q %d -> %v: reply shape: %s", door, p.name, key, cost, r, e)
+		t.Logf("%s %s %q %d -> %v", door, p.name, key, cost, r)
+		t.Fatalf("reply shape (%s): %s", door, e)
 	}
 	it.record(door, key, cost, sent, recv, r, true)
 	return r, nil
@@ -324,7 +329,8 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				t.Fatalf("RL.PEEK %q on %s: %v", key, p.name, err)
 			}
 			if e := shapeError(r, 1); e != "" {
-				t.Fatalf("RL.PEEK %s %q -> %v: reply shape: %s", p.name, key, r, e)
+				t.Logf("peek %s %q -> %v", p.name, key, r)
+				t.Fatalf("reply shape (peek): %s", e)
 			}
 			w.count("peek")
 			t.Logf("%5d peek %s %q -> %v", it.ms(time.Now()), p.name, key, r)
@@ -344,7 +350,8 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				t.Fatalf("CL.THROTTLE %q on %s: %v", key, p.name, err)
 			}
 			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
-				t.Fatalf("CL.THROTTLE %s %q %s %d -> %v: reply shape", p.name, key, clArgs, q, v)
+				t.Logf("throttle %s %q %s %d -> %v", p.name, key, clArgs, q, v)
+				t.Fatalf("reply shape (CL.THROTTLE)")
 			}
 			if v[0] == 0 {
 				it.mu.Lock()
@@ -513,10 +520,12 @@ func (it *iteration) mtake(t *rapid.T, ctx context.Context) {
 			t.Fatalf("RL.MTAKE %v: member %d: %v", args[1:], j, err)
 		}
 		if e := shapeError(r, costs[j]); e != "" {
-			t.Fatalf("RL.MTAKE %s %v -> member %q %v: reply shape: %s", p.name, args[1:], ks[j], r, e)
+			t.Logf("mtake %s %v -> member %q %v", p.name, args[1:], ks[j], r)
+			t.Fatalf("reply shape (mtake member): %s", e)
 		}
 		if all == 1 && r.Allowed != 1 {
-			t.Fatalf("RL.MTAKE %s %v -> admitted, but member %q %v refused", p.name, args[1:], ks[j], r)
+			t.Logf("mtake %s %v -> admitted, member %q %v", p.name, args[1:], ks[j], r)
+			t.Fatalf("reply shape (mtake): admitted with a member refused")
 		}
 		it.record("mtake", ks[j], costs[j], sent, recv, r, all == 1)
 		out = append(out, r.String())
@@ -609,7 +618,7 @@ func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 				}
 				if err == nil {
 					if e := shapeError(r, 1); e != "" && firstErr == nil {
-						firstErr = fmt.Errorf("%s -> %v: reply shape: %s", p.name, r, e)
+						firstErr = fmt.Errorf("reply shape (burst): %s", e)
 					}
 					by[r.DecidedBy]++
 					if r.Allowed == 1 {
@@ -625,7 +634,8 @@ func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 	}
 	wg.Wait()
 	if firstErr != nil {
-		t.Fatalf("burst %q: %v", key, firstErr)
+		t.Logf("burst %q: %v", key, firstErr)
+		t.Fatal(firstErr)
 	}
 	w.mu.Lock()
 	w.stats.ops["burst"]++
@@ -661,13 +671,15 @@ func (it *iteration) restore(t *rapid.T, ctx context.Context) {
 	}
 }
 
-// check runs Check on every key of the iteration and fails with the
-// violations, each key's admissions and the bound.
+// check runs Check on every key of the iteration. A violation is logged
+// with the key, its admissions and the bound; the failure message itself
+// names only the first violation's category, so that rapid sees the same
+// error while it shrinks the sequence (its keys and times change each run).
 func (it *iteration) check(t *rapid.T) {
 	w := it.w
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	var found []string
+	var cats []string
 	var logs []*KeyLog
 	for _, k := range it.rl {
 		logs = append(logs, k)
@@ -675,7 +687,9 @@ func (it *iteration) check(t *rapid.T) {
 	for _, k := range it.cl {
 		logs = append(logs, k)
 	}
-	sort.Slice(logs, func(i, j int) bool { return logs[i].Key < logs[j].Key || logs[i].Key == logs[j].Key && logs[i].Fixed == nil })
+	sort.Slice(logs, func(i, j int) bool {
+		return logs[i].Key < logs[j].Key || logs[i].Key == logs[j].Key && logs[i].Fixed == nil
+	})
 	for _, k := range logs {
 		res := Check(k, w.tracker.Spans(k.Policy), slack)
 		w.mu.Lock()
@@ -693,15 +707,34 @@ func (it *iteration) check(t *rapid.T) {
 			if k.Fixed != nil {
 				what = "CL.THROTTLE " + clArgs
 			}
-			s := what + " " + v.String()
-			w.stats.violations = append(w.stats.violations, s)
-			found = append(found, s+"\n    admissions (ms since start: sent-recv cost door/by): "+it.admissions(k))
+			cat := fmt.Sprintf("%s policy %s %s check, doors %s", what, v.Policy, v.Kind, doors(v.By))
+			detail := what + " " + v.String() + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k)
+			if w.stats.categories[cat] == 0 {
+				w.stats.examples[cat] = detail
+			}
+			w.stats.categories[cat]++
+			w.stats.violations = append(w.stats.violations, detail)
+			t.Logf("VIOLATION %s", detail)
+			cats = append(cats, cat)
 		}
 		w.mu.Unlock()
 	}
-	if len(found) > 0 {
-		t.Fatalf("%d violation(s) of limit + rate × T (windows: limit per window):\n  %s", len(found), strings.Join(found, "\n  "))
+	if len(cats) > 0 && !w.keepGoing {
+		t.Fatalf("violation of limit + rate × T (windows: limit per window): %s", cats[0])
 	}
+}
+
+// doors names the doors in a violation's decided_by counts.
+func doors(by map[string]int) string {
+	var out []string
+	for k := range by {
+		d, _, _ := strings.Cut(k, "/")
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "+")
 }
 
 func (it *iteration) admissions(k *KeyLog) string {
@@ -742,7 +775,8 @@ func TestLayers(t *testing.T) {
 	match, base := parseSet(t, cfg(false))
 	_, alt := parseSet(t, cfg(true))
 	w := &world{match: match, base: base, alt: alt, overrides: map[string]Variant{},
-		stats: stats{ops: map[string]int{}, by: map[string]int{}}}
+		stats:     stats{ops: map[string]int{}, by: map[string]int{}, categories: map[string]int{}, examples: map[string]string{}},
+		keepGoing: os.Getenv("LAYERCHECK_KEEPGOING") != ""}
 	for i := range 2 {
 		path := filepath.Join(dir, fmt.Sprintf("sluice%d.yaml", i+1))
 		if err := os.WriteFile(path, []byte(cfg(false)), 0o600); err != nil {
@@ -824,6 +858,19 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 	}
 	if n := fallbacks(w.stats.by); n > 0 {
 		t.Logf("note: %d fallback/overload decisions although every node is up", n)
+	}
+	var cats []string
+	for c := range w.stats.categories {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	for _, c := range cats {
+		s := fmt.Sprintf("violations: %d × %s; e.g. %s", w.stats.categories[c], c, w.stats.examples[c])
+		t.Log(s)
+		fmt.Fprintln(os.Stderr, s)
+	}
+	if w.keepGoing && len(cats) > 0 {
+		t.Errorf("%d violations in %d categories (above)", len(w.stats.violations), len(cats))
 	}
 }
 
