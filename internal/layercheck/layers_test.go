@@ -124,7 +124,9 @@ type world struct {
 	fileAlt   []bool
 	overrides map[string]Variant
 	iter      int
-	keepGoing bool // LAYERCHECK_KEEPGOING: record violations, fail once at the end
+	keepGoing bool            // LAYERCHECK_KEEPGOING: record violations, fail once at the end
+	skip      map[string]bool // LAYERCHECK_SKIP: actions left out (to tell one bug from another)
+	plainKeys bool            // LAYERCHECK_PLAIN: only each family's plain spelling
 	stats     stats
 }
 
@@ -263,7 +265,7 @@ func (it *iteration) drawKey(t *rapid.T, label string) string {
 	fam := rapid.SampledFrom(families).Draw(t, label+".family")
 	id := rapid.SampledFrom([]string{"a", "b"}).Draw(t, label+".id")
 	s := rapid.IntRange(0, 15).Draw(t, label+".spelling")
-	if s > 7 {
+	if s > 7 || it.w.plainKeys {
 		s = 0
 	}
 	return it.spell(it.base(fam, id), s)
@@ -777,7 +779,10 @@ func TestLayers(t *testing.T) {
 	_, alt := parseSet(t, cfg(true))
 	w := &world{match: match, base: base, alt: alt, overrides: map[string]Variant{},
 		stats:     stats{ops: map[string]int{}, by: map[string]int{}, categories: map[string]int{}, examples: map[string]string{}},
-		keepGoing: os.Getenv("LAYERCHECK_KEEPGOING") != ""}
+		keepGoing: os.Getenv("LAYERCHECK_KEEPGOING") != "", plainKeys: os.Getenv("LAYERCHECK_PLAIN") != "", skip: map[string]bool{}}
+	for _, a := range strings.Split(os.Getenv("LAYERCHECK_SKIP"), ",") {
+		w.skip[strings.TrimSpace(a)] = true
+	}
 	for i := range 2 {
 		path := filepath.Join(dir, fmt.Sprintf("sluice%d.yaml", i+1))
 		if err := os.WriteFile(path, []byte(cfg(false)), 0o600); err != nil {
@@ -816,7 +821,11 @@ func TestLayers(t *testing.T) {
 			}
 		}()
 		t.Logf("iteration %d (keys contain i%d)", it.n, it.n)
-		t.Repeat(it.actions(ctx))
+		actions := it.actions(ctx)
+		for a := range w.skip {
+			delete(actions, a)
+		}
+		t.Repeat(actions)
 		w.mu.Lock()
 		w.stats.keys += len(it.rl) + len(it.cl)
 		w.mu.Unlock()
