@@ -137,6 +137,7 @@ type stats struct {
 	violations   []string
 	inconclusive int
 	categories   map[string]int
+	firstTrace   []string // the actions of the first iteration with a violation
 	examples     map[string]string
 	regionMax    *RegionExcess
 	iterations   int
@@ -189,6 +190,8 @@ type iteration struct {
 	mu    sync.Mutex
 	rl    map[string]*KeyLog
 	cl    map[string]*KeyLog
+	trace []string
+	bases map[string]string // spelled key → the base it was spelled from
 }
 
 func (it *iteration) log(key string, throttle bool) *KeyLog {
@@ -226,6 +229,17 @@ func (it *iteration) record(door, key string, cost int64, sent, recv time.Time, 
 
 func (it *iteration) ms(t time.Time) int64 { return t.Sub(it.start).Milliseconds() }
 
+// logf logs one action, compactly, to rapid (which prints the sequence of
+// a failing test case) and to the iteration's own trace (printed for the
+// first violating iteration, also when rapid cannot reproduce it).
+func (it *iteration) logf(t *rapid.T, format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	t.Log(s)
+	it.mu.Lock()
+	it.trace = append(it.trace, s)
+	it.mu.Unlock()
+}
+
 // keys of an iteration: a family's base, spelled one of several ways.
 var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa"}
 
@@ -242,6 +256,17 @@ func (it *iteration) base(fam, id string) string {
 }
 
 func (it *iteration) spell(b string, s int) string {
+	k := it.spellAs(b, s)
+	it.mu.Lock()
+	if it.bases == nil {
+		it.bases = map[string]string{}
+	}
+	it.bases[k] = b
+	it.mu.Unlock()
+	return k
+}
+
+func (it *iteration) spellAs(b string, s int) string {
 	switch s {
 	case 1:
 		return "{" + b + "}"
@@ -312,7 +337,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				t.Fatalf("RL.TAKE %q %d on %s: %v", key, cost, p.name, err)
 			}
 			w.count("take")
-			t.Logf("%5d take %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
+			it.logf(t, "%5d take %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
 		},
 		"http": func(t *rapid.T) {
 			_, p := w.pick(t)
@@ -322,7 +347,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				t.Fatalf("HTTP take %q %d on %s: %v", key, cost, p.name, err)
 			}
 			w.count("http")
-			t.Logf("%5d http %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
+			it.logf(t, "%5d http %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
 		},
 		"peek": func(t *rapid.T) {
 			_, p := w.pick(t)
@@ -336,7 +361,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				t.Fatalf("reply shape (peek): %s", e)
 			}
 			w.count("peek")
-			t.Logf("%5d peek %s %q -> %v", it.ms(time.Now()), p.name, key, r)
+			it.logf(t, "%5d peek %s %q -> %v", it.ms(time.Now()), p.name, key, r)
 		},
 		"mtake": func(t *rapid.T) { it.mtake(t, ctx) },
 		"throttle": func(t *rapid.T) {
@@ -363,7 +388,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				it.mu.Unlock()
 			}
 			w.count("throttle")
-			t.Logf("%5d throttle %s %q %s %d -> %v", it.ms(recv), p.name, key, clArgs, q, v)
+			it.logf(t, "%5d throttle %s %q %s %d -> %v", it.ms(recv), p.name, key, clArgs, q, v)
 		},
 		"reset": func(t *rapid.T) {
 			_, p := w.pick(t)
@@ -380,7 +405,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			}
 			it.mu.Unlock()
 			w.count("reset")
-			t.Logf("%5d reset %s %q -> %d", it.ms(recv), p.name, key, n)
+			it.logf(t, "%5d reset %s %q -> %d", it.ms(recv), p.name, key, n)
 		},
 		"policy": func(t *rapid.T) {
 			_, p := w.pick(t)
@@ -395,7 +420,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				}
 				w.change(func() { delete(w.overrides, name) }, sent, recv, runtimeProp)
 				w.count("policy-del")
-				t.Logf("%5d policy %s DEL %s -> %d", it.ms(recv), p.name, name, n)
+				it.logf(t, "%5d policy %s DEL %s -> %d", it.ms(recv), p.name, name, n)
 				return
 			}
 			body := rapid.SampledFrom(runtimeChanges[name]).Draw(t, "body")
@@ -411,7 +436,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			}
 			w.change(func() { w.overrides[name] = variantOf(pol) }, sent, recv, runtimeProp)
 			w.count("policy-set")
-			t.Logf("%5d policy %s SET %s %s", it.ms(recv), p.name, name, variantOf(pol))
+			it.logf(t, "%5d policy %s SET %s %s", it.ms(recv), p.name, name, variantOf(pol))
 		},
 		"sighup": func(t *rapid.T) {
 			i, p := w.pick(t)
@@ -422,14 +447,14 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				t.Fatal(err)
 			}
 			w.count("sighup")
-			t.Logf("%5d sighup %s alt=%v", it.ms(time.Now()), p.name, alt)
+			it.logf(t, "%5d sighup %s alt=%v", it.ms(time.Now()), p.name, alt)
 		},
 		"grpc": func(t *rapid.T) { it.grpc(t, ctx) },
 		"wait": func(t *rapid.T) {
 			d := time.Duration(rapid.IntRange(0, 300).Draw(t, "ms")) * time.Millisecond
 			time.Sleep(d) // part of the workload: time passes, windows roll
 			w.count("wait")
-			t.Logf("%5d wait %v", it.ms(time.Now()), d)
+			it.logf(t, "%5d wait %v", it.ms(time.Now()), d)
 		},
 		"burst": func(t *rapid.T) { it.burst(t, ctx) },
 		"hotkeys": func(t *rapid.T) {
@@ -439,7 +464,14 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				t.Fatalf("RL.HOTKEYS on %s: %v", p.name, err)
 			}
 			w.count("hotkeys")
-			t.Logf("%5d hotkeys %s -> %d hot: %v", it.ms(time.Now()), p.name, len(v), v)
+			var hot []string // key/mode of this iteration's keys only
+			for _, e := range v {
+				f, _ := e.([]any)
+				if len(f) >= 6 && strings.Contains(fmt.Sprint(f[1]), fmt.Sprintf(".i%d.", it.n)) {
+					hot = append(hot, fmt.Sprintf("%v/%v", f[1], f[5]))
+				}
+			}
+			it.logf(t, "%5d hotkeys %s -> %d hot, here: %v", it.ms(time.Now()), p.name, len(v), hot)
 		},
 	}
 }
@@ -483,7 +515,7 @@ func (it *iteration) mtake(t *rapid.T, ctx context.Context) {
 		}
 	case 1: // k and {k}: one slot, one Redis key today
 		b := it.drawKey(t, "mtake.k")
-		keys = []string{b, "{" + b + "}"}
+		keys = []string{b, it.spell(b, 1)}
 	default: // anywhere
 		for j := range rapid.IntRange(2, 3).Draw(t, "mtake.n") {
 			keys = append(keys, it.drawKey(t, fmt.Sprintf("m%d", j)))
@@ -534,7 +566,7 @@ func (it *iteration) mtake(t *rapid.T, ctx context.Context) {
 		out = append(out, r.String())
 	}
 	w.count("mtake")
-	t.Logf("%5d mtake %s %q %v -> %d %s", it.ms(recv), p.name, ks, costs, all, strings.Join(out, " "))
+	it.logf(t, "%5d mtake %s %q %v -> %d %s", it.ms(recv), p.name, ks, costs, all, strings.Join(out, " "))
 }
 
 func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
@@ -585,7 +617,7 @@ func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
 		}
 	}
 	w.count("grpc")
-	t.Logf("%5d grpc %s %q %v -> %s %s", it.ms(recv), p.name, ks, costs, resp.OverallCode, strings.Join(codes, " "))
+	it.logf(t, "%5d grpc %s %q %v -> %s %s", it.ms(recv), p.name, ks, costs, resp.OverallCode, strings.Join(codes, " "))
 }
 
 // burst takes one key many times at once from every process, so that the
@@ -644,7 +676,7 @@ func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 	w.stats.ops["burst"]++
 	w.stats.ops["burst-take"] += n
 	w.mu.Unlock()
-	t.Logf("%5d burst %q x%d -> admitted %d, decided_by %v", it.ms(time.Now()), key, n, admitted, by)
+	it.logf(t, "%5d burst %q x%d -> admitted %d, decided_by %v", it.ms(time.Now()), key, n, admitted, by)
 }
 
 // restore puts the policies back to the files' base before an iteration,
@@ -711,9 +743,13 @@ func (it *iteration) check(t *rapid.T) {
 				what = "CL.THROTTLE " + clArgs
 			}
 			cat := fmt.Sprintf("%s policy %s %s check, doors %s", what, v.Policy, v.Kind, doors(v.By))
-			detail := what + " " + v.String() + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k)
+			detail := what + " " + v.String() + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k) +
+				"\n    the actions on it, its other spellings and the policies:\n      " + strings.Join(it.about(k.Key), "\n      ")
 			if w.stats.categories[cat] == 0 {
 				w.stats.examples[cat] = detail
+			}
+			if w.stats.firstTrace == nil {
+				w.stats.firstTrace = append([]string{fmt.Sprintf("iteration %d: %s", it.n, detail)}, it.trace...)
 			}
 			w.stats.categories[cat]++
 			w.stats.violations = append(w.stats.violations, detail)
@@ -723,7 +759,10 @@ func (it *iteration) check(t *rapid.T) {
 		w.mu.Unlock()
 	}
 	if len(cats) > 0 && !w.keepGoing {
-		t.Fatalf("violation of limit + rate × T (windows: limit per window): %s", cats[0])
+		// One message for every violation: rapid shrinks towards any
+		// violation (the VIOLATION lines say which), and a timing-dependent
+		// one reproduces more often.
+		t.Fatalf("violation of limit + rate × T (windows: limit per window); see the VIOLATION lines")
 	}
 }
 
@@ -738,6 +777,22 @@ func doors(by map[string]int) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "+")
+}
+
+// about returns the actions of the trace that name key's base (every
+// spelling of it) or change a policy: the story of one violation.
+func (it *iteration) about(key string) []string {
+	b := key
+	for n := 0; it.bases[b] != "" && it.bases[b] != b && n < 4; n++ {
+		b = it.bases[b]
+	}
+	var out []string
+	for _, l := range it.trace {
+		if strings.Contains(l, b) || strings.Contains(l, " policy ") || strings.Contains(l, " sighup ") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (it *iteration) admissions(k *KeyLog) string {
@@ -878,6 +933,9 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 		s := fmt.Sprintf("violations: %d × %s; e.g. %s", w.stats.categories[c], c, w.stats.examples[c])
 		t.Log(s)
 		fmt.Fprintln(os.Stderr, s)
+	}
+	if len(w.stats.firstTrace) > 0 {
+		t.Logf("the first iteration with a violation, as it ran (ms since its start):\n    %s", strings.Join(w.stats.firstTrace, "\n    "))
 	}
 	if w.keepGoing && len(cats) > 0 {
 		t.Errorf("%d violations in %d categories (above)", len(w.stats.violations), len(cats))

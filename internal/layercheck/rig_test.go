@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	// checks (the time budget ends the run), no fail files in the tree.
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for name, v := range map[string]string{"rapid.checks": "100000", "rapid.steps": "40", "rapid.nofailfile": "true", "rapid.shrinktime": "20s"} {
+	for name, v := range map[string]string{"rapid.checks": "100000", "rapid.steps": "25", "rapid.nofailfile": "true", "rapid.shrinktime": "20s"} {
 		if !set[name] && os.Getenv(strings.ToUpper(strings.ReplaceAll(name, ".", "_"))) == "" {
 			_ = flag.Set(name, v)
 		}
