@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help build test bench lint fuzz soak ci cluster-up cluster-down
+.PHONY: help build test bench lint fuzz soak check-long ci cluster-up cluster-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 
 soak: ## sluice lab soak, 3 minutes of load with faults
 	$(GO) run ./cmd/sluice lab soak
+
+check-long: ## the cross-layer checker (internal/layercheck) for LAYERCHECK_DURATION (default 10m), every violation recorded
+	LAYERCHECK_DURATION=$${LAYERCHECK_DURATION:-10m} LAYERCHECK_KEEPGOING=1 $(GO) test -count=1 -v -run TestLayers -timeout 30m ./internal/layercheck
 
 ci: ## what CI runs
 	.ci/run

@@ -1,0 +1,49 @@
+// Package layercheck is the cross-layer checker of issue 20: a stateful
+// property test (pgregory.net/rapid) that drives two real sluice processes
+// (region eu, a 3+3 Redis Cluster, a home redis-server, all three doors)
+// through every layer that writes Redis state — the four algorithms, hot
+// keys in lease and split mode, RL.MTAKE, CL.THROTTLE, shadow policies,
+// runtime policies, SIGHUP reloads, a global policy — and checks DESIGN.md's
+// invariant from the replies alone: per user key, admitted over any
+// interval T is at most limit + rate × T (windows: limit per window).
+//
+// The non-test code is the bookkeeping: what was admitted when (KeyLog),
+// which policy variants were in force when (Tracker), and Check, which
+// turns them into violations. It never talks to Redis or sluice; the test
+// does.
+//
+// # Running
+//
+//	go test ./internal/layercheck                  # bounded: LAYERCHECK_DURATION, default 25s, then shrinking
+//	make check-long                                # 10 minutes, every violation recorded, one failure at the end
+//	LAYERCHECK_DURATION=2m go test -v -run TestLayers ./internal/layercheck
+//	LAYERCHECK_KEEPGOING=1                         # record violations by category instead of failing at the first
+//	LAYERCHECK_SKIP=throttle,grpc LAYERCHECK_PLAIN=1 # leave actions out, spell keys plainly: tell one bug from another
+//
+// rapid's own flags work (-rapid.seed, -rapid.steps, -rapid.shrinktime);
+// the test's defaults are 25 steps, 20 s of shrinking, no fail files. Every
+// run ends with one summary line: operations by kind, keys, violations,
+// inconclusive keys, decided_by counts and the region excess.
+//
+// # How the check stays conservative
+//
+// A decision happened at some moment in [sent, recv] of its request. For
+// bucket policies every interval [sent_i, recv_j] is checked, counting the
+// admissions that lie wholly inside it, against limit + rate × (recv_j −
+// sent_i): the longest the real interval can be, so timing never makes a
+// false violation. Windows count an admission only when its whole
+// [sent, recv] lies inside one epoch-aligned window. A policy change is
+// in force from the moment it was sent until it reached every instance
+// (runtime policies: 1.5 s after the reply; SIGHUP: 100 ms after the reload
+// is logged), and an interval is bounded by the largest limit and the
+// largest rate of every variant in force during it; a window policy, where
+// it meets a bucket policy, counts as a bucket of 2 × limit refilled at
+// limit per period. RL.RESET splits a key's history; admissions that
+// overlap a reset (plus 300 ms for hot and global keys: other instances'
+// leases, claims in flight) count nowhere. Lease admissions get 300 ms more
+// interval (1.5 lease TTLs and margin): a leased token left the bucket
+// before it was admitted. Shadow decisions are not counted; a key with any
+// fallback-* or overload-* decision is inconclusive (counted, not checked).
+// A global key may exceed its bound by its region floor's own
+// limit + rate × T (reported as the region excess, not a violation).
+package layercheck

@@ -1,0 +1,953 @@
+package layercheck
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"pgregory.net/rapid"
+
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// The policies: one family per layer. Keys are spelled from a family's
+// base (tb.i7.a); other spellings of it ({tb.i7.a}, {t7}tb.i7.a, {}tb.i7.a)
+// fall to "braced", and internal-looking ones (a floor key, sluice:…) to
+// the catch-all: different user keys under different policies.
+// cfg(true) is the config a SIGHUP may swap in.
+func cfg(alt bool) string {
+	tb, fw, gc := "limit: 6, rate: 3", "limit: 4", "limit: 5, rate: 5"
+	if alt {
+		tb, fw, gc = "limit: 4, rate: 2", "limit: 6", "limit: 3, rate: 6"
+	}
+	return `defaults: {on_store_error: closed}
+policies:
+  - {name: tb, match: "tb.*", algorithm: token_bucket, ` + tb + `, period: 1s}
+  - {name: gc, match: "gc.*", algorithm: gcra, ` + gc + `, period: 2s}
+  - {name: sw, match: "sw.*", algorithm: sliding_window, limit: 5, period: 1s}
+  - {name: fw, match: "fw.*", algorithm: fixed_window, ` + fw + `, period: 1s}
+  - {name: dk, match: "dk.*", limit: 2, rate: 1, period: 1s, shadow: true}
+  - {name: hl, match: "hl.*", limit: 20, rate: 10, period: 1s, hot: {mode: lease, threshold: 20}}
+  - {name: hs, match: "hs.*", limit: 16, rate: 8, period: 1s, hot: {mode: split, threshold: 20, split: 4}}
+  - {name: gl, match: "gl.*.g", limit: 10, rate: 5, period: 1s, scope: global, region_floor: 0.2}
+  - {name: gwu, match: "gw:user=*", algorithm: fixed_window, limit: 5, period: 1s}
+  - {name: gwa, match: "gw:acct=*", algorithm: token_bucket, limit: 4, rate: 4, period: 1s}
+  - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
+  - {name: all, match: "*", limit: 8, rate: 4, period: 1s}
+`
+}
+
+// The Envoy rules of the gRPC door: the same numbers as gwu and gwa, so
+// both doors bound those keys alike.
+const envoyRules = `domain: gw
+on_store_error: closed
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: acct
+    rate_limit: {unit: second, requests_per_unit: 4, algorithm: token_bucket}
+`
+
+// runtimeChanges are the RL.POLICY SET bodies an action may apply, by the
+// file policy they replace (same match, so the same keys).
+var runtimeChanges = map[string][]string{
+	"tb": {`{"match": "tb.*", "algorithm": "gcra", "limit": 6, "rate": 3, "period": "1s", "on_store_error": "closed"}`,
+		`{"match": "tb.*", "algorithm": "token_bucket", "limit": 3, "rate": 3, "period": "1s", "on_store_error": "closed"}`},
+	"fw": {`{"match": "fw.*", "algorithm": "sliding_window", "limit": 4, "period": "1s", "on_store_error": "closed"}`,
+		`{"match": "fw.*", "algorithm": "fixed_window", "limit": 7, "period": "1s", "on_store_error": "closed"}`},
+	"sw": {`{"match": "sw.*", "algorithm": "fixed_window", "limit": 5, "period": "1s", "on_store_error": "closed"}`},
+	"gc": {`{"match": "gc.*", "algorithm": "token_bucket", "limit": 5, "rate": 5, "period": "2s", "on_store_error": "closed"}`},
+	"gl": {`{"match": "gl.*.g", "scope": "regional", "limit": 10, "rate": 5, "period": "1s", "on_store_error": "closed"}`},
+}
+
+// cl is the CL.THROTTLE limit every call uses: burst 3, 4 per 2 s.
+var cl = Variant{Name: "cl.throttle", Algorithm: "gcra", Limit: 3, Rate: 4, Period: 2 * time.Second}
+
+const (
+	clArgs      = "2 4 2"
+	runtimeProp = 1500 * time.Millisecond // a runtime policy reaches every instance within 500 ms; margin for this busy machine
+	reloadProp  = 100 * time.Millisecond
+)
+
+var slack = Slack{Lease: 300 * time.Millisecond, Reset: 300 * time.Millisecond}
+
+func variantOf(p *limit.Policy) Variant {
+	alg := string(p.Algorithm)
+	if alg == "" {
+		alg = "token_bucket"
+	}
+	hot := ""
+	if p.Hot.Mode == limit.HotLease || p.Hot.Mode == limit.HotSplit {
+		hot = string(p.Hot.Mode)
+	}
+	return Variant{Name: p.Name, Algorithm: alg, Limit: p.Limit, Rate: p.Rate, Period: p.Period,
+		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow}
+}
+
+func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
+	t.Helper()
+	s, err := policy.Parse([]byte(yaml), "layercheck.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := map[string]Variant{}
+	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all"} {
+		vs[name] = variantOf(s.Lookup(name))
+	}
+	return s, vs
+}
+
+// world is what lives across rapid's iterations: the processes, the
+// policies in force and the run's counters.
+type world struct {
+	procs   []*proc
+	match   *policy.Set
+	base    map[string]Variant
+	alt     map[string]Variant
+	tracker *Tracker
+
+	mu        sync.Mutex
+	file      []map[string]Variant // per process
+	fileAlt   []bool
+	overrides map[string]Variant
+	iter      int
+	keepGoing bool            // LAYERCHECK_KEEPGOING: record violations, fail once at the end
+	skip      map[string]bool // LAYERCHECK_SKIP: actions left out (to tell one bug from another)
+	plainKeys bool            // LAYERCHECK_PLAIN: only each family's plain spelling
+	stats     stats
+}
+
+type stats struct {
+	ops          map[string]int
+	by           map[string]int
+	keys         int
+	violations   []string
+	inconclusive int
+	categories   map[string]int
+	firstTrace   []string // the actions of the first iteration with a violation
+	examples     map[string]string
+	regionMax    *RegionExcess
+	iterations   int
+}
+
+func (w *world) effective() map[Variant]bool {
+	set := map[Variant]bool{}
+	for i := range w.procs {
+		for name, v := range w.file[i] {
+			if o, ok := w.overrides[name]; ok {
+				v = o
+			}
+			set[v] = true
+		}
+	}
+	return set
+}
+
+// change applies mut (under w.mu) and records which variants it started
+// (from sent) and ended (after recv + prop).
+func (w *world) change(mut func(), sent, recv time.Time, prop time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	before := w.effective()
+	mut()
+	after := w.effective()
+	for v := range before {
+		if !after[v] {
+			w.tracker.Close(v, recv.Add(prop))
+		}
+	}
+	for v := range after {
+		if !before[v] {
+			w.tracker.Open(v, sent)
+		}
+	}
+}
+
+func (w *world) count(kind string) {
+	w.mu.Lock()
+	w.stats.ops[kind]++
+	w.mu.Unlock()
+}
+
+// iteration is one rapid test case: its keys and what they saw.
+type iteration struct {
+	w     *world
+	n     int
+	start time.Time
+	mu    sync.Mutex
+	rl    map[string]*KeyLog
+	cl    map[string]*KeyLog
+	trace []string
+	bases map[string]string // spelled key → the base it was spelled from
+}
+
+func (it *iteration) log(key string, throttle bool) *KeyLog {
+	m := it.rl
+	if throttle {
+		m = it.cl
+	}
+	k := m[key]
+	if k == nil {
+		k = &KeyLog{Key: key, Policy: it.w.match.Match(key).Name}
+		if throttle {
+			k.Fixed = &cl
+		}
+		m[key] = k
+	}
+	return k
+}
+
+// record books one RL reply of key.
+func (it *iteration) record(door, key string, cost int64, sent, recv time.Time, r reply, count bool) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	k := it.log(key, false)
+	it.w.mu.Lock()
+	it.w.stats.by[r.DecidedBy]++
+	it.w.mu.Unlock()
+	switch {
+	case strings.HasPrefix(r.DecidedBy, "fallback-") || strings.HasPrefix(r.DecidedBy, "overload-"):
+		k.Fallback = append(k.Fallback, r.DecidedBy)
+	case r.DecidedBy == limit.ByShadow:
+	case count && r.Allowed == 1:
+		k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: cost, By: r.DecidedBy, Door: door})
+	}
+}
+
+func (it *iteration) ms(t time.Time) int64 { return t.Sub(it.start).Milliseconds() }
+
+// logf logs one action, compactly, to rapid (which prints the sequence of
+// a failing test case) and to the iteration's own trace (printed for the
+// first violating iteration, also when rapid cannot reproduce it).
+func (it *iteration) logf(t *rapid.T, format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	t.Log(s)
+	it.mu.Lock()
+	it.trace = append(it.trace, s)
+	it.mu.Unlock()
+}
+
+// keys of an iteration: a family's base, spelled one of several ways.
+var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa"}
+
+func (it *iteration) base(fam, id string) string {
+	switch fam {
+	case "gl":
+		return fmt.Sprintf("gl.i%d.%s.g", it.n, id)
+	case "gwu":
+		return fmt.Sprintf("gw:user=i%d%s", it.n, id)
+	case "gwa":
+		return fmt.Sprintf("gw:acct=i%d%s", it.n, id)
+	}
+	return fmt.Sprintf("%s.i%d.%s", fam, it.n, id)
+}
+
+func (it *iteration) spell(b string, s int) string {
+	k := it.spellAs(b, s)
+	it.mu.Lock()
+	if it.bases == nil {
+		it.bases = map[string]string{}
+	}
+	it.bases[k] = b
+	it.mu.Unlock()
+	return k
+}
+
+func (it *iteration) spellAs(b string, s int) string {
+	switch s {
+	case 1:
+		return "{" + b + "}"
+	case 2:
+		return fmt.Sprintf("{t%d}%s", it.n, b)
+	case 3:
+		return b + "}"
+	case 4:
+		return "{}" + b
+	case 5:
+		return subKey(b, 1) // a split sub-bucket's key, as hotkey spells it
+	case 6:
+		return b + "\x00region-floor" // a region floor's key, as region spells it
+	case 7:
+		return "sluice:{" + b + "}"
+	}
+	return b
+}
+
+func (it *iteration) drawKey(t *rapid.T, label string) string {
+	fam := rapid.SampledFrom(families).Draw(t, label+".family")
+	id := rapid.SampledFrom([]string{"a", "b"}).Draw(t, label+".id")
+	s := rapid.IntRange(0, 15).Draw(t, label+".spelling")
+	if s > 7 || it.w.plainKeys {
+		s = 0
+	}
+	return it.spell(it.base(fam, id), s)
+}
+
+func (w *world) pick(t *rapid.T) (int, *proc) {
+	i := rapid.IntRange(0, len(w.procs)-1).Draw(t, "proc")
+	return i, w.procs[i]
+}
+
+func (it *iteration) takeOne(t *rapid.T, ctx context.Context, p *proc, door, key string, cost int64) (reply, error) {
+	sent := time.Now()
+	var r reply
+	var err error
+	if door == "http" {
+		r, err = p.httpTake(ctx, key, cost)
+	} else {
+		r, err = p.take(ctx, "RL.TAKE", key, cost)
+	}
+	recv := time.Now()
+	if err != nil {
+		return r, err
+	}
+	if e := shapeError(r, cost); e != "" {
+		t.Logf("%s %s %q %d -> %v", door, p.name, key, cost, r)
+		t.Fatalf("reply shape (%s): %s", door, e)
+	}
+	it.record(door, key, cost, sent, recv, r, true)
+	return r, nil
+}
+
+func drawCost(t *rapid.T, label string) int64 {
+	return int64(rapid.SampledFrom([]int{1, 1, 1, 1, 2, 3}).Draw(t, label))
+}
+
+func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
+	w := it.w
+	return map[string]func(*rapid.T){
+		"take": func(t *rapid.T) {
+			_, p := w.pick(t)
+			key, cost := it.drawKey(t, "key"), drawCost(t, "cost")
+			r, err := it.takeOne(t, ctx, p, "resp", key, cost)
+			if err != nil {
+				t.Fatalf("RL.TAKE %q %d on %s: %v", key, cost, p.name, err)
+			}
+			w.count("take")
+			it.logf(t, "%5d take %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
+		},
+		"http": func(t *rapid.T) {
+			_, p := w.pick(t)
+			key, cost := it.drawKey(t, "key"), drawCost(t, "cost")
+			r, err := it.takeOne(t, ctx, p, "http", key, cost)
+			if err != nil {
+				t.Fatalf("HTTP take %q %d on %s: %v", key, cost, p.name, err)
+			}
+			w.count("http")
+			it.logf(t, "%5d http %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
+		},
+		"peek": func(t *rapid.T) {
+			_, p := w.pick(t)
+			key := it.drawKey(t, "key")
+			r, err := p.take(ctx, "RL.PEEK", key, 1)
+			if err != nil {
+				t.Fatalf("RL.PEEK %q on %s: %v", key, p.name, err)
+			}
+			if e := shapeError(r, 1); e != "" {
+				t.Logf("peek %s %q -> %v", p.name, key, r)
+				t.Fatalf("reply shape (peek): %s", e)
+			}
+			w.count("peek")
+			it.logf(t, "%5d peek %s %q -> %v", it.ms(time.Now()), p.name, key, r)
+		},
+		"mtake": func(t *rapid.T) { it.mtake(t, ctx) },
+		"throttle": func(t *rapid.T) {
+			_, p := w.pick(t)
+			key := it.drawKey(t, "key")
+			if it.w.match.Match(key).Shadow {
+				return // a shadow policy's shadow applies to CL.THROTTLE: it always admits
+			}
+			q := int64(rapid.IntRange(1, 2).Draw(t, "quantity"))
+			sent := time.Now()
+			v, err := p.rc.Do(ctx, append([]any{"CL.THROTTLE", key}, clArgsAny(q)...)...).Int64Slice()
+			recv := time.Now()
+			if err != nil {
+				t.Fatalf("CL.THROTTLE %q on %s: %v", key, p.name, err)
+			}
+			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
+				t.Logf("throttle %s %q %s %d -> %v", p.name, key, clArgs, q, v)
+				t.Fatalf("reply shape (CL.THROTTLE)")
+			}
+			if v[0] == 0 {
+				it.mu.Lock()
+				k := it.log(key, true)
+				k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: q, By: "cl", Door: "cl"})
+				it.mu.Unlock()
+			}
+			w.count("throttle")
+			it.logf(t, "%5d throttle %s %q %s %d -> %v", it.ms(recv), p.name, key, clArgs, q, v)
+		},
+		"reset": func(t *rapid.T) {
+			_, p := w.pick(t)
+			key := it.drawKey(t, "key")
+			sent := time.Now()
+			n, err := p.rc.Do(ctx, "RL.RESET", key).Int64()
+			recv := time.Now()
+			if err != nil {
+				t.Fatalf("RL.RESET %q on %s: %v", key, p.name, err)
+			}
+			it.mu.Lock()
+			for _, k := range []*KeyLog{it.log(key, false), it.log(key, true)} {
+				k.Resets = append(k.Resets, Interval{sent, recv})
+			}
+			it.mu.Unlock()
+			w.count("reset")
+			it.logf(t, "%5d reset %s %q -> %d", it.ms(recv), p.name, key, n)
+		},
+		"policy": func(t *rapid.T) {
+			_, p := w.pick(t)
+			name := rapid.SampledFrom([]string{"tb", "fw", "sw", "gc", "gl"}).Draw(t, "policy")
+			del := rapid.Bool().Draw(t, "del")
+			if del {
+				sent := time.Now()
+				n, err := p.rc.Do(ctx, "RL.POLICY", "DEL", name).Int64()
+				recv := time.Now()
+				if err != nil {
+					t.Fatalf("RL.POLICY DEL %s: %v", name, err)
+				}
+				w.change(func() { delete(w.overrides, name) }, sent, recv, runtimeProp)
+				w.count("policy-del")
+				it.logf(t, "%5d policy %s DEL %s -> %d", it.ms(recv), p.name, name, n)
+				return
+			}
+			body := rapid.SampledFrom(runtimeChanges[name]).Draw(t, "body")
+			pol, err := policy.ParsePolicyJSON(name, []byte(body))
+			if err != nil {
+				t.Fatalf("runtime policy %s %s: %v", name, body, err)
+			}
+			sent := time.Now()
+			err = p.rc.Do(ctx, "RL.POLICY", "SET", name, body).Err()
+			recv := time.Now()
+			if err != nil {
+				t.Fatalf("RL.POLICY SET %s %s: %v", name, body, err)
+			}
+			w.change(func() { w.overrides[name] = variantOf(pol) }, sent, recv, runtimeProp)
+			w.count("policy-set")
+			it.logf(t, "%5d policy %s SET %s %s", it.ms(recv), p.name, name, variantOf(pol))
+		},
+		"sighup": func(t *rapid.T) {
+			i, p := w.pick(t)
+			w.mu.Lock()
+			alt := !w.fileAlt[i]
+			w.mu.Unlock()
+			if err := it.reload(i, alt); err != nil {
+				t.Fatal(err)
+			}
+			w.count("sighup")
+			it.logf(t, "%5d sighup %s alt=%v", it.ms(time.Now()), p.name, alt)
+		},
+		"grpc": func(t *rapid.T) { it.grpc(t, ctx) },
+		"wait": func(t *rapid.T) {
+			d := time.Duration(rapid.IntRange(0, 300).Draw(t, "ms")) * time.Millisecond
+			time.Sleep(d) // part of the workload: time passes, windows roll
+			w.count("wait")
+			it.logf(t, "%5d wait %v", it.ms(time.Now()), d)
+		},
+		"burst": func(t *rapid.T) { it.burst(t, ctx) },
+		"hotkeys": func(t *rapid.T) {
+			_, p := w.pick(t)
+			v, err := p.rc.Do(ctx, "RL.HOTKEYS").Slice()
+			if err != nil {
+				t.Fatalf("RL.HOTKEYS on %s: %v", p.name, err)
+			}
+			w.count("hotkeys")
+			var hot []string // key/mode of this iteration's keys only
+			for _, e := range v {
+				f, _ := e.([]any)
+				if len(f) >= 6 && strings.Contains(fmt.Sprint(f[1]), fmt.Sprintf(".i%d.", it.n)) {
+					hot = append(hot, fmt.Sprintf("%v/%v", f[1], f[5]))
+				}
+			}
+			it.logf(t, "%5d hotkeys %s -> %d hot, here: %v", it.ms(time.Now()), p.name, len(v), hot)
+		},
+	}
+}
+
+func clArgsAny(q int64) []any {
+	var out []any
+	for _, f := range strings.Fields(clArgs) {
+		out = append(out, f)
+	}
+	return append(out, q)
+}
+
+// reload makes process i's config base or alt, by SIGHUP.
+func (it *iteration) reload(i int, alt bool) error {
+	w := it.w
+	yaml := cfg(alt)
+	sent, recv, err := w.procs[i].reload(yaml)
+	if err != nil {
+		return err
+	}
+	w.change(func() {
+		w.fileAlt[i] = alt
+		if alt {
+			w.file[i] = w.alt
+		} else {
+			w.file[i] = w.base
+		}
+	}, sent, recv, reloadProp)
+	return nil
+}
+
+func (it *iteration) mtake(t *rapid.T, ctx context.Context) {
+	w := it.w
+	_, p := w.pick(t)
+	var keys []string
+	switch rapid.IntRange(0, 2).Draw(t, "mtake.shape") {
+	case 0: // one slot: one hash tag
+		for j := range rapid.IntRange(2, 3).Draw(t, "mtake.n") {
+			fam := rapid.SampledFrom(families).Draw(t, fmt.Sprintf("m%d.family", j))
+			keys = append(keys, it.spell(it.base(fam, "a"), 2))
+		}
+	case 1: // k and {k}: one slot, one Redis key today
+		b := it.drawKey(t, "mtake.k")
+		keys = []string{b, it.spell(b, 1)}
+	default: // anywhere
+		for j := range rapid.IntRange(2, 3).Draw(t, "mtake.n") {
+			keys = append(keys, it.drawKey(t, fmt.Sprintf("m%d", j)))
+		}
+	}
+	seen := map[string]bool{}
+	args := []any{"RL.MTAKE"}
+	var ks []string
+	var costs []int64
+	for j, k := range keys {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		c := int64(rapid.SampledFrom([]int{1, 1, 1, 2, 40}).Draw(t, fmt.Sprintf("m%d.cost", j))) // 40: this member refuses
+		ks, costs = append(ks, k), append(costs, c)
+		args = append(args, k, c)
+	}
+	sent := time.Now()
+	v, err := p.rc.Do(ctx, args...).Slice()
+	recv := time.Now()
+	if err != nil {
+		t.Fatalf("RL.MTAKE %v on %s: %v", args[1:], p.name, err)
+	}
+	if len(v) != 2 {
+		t.Fatalf("RL.MTAKE %v -> %v: want [allowed, [replies]]", args[1:], v)
+	}
+	all, _ := v[0].(int64)
+	rs, ok := v[1].([]any)
+	if !ok || len(rs) != len(ks) {
+		t.Fatalf("RL.MTAKE %v -> %v: want %d replies", args[1:], v, len(ks))
+	}
+	var out []string
+	for j, x := range rs {
+		r, err := parseReply(x)
+		if err != nil {
+			t.Fatalf("RL.MTAKE %v: member %d: %v", args[1:], j, err)
+		}
+		if e := shapeError(r, costs[j]); e != "" {
+			t.Logf("mtake %s %v -> member %q %v", p.name, args[1:], ks[j], r)
+			t.Fatalf("reply shape (mtake member): %s", e)
+		}
+		if all == 1 && r.Allowed != 1 {
+			t.Logf("mtake %s %v -> admitted, member %q %v", p.name, args[1:], ks[j], r)
+			t.Fatalf("reply shape (mtake): admitted with a member refused")
+		}
+		it.record("mtake", ks[j], costs[j], sent, recv, r, all == 1)
+		out = append(out, r.String())
+	}
+	w.count("mtake")
+	it.logf(t, "%5d mtake %s %q %v -> %d %s", it.ms(recv), p.name, ks, costs, all, strings.Join(out, " "))
+}
+
+func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
+	w := it.w
+	_, p := w.pick(t)
+	req := &rlsv3.RateLimitRequest{Domain: "gw"}
+	var ks []string
+	var costs []int64
+	for j := range rapid.IntRange(1, 2).Draw(t, "grpc.n") {
+		entry := []string{"user", "acct"}[(j+rapid.IntRange(0, 1).Draw(t, fmt.Sprintf("g%d.entry", j)))%2]
+		id := rapid.SampledFrom([]string{"a", "b"}).Draw(t, fmt.Sprintf("g%d.id", j))
+		c := drawCost(t, fmt.Sprintf("g%d.cost", j))
+		key := fmt.Sprintf("gw:%s=i%d%s", entry, it.n, id)
+		if len(ks) > 0 && ks[0] == key {
+			break
+		}
+		ks, costs = append(ks, key), append(costs, c)
+		req.Descriptors = append(req.Descriptors, &ratelimitv3.RateLimitDescriptor{
+			Entries:    []*ratelimitv3.RateLimitDescriptor_Entry{{Key: entry, Value: fmt.Sprintf("i%d%s", it.n, id)}},
+			HitsAddend: nil,
+		})
+	}
+	if len(ks) == 1 {
+		req.HitsAddend = uint32(costs[0])
+	} else {
+		for j := range ks { // one cost per descriptor needs a per-descriptor hits_addend
+			costs[j] = 1
+		}
+	}
+	sent := time.Now()
+	resp, err := p.gc.ShouldRateLimit(ctx, req)
+	recv := time.Now()
+	if err != nil {
+		t.Fatalf("ShouldRateLimit %v on %s: %v", ks, p.name, err)
+	}
+	if len(resp.Statuses) != len(ks) {
+		t.Fatalf("ShouldRateLimit %v: %d statuses", ks, len(resp.Statuses))
+	}
+	ok := resp.OverallCode == rlsv3.RateLimitResponse_OK
+	var codes []string
+	for j, s := range resp.Statuses {
+		codes = append(codes, fmt.Sprintf("%s/%d", s.Code, s.LimitRemaining))
+		if ok && s.Code == rlsv3.RateLimitResponse_OK {
+			it.mu.Lock()
+			k := it.log(ks[j], false)
+			k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: costs[j], By: "grpc", Door: "grpc"})
+			it.mu.Unlock()
+		}
+	}
+	w.count("grpc")
+	it.logf(t, "%5d grpc %s %q %v -> %s %s", it.ms(recv), p.name, ks, costs, resp.OverallCode, strings.Join(codes, " "))
+}
+
+// burst takes one key many times at once from every process, so that the
+// hot-key paths engage.
+func (it *iteration) burst(t *rapid.T, ctx context.Context) {
+	w := it.w
+	var key string
+	if rapid.IntRange(0, 3).Draw(t, "burst.hot") > 0 {
+		fam := rapid.SampledFrom([]string{"hl", "hs"}).Draw(t, "burst.family")
+		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
+	} else {
+		key = it.drawKey(t, "burst.key")
+	}
+	n := rapid.IntRange(20, 80).Draw(t, "burst.n")
+	const workers = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	by := map[string]int{}
+	admitted := 0
+	var firstErr error
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := w.procs[g%len(w.procs)]
+			for j := g; j < n; j += workers {
+				sent := time.Now()
+				r, err := p.take(ctx, "RL.TAKE", key, 1)
+				recv := time.Now()
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					if e := shapeError(r, 1); e != "" && firstErr == nil {
+						firstErr = fmt.Errorf("reply shape (burst): %s", e)
+					}
+					by[r.DecidedBy]++
+					if r.Allowed == 1 {
+						admitted++
+					}
+				}
+				mu.Unlock()
+				if err == nil {
+					it.record("resp", key, 1, sent, recv, r, true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Logf("burst %q: %v", key, firstErr)
+		t.Fatal(firstErr)
+	}
+	w.mu.Lock()
+	w.stats.ops["burst"]++
+	w.stats.ops["burst-take"] += n
+	w.mu.Unlock()
+	it.logf(t, "%5d burst %q x%d -> admitted %d, decided_by %v", it.ms(time.Now()), key, n, admitted, by)
+}
+
+// restore puts the policies back to the files' base before an iteration,
+// so that each test case starts from one state (and shrinks).
+func (it *iteration) restore(t *rapid.T, ctx context.Context) {
+	w := it.w
+	w.mu.Lock()
+	var names []string
+	for name := range w.overrides {
+		names = append(names, name)
+	}
+	alts := append([]bool(nil), w.fileAlt...)
+	w.mu.Unlock()
+	for _, name := range names {
+		sent := time.Now()
+		if err := w.procs[0].rc.Do(ctx, "RL.POLICY", "DEL", name).Err(); err != nil {
+			t.Fatalf("restore: RL.POLICY DEL %s: %v", name, err)
+		}
+		w.change(func() { delete(w.overrides, name) }, sent, time.Now(), runtimeProp)
+	}
+	for i, alt := range alts {
+		if alt {
+			if err := it.reload(i, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// check runs Check on every key of the iteration. A violation is logged
+// with the key, its admissions and the bound; the failure message itself
+// names only the first violation's category, so that rapid sees the same
+// error while it shrinks the sequence (its keys and times change each run).
+func (it *iteration) check(t *rapid.T) {
+	w := it.w
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	var cats []string
+	var logs []*KeyLog
+	for _, k := range it.rl {
+		logs = append(logs, k)
+	}
+	for _, k := range it.cl {
+		logs = append(logs, k)
+	}
+	sort.Slice(logs, func(i, j int) bool {
+		return logs[i].Key < logs[j].Key || logs[i].Key == logs[j].Key && logs[i].Fixed == nil
+	})
+	for _, k := range logs {
+		res := Check(k, w.tracker.Spans(k.Policy), slack)
+		w.mu.Lock()
+		if !res.Checked {
+			w.stats.inconclusive++
+			t.Logf("key %q inconclusive: %d fallback/overload decisions (%v)", k.Key, len(k.Fallback), k.Fallback[0])
+		}
+		for _, r := range res.Region {
+			if w.stats.regionMax == nil || float64(r.Admitted)-r.Bound > float64(w.stats.regionMax.Admitted)-w.stats.regionMax.Bound {
+				w.stats.regionMax = &r
+			}
+		}
+		for _, v := range res.Violations {
+			what := "RL"
+			if k.Fixed != nil {
+				what = "CL.THROTTLE " + clArgs
+			}
+			cat := fmt.Sprintf("%s policy %s %s check, doors %s", what, v.Policy, v.Kind, doors(v.By))
+			detail := what + " " + v.String() + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k) +
+				"\n    the actions on it, its other spellings and the policies:\n      " + strings.Join(it.about(k.Key), "\n      ")
+			if w.stats.categories[cat] == 0 {
+				w.stats.examples[cat] = detail
+			}
+			if w.stats.firstTrace == nil {
+				w.stats.firstTrace = append([]string{fmt.Sprintf("iteration %d: %s", it.n, detail)}, it.trace...)
+			}
+			w.stats.categories[cat]++
+			w.stats.violations = append(w.stats.violations, detail)
+			t.Logf("VIOLATION %s", detail)
+			cats = append(cats, cat)
+		}
+		w.mu.Unlock()
+	}
+	if len(cats) > 0 && !w.keepGoing {
+		// One message for every violation: rapid shrinks towards any
+		// violation (the VIOLATION lines say which), and a timing-dependent
+		// one reproduces more often.
+		t.Fatalf("violation of limit + rate × T (windows: limit per window); see the VIOLATION lines")
+	}
+}
+
+// doors names the doors in a violation's decided_by counts.
+func doors(by map[string]int) string {
+	var out []string
+	for k := range by {
+		d, _, _ := strings.Cut(k, "/")
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "+")
+}
+
+// about returns the actions of the trace that name key's base (every
+// spelling of it) or change a policy: the story of one violation.
+func (it *iteration) about(key string) []string {
+	b := key
+	for n := 0; it.bases[b] != "" && it.bases[b] != b && n < 4; n++ {
+		b = it.bases[b]
+	}
+	var out []string
+	for _, l := range it.trace {
+		if strings.Contains(l, b) || strings.Contains(l, " policy ") || strings.Contains(l, " sighup ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (it *iteration) admissions(k *KeyLog) string {
+	var b strings.Builder
+	for _, a := range k.Adm {
+		fmt.Fprintf(&b, "%d-%d %d %s/%s; ", it.ms(a.Sent), it.ms(a.Recv), a.Cost, a.Door, a.By)
+	}
+	for _, r := range k.Resets {
+		fmt.Fprintf(&b, "RESET %d-%d; ", it.ms(r.Sent), it.ms(r.Recv))
+	}
+	return b.String()
+}
+
+// TestLayers is the checker of issue 20: rapid drives two sluice processes
+// in region eu (a 3+3 cluster, a home redis-server) through every door and
+// layer, and each test case's replies must keep every key within its
+// policy's bound. LAYERCHECK_DURATION (default 25s) bounds the run; the
+// summary line counts operations, keys, violations and decided_by.
+func TestLayers(t *testing.T) {
+	budget := 25 * time.Second
+	if s := os.Getenv("LAYERCHECK_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("LAYERCHECK_DURATION=%q: %v", s, err)
+		}
+		budget = d
+	}
+	home := redistest.NewSingle(t)
+	eu := redistest.NewCluster(t, localredis.Config{Primaries: 3, Replicas: 1, Log: io.Discard})
+	dir := t.TempDir()
+	envoyDir := filepath.Join(dir, "envoy")
+	if err := os.Mkdir(envoyDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(envoyDir, "gw.yaml"), []byte(envoyRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	match, base := parseSet(t, cfg(false))
+	_, alt := parseSet(t, cfg(true))
+	w := &world{match: match, base: base, alt: alt, overrides: map[string]Variant{},
+		stats:     stats{ops: map[string]int{}, by: map[string]int{}, categories: map[string]int{}, examples: map[string]string{}},
+		keepGoing: os.Getenv("LAYERCHECK_KEEPGOING") != "", plainKeys: os.Getenv("LAYERCHECK_PLAIN") != "", skip: map[string]bool{}}
+	for _, a := range strings.Split(os.Getenv("LAYERCHECK_SKIP"), ",") {
+		w.skip[strings.TrimSpace(a)] = true
+	}
+	for i := range 2 {
+		path := filepath.Join(dir, fmt.Sprintf("sluice%d.yaml", i+1))
+		if err := os.WriteFile(path, []byte(cfg(false)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w.procs = append(w.procs, startSluice(t, fmt.Sprintf("p%d", i+1), path,
+			"--cluster", strings.Join(eu.Addrs(), ","), "--region", "eu", "--home-redis", "redis://"+home.Addr,
+			"--envoy-config", envoyDir))
+		w.file = append(w.file, base)
+		w.fileAlt = append(w.fileAlt, false)
+	}
+	var vs []Variant
+	for _, v := range base {
+		vs = append(vs, v)
+	}
+	w.tracker = NewTracker(time.Now(), vs...)
+	ctx := context.Background()
+	start := time.Now()
+	deadline := start.Add(budget)
+	failing := false
+	t.Cleanup(func() { w.summary(t, time.Since(start)) })
+
+	rapid.Check(t, func(t *rapid.T) {
+		if !failing && time.Now().After(deadline) {
+			return // the time budget is spent: the remaining checks are empty
+		}
+		w.mu.Lock()
+		w.iter++
+		w.stats.iterations++
+		it := &iteration{w: w, n: w.iter, start: time.Now(), rl: map[string]*KeyLog{}, cl: map[string]*KeyLog{}}
+		w.mu.Unlock()
+		it.restore(t, ctx)
+		defer func() {
+			if t.Failed() {
+				failing = true
+			}
+		}()
+		t.Logf("iteration %d (keys contain i%d)", it.n, it.n)
+		actions := it.actions(ctx)
+		for a := range w.skip {
+			delete(actions, a)
+		}
+		t.Repeat(actions)
+		w.mu.Lock()
+		w.stats.keys += len(it.rl) + len(it.cl)
+		w.mu.Unlock()
+		it.check(t)
+		if t.Failed() {
+			failing = true
+		}
+	})
+}
+
+func (w *world) summary(t *testing.T, elapsed time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	total := 0
+	var ops []string
+	for k, n := range w.stats.ops {
+		if k != "burst-take" {
+			total += n
+		}
+		ops = append(ops, fmt.Sprintf("%s=%d", k, n))
+	}
+	total += w.stats.ops["burst-take"] - w.stats.ops["burst"]
+	sort.Strings(ops)
+	var by []string
+	for k, n := range w.stats.by {
+		by = append(by, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(by)
+	region := "none"
+	if r := w.stats.regionMax; r != nil {
+		region = fmt.Sprintf("largest %d admitted vs bound %.2f over %.2fs on %q (within the floor's share)", r.Admitted, r.Bound, r.Seconds, r.Key)
+	}
+	line := fmt.Sprintf("layercheck summary: %v, %d iterations, operations %d (%s), keys %d, violations %d, inconclusive keys %d, decided_by {%s}, region excess: %s",
+		elapsed.Round(time.Second), w.stats.iterations, total, strings.Join(ops, " "), w.stats.keys, len(w.stats.violations),
+		w.stats.inconclusive, strings.Join(by, " "), region)
+	t.Log(line)
+	fmt.Fprintln(os.Stderr, line)
+	if w.stats.by["lease"] == 0 || w.stats.by["split"] == 0 {
+		t.Logf("note: the hot paths did not both engage (lease %d, split %d decisions)", w.stats.by["lease"], w.stats.by["split"])
+	}
+	if n := fallbacks(w.stats.by); n > 0 {
+		t.Logf("note: %d fallback/overload decisions although every node is up", n)
+	}
+	var cats []string
+	for c := range w.stats.categories {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	for _, c := range cats {
+		s := fmt.Sprintf("violations: %d × %s; e.g. %s", w.stats.categories[c], c, w.stats.examples[c])
+		t.Log(s)
+		fmt.Fprintln(os.Stderr, s)
+	}
+	if len(w.stats.firstTrace) > 0 {
+		t.Logf("the first iteration with a violation, as it ran (ms since its start):\n    %s", strings.Join(w.stats.firstTrace, "\n    "))
+	}
+	if w.keepGoing && len(cats) > 0 {
+		t.Errorf("%d violations in %d categories (above)", len(w.stats.violations), len(cats))
+	}
+}
+
+func fallbacks(by map[string]int) int {
+	n := 0
+	for k, v := range by {
+		if strings.HasPrefix(k, "fallback-") || strings.HasPrefix(k, "overload-") {
+			n += v
+		}
+	}
+	return n
+}

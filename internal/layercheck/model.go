@@ -1,0 +1,405 @@
+package layercheck
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Variant is one set of numbers a policy had: what bounds its keys while it
+// is in force. The zero value is no policy.
+type Variant struct {
+	Name      string
+	Algorithm string // token_bucket | gcra | sliding_window | fixed_window
+	Limit     int64
+	Rate      int64         // per Period; bucket algorithms only
+	Period    time.Duration // refill period or window length
+	Global    bool          // scope: global (decided from a region's pool)
+	Floor     float64       // region_floor of a global policy
+	Hot       string        // "", lease or split
+	Shadow    bool
+}
+
+// Bucket reports whether v is a bucket algorithm (token_bucket, gcra).
+func (v Variant) Bucket() bool { return v.Algorithm == "token_bucket" || v.Algorithm == "gcra" }
+
+func (v Variant) String() string {
+	s := fmt.Sprintf("%s(%s %d", v.Name, v.Algorithm, v.Limit)
+	if v.Bucket() {
+		s += fmt.Sprintf("+%d", v.Rate)
+	}
+	s += "/" + v.Period.String()
+	if v.Global {
+		s += " global"
+	}
+	if v.Hot != "" {
+		s += " hot=" + v.Hot
+	}
+	return s + ")"
+}
+
+// bucketForm is v as a bound on any interval: burst b plus r per second.
+// A window policy admits at most limit in each window an interval touches,
+// so over T it admits at most limit × (T/P + 2).
+func (v Variant) bucketForm() (b, r float64) {
+	p := v.Period.Seconds()
+	if v.Bucket() {
+		return float64(v.Limit), float64(v.Rate) / p
+	}
+	return 2 * float64(v.Limit), float64(v.Limit) / p
+}
+
+// Span is a time a variant was (possibly) in force on some instance: from
+// the moment the change that made it was sent to the moment the change that
+// ended it had reached every instance. To is zero while it is in force.
+type Span struct {
+	V        Variant
+	From, To time.Time
+}
+
+func (s Span) overlaps(a, b time.Time) bool {
+	return !s.From.After(b) && (s.To.IsZero() || !s.To.Before(a))
+}
+
+// Tracker records the spans of every policy name. It is safe for
+// concurrent use.
+type Tracker struct {
+	mu    sync.Mutex
+	spans map[string][]*Span
+}
+
+// NewTracker returns a tracker where vs are in force since at.
+func NewTracker(at time.Time, vs ...Variant) *Tracker {
+	t := &Tracker{spans: map[string][]*Span{}}
+	for _, v := range vs {
+		t.Open(v, at)
+	}
+	return t
+}
+
+// Open records that v may be in force from at (a no-op when it already is).
+func (t *Tracker) Open(v Variant, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.spans[v.Name] {
+		if s.V == v && s.To.IsZero() {
+			return
+		}
+	}
+	t.spans[v.Name] = append(t.spans[v.Name], &Span{V: v, From: at})
+}
+
+// Close records that v is in force nowhere after at.
+func (t *Tracker) Close(v Variant, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.spans[v.Name] {
+		if s.V == v && s.To.IsZero() {
+			s.To = at
+		}
+	}
+}
+
+// Spans returns a copy of name's spans.
+func (t *Tracker) Spans(name string) []Span {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Span, 0, len(t.spans[name]))
+	for _, s := range t.spans[name] {
+		out = append(out, *s)
+	}
+	return out
+}
+
+// Admission is one admitted take: the decision happened at some moment in
+// [Sent, Recv].
+type Admission struct {
+	Sent, Recv time.Time
+	Cost       int64
+	By         string // decided_by, or the door's word when it has none
+	Door       string // resp, mtake, http, grpc, cl
+}
+
+// Interval is the time an operation was in flight.
+type Interval struct{ Sent, Recv time.Time }
+
+// KeyLog is what one user key saw: its admissions and resets. For
+// CL.THROTTLE keys, Fixed is the call's own GCRA limit.
+type KeyLog struct {
+	Key      string
+	Policy   string   // the policy name the key's glob matches
+	Fixed    *Variant // CL.THROTTLE: the parameters of every call
+	Adm      []Admission
+	Resets   []Interval
+	Fallback []string // decided_by of fallback-* / overload-* replies
+}
+
+// Slack are the documented imprecisions a check allows for.
+type Slack struct {
+	// Lease is how long a leased token may be held before it is admitted
+	// (1.5 lease TTLs plus margin): an admission from a lease spent bucket
+	// tokens up to that long before it.
+	Lease time.Duration
+	// Reset: admissions that overlap [reset sent, reset recv + Reset] are
+	// ambiguous (other instances' leases and in-flight region claims).
+	Reset time.Duration
+}
+
+// Violation is one interval in which a key admitted more than its bound.
+type Violation struct {
+	Key, Policy, Kind string // Kind: bucket, window, region
+	From, To          time.Time
+	Admitted          int64
+	Bound             float64
+	Variants          []string
+	By                map[string]int
+}
+
+func (v Violation) String() string {
+	var by []string
+	for k, n := range v.By {
+		by = append(by, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(by)
+	return fmt.Sprintf("key %q (policy %s) %s check: admitted %d in [%s, %s] (%.3fs), bound %.2f under %s; decided_by %s",
+		v.Key, v.Policy, v.Kind, v.Admitted, v.From.Format("15:04:05.000"), v.To.Format("15:04:05.000"),
+		v.To.Sub(v.From).Seconds(), v.Bound, strings.Join(v.Variants, " | "), strings.Join(by, ","))
+}
+
+// RegionExcess is an interval where a global key admitted more than
+// limit + rate × T but within the floor's own limit + rate × T on top.
+type RegionExcess struct {
+	Key      string
+	Admitted int64
+	Bound    float64
+	Seconds  float64
+}
+
+// Result is what Check found for one key.
+type Result struct {
+	Violations []Violation
+	Region     []RegionExcess
+	Checked    bool // false: fallback decisions made the key inconclusive
+}
+
+// Check checks one key against the spans of its policy (spans is ignored
+// for a Fixed key).
+func Check(k *KeyLog, spans []Span, sl Slack) Result {
+	if len(k.Fallback) > 0 {
+		return Result{}
+	}
+	if k.Fixed != nil {
+		spans = []Span{{V: *k.Fixed}}
+	}
+	var res Result
+	res.Checked = true
+	for _, seg := range segments(k, spans, sl) {
+		checkBuckets(k, seg, spans, sl, &res)
+		checkWindows(k, seg, spans, &res)
+	}
+	return res
+}
+
+// segments splits the admissions at each reset, dropping those that
+// overlap one.
+func segments(k *KeyLog, spans []Span, sl Slack) [][]Admission {
+	slack := time.Duration(0)
+	for _, s := range spans {
+		if s.V.Hot != "" || s.V.Global {
+			slack = sl.Reset
+		}
+	}
+	resets := slices.Clone(k.Resets)
+	sort.Slice(resets, func(i, j int) bool { return resets[i].Sent.Before(resets[j].Sent) })
+	segs := make([][]Admission, len(resets)+1)
+next:
+	for _, a := range k.Adm {
+		n := 0
+		for _, r := range resets {
+			if !a.Recv.Before(r.Sent) && !a.Sent.After(r.Recv.Add(slack)) {
+				continue next // ambiguous
+			}
+			if a.Sent.After(r.Recv) {
+				n++
+			}
+		}
+		segs[n] = append(segs[n], a)
+	}
+	return segs
+}
+
+// in returns the spans overlapping [a, b].
+func in(spans []Span, a, b time.Time) []Span {
+	var out []Span
+	for _, s := range spans {
+		if s.overlaps(a, b) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func names(spans []Span) []string {
+	var out []string
+	for _, s := range spans {
+		if n := s.V.String(); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func byCount(adm []Admission, a, b time.Time) map[string]int {
+	m := map[string]int{}
+	for _, x := range adm {
+		if !x.Sent.Before(a) && !x.Recv.After(b) {
+			m[x.Door+"/"+x.By]++
+		}
+	}
+	return m
+}
+
+// windowsOnly reports whether every span is a window policy of one period,
+// and that period.
+func windowsOnly(spans []Span) (time.Duration, bool) {
+	var p time.Duration
+	for _, s := range spans {
+		if s.V.Bucket() || (p != 0 && s.V.Period != p) {
+			return 0, false
+		}
+		p = s.V.Period
+	}
+	return p, p != 0
+}
+
+// checkBuckets checks every interval [Sent_i, Recv_j]: the admissions that
+// lie wholly inside it happened within its length, which is the longest
+// the real interval between them can be, so the bound used is the largest
+// the truth allows (never a false violation from timing). It is skipped
+// where only window policies of one period were in force: checkWindows is
+// exact there.
+func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Result) {
+	if len(adm) == 0 {
+		return
+	}
+	bySent := slices.Clone(adm)
+	sort.Slice(bySent, func(i, j int) bool { return bySent[i].Sent.Before(bySent[j].Sent) })
+	byRecv := slices.Clone(adm)
+	sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].Recv.Before(byRecv[j].Recv) })
+	worst := map[string]Violation{} // one per kind: the largest excess
+	excess := map[string]float64{}
+	var region *RegionExcess
+	for i, first := range bySent {
+		if i > 0 && bySent[i-1].Sent.Equal(first.Sent) {
+			continue
+		}
+		a := first.Sent
+		var sum int64
+		for _, x := range byRecv {
+			if x.Sent.Before(a) {
+				continue
+			}
+			sum += x.Cost
+			b := x.Recv
+			ss := in(spans, a, b)
+			if len(ss) == 0 {
+				continue
+			}
+			if _, ok := windowsOnly(ss); ok {
+				continue
+			}
+			T := b.Sub(a).Seconds()
+			var B, R, fB, fR float64
+			lease := false
+			for _, s := range ss {
+				bb, rr := s.V.bucketForm()
+				B, R = math.Max(B, bb), math.Max(R, rr)
+				if s.V.Hot == "lease" {
+					lease = true
+				}
+				if s.V.Global {
+					f := s.V.Floor
+					fB = math.Max(fB, math.Max(1, math.Floor(float64(s.V.Limit)*f)))
+					fR = math.Max(fR, math.Max(1, math.Floor(float64(s.V.Rate)*f))/s.V.Period.Seconds())
+				}
+			}
+			if lease {
+				T += sl.Lease.Seconds()
+			}
+			bound := B + R*T + 1e-9
+			if float64(sum) <= bound {
+				continue
+			}
+			kind := "bucket"
+			if fB > 0 {
+				floor := fB + fR*T
+				if float64(sum) <= bound+floor {
+					if region == nil || float64(sum)-bound > float64(region.Admitted)-region.Bound {
+						region = &RegionExcess{Key: k.Key, Admitted: sum, Bound: bound, Seconds: b.Sub(a).Seconds()}
+					}
+					continue
+				}
+				kind, bound = "region", bound+floor
+			}
+			if e := float64(sum) - bound; e > excess[kind] {
+				excess[kind] = e
+				worst[kind] = Violation{Key: k.Key, Policy: k.Policy, Kind: kind, From: a, To: b, Admitted: sum, Bound: bound,
+					Variants: names(ss), By: byCount(adm, a, b)}
+			}
+		}
+	}
+	for _, kind := range []string{"bucket", "region"} {
+		if v, ok := worst[kind]; ok {
+			res.Violations = append(res.Violations, v)
+		}
+	}
+	if region != nil {
+		res.Region = append(res.Region, *region)
+	}
+}
+
+// checkWindows counts, in each epoch-aligned window, the admissions whose
+// whole [Sent, Recv] lies inside it (those certainly decided in it), and
+// compares with the largest limit in force during the window, where only
+// window policies of that period were.
+func checkWindows(k *KeyLog, adm []Admission, spans []Span, res *Result) {
+	type win struct {
+		start time.Time
+		p     time.Duration
+	}
+	counts := map[win]int64{}
+	for _, x := range adm {
+		ss := in(spans, x.Sent, x.Recv)
+		p, ok := windowsOnly(ss)
+		if !ok {
+			continue
+		}
+		start := time.Unix(0, x.Sent.UnixNano()/int64(p)*int64(p))
+		if x.Recv.Before(start.Add(p)) {
+			counts[win{start, p}] += x.Cost
+		}
+	}
+	var worst *Violation
+	for w, n := range counts {
+		ss := in(spans, w.start, w.start.Add(w.p-1))
+		p, ok := windowsOnly(ss)
+		if !ok || p != w.p {
+			continue
+		}
+		var L int64
+		for _, s := range ss {
+			L = max(L, s.V.Limit)
+		}
+		if n > L && (worst == nil || n-L > worst.Admitted-int64(worst.Bound)) {
+			worst = &Violation{Key: k.Key, Policy: k.Policy, Kind: "window", From: w.start, To: w.start.Add(w.p),
+				Admitted: n, Bound: float64(L), Variants: names(ss), By: byCount(adm, w.start, w.start.Add(w.p))}
+		}
+	}
+	if worst != nil {
+		res.Violations = append(res.Violations, *worst)
+	}
+}

@@ -1,0 +1,290 @@
+package layercheck
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// binary is the sluice binary built once by TestMain from this tree.
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// rapid's defaults, unless the command line set them: many short
+	// checks (the time budget ends the run), no fail files in the tree.
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, v := range map[string]string{"rapid.checks": "100000", "rapid.steps": "25", "rapid.nofailfile": "true", "rapid.shrinktime": "20s"} {
+		if !set[name] && os.Getenv(strings.ToUpper(strings.ReplaceAll(name, ".", "_"))) == "" {
+			_ = flag.Set(name, v)
+		}
+	}
+	dir, err := os.MkdirTemp("", "sluice-layercheck-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/sluice")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building sluice:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one running sluice process and its three doors' clients.
+type proc struct {
+	name     string
+	cmd      *exec.Cmd
+	cfgPath  string
+	addr     string
+	httpAddr string
+	grpcAddr string
+	rc       *redis.Client
+	hc       *http.Client
+	gc       rlsv3.RateLimitServiceClient
+	gconn    *grpc.ClientConn
+
+	mu   sync.Mutex
+	logs strings.Builder
+	done chan struct{}
+	err  error
+}
+
+var (
+	listenRE = regexp.MustCompile(`msg="sluice listening" addr=(\S+)`)
+	httpRE   = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+	grpcRE   = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)
+)
+
+// startSluice runs `sluice serve` with args and waits until it listens;
+// it is stopped (SIGTERM, then SIGKILL, by its pid) at cleanup.
+func startSluice(t *testing.T, name, cfgPath string, args ...string) *proc {
+	t.Helper()
+	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin", "", "--config", cfgPath,
+		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...)
+	p := &proc{name: name, cfgPath: cfgPath, cmd: exec.Command(binary, full...), done: make(chan struct{})}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.logs.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := listenRE.FindStringSubmatch(line); m != nil {
+				addr <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			logs := p.Logs()
+			if len(logs) > 6000 {
+				logs = "…" + logs[len(logs)-6000:]
+			}
+			t.Logf("sluice %s log (tail):\n%s", name, logs)
+		}
+	})
+	select {
+	case p.addr = <-addr:
+	case <-p.done:
+		t.Fatalf("sluice %s exited before listening: %v\n%s", name, p.err, p.Logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("sluice %s did not listen within 30s:\n%s", name, p.Logs())
+	}
+	logs := p.Logs() // the doors are logged before "sluice listening"
+	hm, gm := httpRE.FindStringSubmatch(logs), grpcRE.FindStringSubmatch(logs)
+	if hm == nil || gm == nil {
+		t.Fatalf("sluice %s: no http or grpc address logged:\n%s", name, logs)
+	}
+	p.httpAddr, p.grpcAddr = hm[1], gm[1]
+	p.rc = redis.NewClient(&redis.Options{Addr: p.addr, PoolSize: 32, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	p.hc = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	p.gconn, err = grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.gc = rlsv3.NewRateLimitServiceClient(p.gconn)
+	t.Cleanup(func() { _ = p.rc.Close(); _ = p.gconn.Close() })
+	return p
+}
+
+// Logs returns what the process has written to stderr so far.
+func (p *proc) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// reload rewrites the process's config file, sends SIGHUP and waits (by
+// polling its log) until the reload is logged. It returns when the signal
+// was sent and when the reload was seen.
+func (p *proc) reload(yaml string) (sent, recv time.Time, err error) {
+	if err := os.WriteFile(p.cfgPath, []byte(yaml), 0o600); err != nil {
+		return sent, recv, err
+	}
+	before := strings.Count(p.Logs(), `msg="config reloaded"`) + strings.Count(p.Logs(), "config reload failed")
+	sent = time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return sent, recv, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		logs := p.Logs()
+		if strings.Count(logs, `msg="config reloaded"`)+strings.Count(logs, "config reload failed") > before {
+			if strings.Contains(logs[strings.LastIndex(logs, "config reload"):], "failed") {
+				return sent, time.Now(), fmt.Errorf("reload of %s failed:\n%s", p.name, logs[strings.LastIndex(logs, "config reload"):])
+			}
+			return sent, time.Now(), nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return sent, time.Now(), fmt.Errorf("%s: no reload logged within 10s", p.name)
+}
+
+// reply is RL.TAKE's six fields.
+type reply struct {
+	Allowed    int64
+	Limit      int64
+	Remaining  int64
+	RetryAfter int64
+	ResetAfter int64
+	DecidedBy  string
+}
+
+func (r reply) String() string {
+	return fmt.Sprintf("[%d %d %d %d %d %s]", r.Allowed, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter, r.DecidedBy)
+}
+
+func parseReply(v any) (reply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 6 {
+		return reply{}, fmt.Errorf("reply %v is not a 6-element array", v)
+	}
+	var n [5]int64
+	for i := range 5 {
+		x, ok := a[i].(int64)
+		if !ok {
+			return reply{}, fmt.Errorf("reply %v: element %d is %T, want integer", v, i+1, a[i])
+		}
+		n[i] = x
+	}
+	by, ok := a[5].(string)
+	if !ok {
+		return reply{}, fmt.Errorf("reply %v: element 6 is %T, want bulk string", v, a[5])
+	}
+	return reply{n[0], n[1], n[2], n[3], n[4], by}, nil
+}
+
+// shapeError says what is wrong with a reply's shape, or "".
+func shapeError(r reply, cost int64) string {
+	switch {
+	case r.Allowed != 0 && r.Allowed != 1:
+		return "allowed is not 0 or 1"
+	case r.Remaining < 0 || r.Remaining > r.Limit:
+		return "remaining outside [0, limit]"
+	case r.Allowed == 1 && r.RetryAfter != -1:
+		return "allowed with retry_after != -1"
+	case r.Allowed == 0 && cost > r.Limit && r.RetryAfter != -1:
+		return "cost > limit with retry_after != -1"
+	case r.Allowed == 0 && cost <= r.Limit && r.RetryAfter <= 0 && !strings.HasPrefix(r.DecidedBy, "fallback-") && !strings.HasPrefix(r.DecidedBy, "overload-"):
+		return "rejected with retry_after <= 0"
+	}
+	return ""
+}
+
+func (p *proc) take(ctx context.Context, cmd, key string, cost int64) (reply, error) {
+	v, err := p.rc.Do(ctx, cmd, key, cost).Result()
+	if err != nil {
+		return reply{}, err
+	}
+	return parseReply(v)
+}
+
+func (p *proc) httpTake(ctx context.Context, key string, cost int64) (reply, error) {
+	body, _ := json.Marshal(map[string]any{"key": key, "cost": cost})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.httpAddr+"/v1/take", strings.NewReader(string(body)))
+	if err != nil {
+		return reply{}, err
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return reply{}, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+	}
+	var j struct {
+		Allowed      *bool   `json:"allowed"`
+		Limit        *int64  `json:"limit"`
+		Remaining    *int64  `json:"remaining"`
+		RetryAfterMs *int64  `json:"retry_after_ms"`
+		ResetAfterMs *int64  `json:"reset_after_ms"`
+		DecidedBy    *string `json:"decided_by"`
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return reply{}, fmt.Errorf("body %q: %v", b, err)
+	}
+	if j.Allowed == nil || j.Limit == nil || j.Remaining == nil || j.RetryAfterMs == nil || j.ResetAfterMs == nil || j.DecidedBy == nil {
+		return reply{}, fmt.Errorf("body %q lacks one of the six fields", b)
+	}
+	r := reply{Limit: *j.Limit, Remaining: *j.Remaining, RetryAfter: *j.RetryAfterMs, ResetAfter: *j.ResetAfterMs, DecidedBy: *j.DecidedBy}
+	if *j.Allowed {
+		r.Allowed = 1
+	}
+	return r, nil
+}
