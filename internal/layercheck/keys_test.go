@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// subKey is hotkey's name for sub-bucket i of a split key (hotkey/lease.go),
+// subKey is the name hotkey gave sub-bucket i of a split key before the
+// split space (a user key of that spelling was the sub-bucket itself),
 // copied so that a user key can be spelled exactly like one.
 func subKey(key string, i int) string {
 	tag := subTag(i)
@@ -16,6 +17,14 @@ func subKey(key string, i int) string {
 		return "{" + tag + ":#" + strconv.FormatUint(h.Sum64(), 36) + "}" + key
 	}
 	return "{" + tag + ":" + key + "}"
+}
+
+// splitKey is hotkey's name for sub-bucket i of key in the split space now
+// (hotkey/lease.go): spelled as a user key, it must still be a user key.
+func splitKey(key string, i int) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return "{" + subTag(i) + ":" + strconv.FormatUint(h.Sum64(), 36) + "}" + key
 }
 
 func subTag(i int) string {

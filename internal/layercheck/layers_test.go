@@ -282,6 +282,8 @@ func (it *iteration) spellAs(b string, s int) string {
 		return b + "\x00region-floor" // a region floor's key, as region spells it
 	case 7:
 		return "sluice:{" + b + "}"
+	case 8:
+		return splitKey(b, 1) // a sub-bucket's key as the split space spells it now
 	}
 	return b
 }
