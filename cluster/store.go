@@ -433,7 +433,7 @@ func fromOf(r *limit.Request) int64 {
 // opArg is the item's op argument (lua.OpArg): boxed once for the common
 // ops, built for a return that names its window.
 func (it *item) opArg() any {
-	if (it.op == limit.OpReturn || it.op == limit.OpClaim) && it.from > 0 {
+	if it.op == limit.OpReturn && it.from > 0 || it.op == limit.OpClaim && it.from != 0 {
 		return lua.OpArg(int(it.op), it.from)
 	}
 	return opArg[it.op&3]

@@ -177,7 +177,8 @@ func (b *batch) do() {
 		case kindRenew:
 			e := b.renews[p.i]
 			if res[j].Err == nil {
-				e.hold.Store(c.reqs[j].Hold)
+				e.hold.Store(-c.reqs[j].Hold)
+				e.ready.Store(true)
 			}
 			e.renewing.Store(false)
 		}
@@ -225,20 +226,25 @@ func (b *batch) split(i int) {
 	b.call.add(limit.Request{Key: subKey(r.Key, s), Cost: r.Cost, Op: r.Op, Policy: subs[s]}, pending{kind: kindSplit, i: i, sub: s, n: n})
 }
 
-// renew adds to the batch's next call a claim that holds e's main bucket
-// for HoldFor more, when this instance holds it for less than half of
-// that (or not at all: the hand-over could not claim it), one at a time
-// per key. Whatever the claim gets (the main bucket refilled while no hold
-// was in force) is discarded: an under-admission, never an over.
+// renew adds to the batch's next call a claim that extends the hold on
+// e's main bucket to HoldFor from now, when this instance holds it for
+// less than half of that, or has not renewed it yet in this spell (the
+// first renewal marks the spell ready: see handoff), one at a time per
+// key. Its hold is odd, a renewal's mark. Whatever the claim gets (the
+// main bucket refilled while no hold was in force) is discarded: an
+// under-admission, never an over.
 func (b *batch) renew(e *entry, p *limit.Policy) {
 	now := b.h.now().UnixMicro()
-	if now < e.hold.Load()-int64(HoldFor/time.Microsecond)/2 || !e.renewing.CompareAndSwap(false, true) {
+	if e.ready.Load() && now < e.hold.Load()-holdUs/2 || !e.renewing.CompareAndSwap(false, true) {
 		return
 	}
 	b.renews = append(b.renews, e)
-	b.call.add(limit.Request{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: p, Hold: now + int64(HoldFor/time.Microsecond)},
+	b.call.add(limit.Request{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: p, Hold: -((now + holdUs) | 1)},
 		pending{kind: kindRenew, i: len(b.renews) - 1})
 }
+
+// holdUs is HoldFor in µs.
+const holdUs = int64(HoldFor / time.Microsecond)
 
 // splitAnswer files a sub-bucket's answer, or tries one other sub-bucket
 // when the first rejected the request or could not be reached.

@@ -88,19 +88,22 @@
 // split in two is decided by the store.
 //
 // When a key turns hot on an instance, its first split decision there
-// hands the budget over: the instance claims what is left in the main
-// bucket (limit.OpClaim of the limit; the G tokens granted are discarded)
-// and peeks every sub-bucket in one store call, then, in a second, claims
-// from each sub-bucket still full its limit minus its share of G (G shared
-// out as the limits are), so that the sub-buckets together hold what the
-// main bucket held, not a fresh burst. Sub-buckets not full are already in
-// use by an instance that saw the key hot first, and keep their tokens.
-// Both calls run under the deciding request's context; the key's other
-// requests on this instance wait for the hand-over, bounded by their own
-// context (past it: an unavailable error), as for a lease claim. If the
-// store fails, the hand-over gives up on what it could not read (all the
-// sub-buckets when the main claim failed) and the key is split anyway; it
-// is not retried until the key cools and turns hot again.
+// hands the budget over (see handoff): the instance claims what is left in
+// the main bucket (limit.OpClaim of the limit; the G tokens granted are
+// discarded) and holds it (limit.Request.Hold, for HoldFor): nothing
+// refills a held bucket. The instance that starts the spell (no hold was
+// in force) brings every sub-bucket down to its share of G, so that the
+// sub-buckets together hold what the main bucket held, not a fresh burst
+// nor what a past spell left in them, and then renews the hold with an odd
+// value, which marks the spell ready. An instance that finds a hold in
+// force joins the spell and leaves the sub-buckets alone, at once when
+// the spell is ready, else after asking again until it is (bounded). An
+// instance renews its hold on split decisions once half of it is left.
+// The key's other requests on this instance wait for the hand-over,
+// bounded by their own context (past it: an unavailable error), as for a
+// lease claim. If the store fails, the hand-over gives up on what it could
+// not read and the key is split anyway; the next split decision renews
+// the hold.
 //
 // A request goes to a random sub-bucket and, if rejected there (or if that
 // node does not answer), tries one other before it is rejected. A cost that
@@ -113,30 +116,19 @@
 // other sub-buckets are not read), capped at the limit; retry_after and
 // reset_after are the answering sub-bucket's.
 //
-// Bounded error of split. While instances agree that the key is hot, split
-// never over-admits: the sub-budgets sum to the budget. It under-admits when
-// load is uneven across sub-buckets: a request is rejected while another
-// sub-bucket it did not try still has tokens; the second try bounds this.
-// It is not exact at the edges of a hot spell, because hot-ness is decided
-// per instance:
-//
-//   - While one instance sees the key hot and another does not yet, the
-//     main bucket and the sub-buckets both admit. The main bucket was
-//     drained by the hand-over, so the excess is what it refills meanwhile:
-//     at most the detection lag × rate.
-//   - Two instances that hand over at the same moment may both find the
-//     sub-buckets full and both claim: the sub-buckets then hold less than
-//     the main bucket held (an under-admission of at most G, once).
-//   - A sub-bucket that another instance uses and that has refilled to full
-//     when this instance turns hot is drained to its share of G: an
-//     under-admission of at most its limit, once.
-//   - At cool-down, an instance that no longer sees the key hot goes back
-//     to the main bucket, unused since the hand-over and refilled, while
-//     the sub-buckets keep their tokens: up to one extra burst per hot→cold
-//     transition per key. This one is not corrected.
-//
-// Lease mode, which draws on the one shared bucket, has none of these
-// errors; prefer it when exactness matters more than shard load.
+// Bounded error of split. It never over-admits: while the spell lasts the
+// main bucket is held, so every other path to it (RL.MTAKE, which does not
+// use the hot path; an instance where the key is not hot) finds it empty,
+// and the sub-budgets sum to the budget; when every instance has cooled,
+// the hold ends within HoldFor and the main bucket refills from empty.
+// (The hold is a time on this instance's clock: skew between it and the
+// main bucket's shard, times the rate, is the one excess.) It
+// under-admits when load is uneven across sub-buckets (a request is
+// rejected while another sub-bucket it did not try still has tokens; the
+// second try bounds this), for requests on other paths during a spell,
+// and for up to HoldFor × rate after one. Lease mode, which draws on the
+// one shared bucket, has none of these; prefer it when exactness for every
+// path matters more than shard load.
 //
 // # Reset
 //

@@ -1,10 +1,6 @@
 package hotkey
 
-import (
-	"time"
-
-	"github.com/sluice-rl/sluice/limit"
-)
+import "github.com/sluice-rl/sluice/limit"
 
 // States of entry.hand.
 const (
@@ -20,34 +16,45 @@ const (
 // burst from them.
 //
 // Call 1: claim the main bucket's tokens and hold it for HoldFor
-// (limit.OpClaim with Hold, cost limit: G = the granted tokens, which are
-// discarded; nothing refills the main bucket while it is held) and peek
-// every sub-bucket. When the main bucket was held already, another
-// instance's spell is in force and its sub-buckets are in use: nothing
-// more is done. Otherwise this instance starts the spell; call 2 claims,
-// from each sub-bucket, what it holds above its share of G (G shared out
-// as the limits are: G/K, plus one when i < G%K), so that the sub-buckets
-// together hold at most what the main bucket held, not a fresh burst nor
-// what a past spell left in them. A failed claim or peek is not retried: the hand-over
+// (limit.OpClaim with a positive, even Hold, cost limit: G = the granted
+// tokens, which are discarded; nothing refills the main bucket while it is
+// held; a hold already in force is not changed) and peek every
+// sub-bucket. When no hold was in force this instance starts the spell:
+// call 2 claims, from each sub-bucket, what it holds above its share of G
+// (G shared out as the limits are: G/K, plus one when i < G%K), so that
+// the sub-buckets together hold at most what the main bucket held, not a
+// fresh burst nor what a past spell left in them; its first split
+// decision then renews the hold with an odd value, which tells the others
+// the sub-buckets are set. An instance that finds a hold in force joins
+// the spell and leaves the sub-buckets alone: at once when the hold is
+// odd; when it is even (the starter is still setting them), after asking
+// again (a claim of 0 with Hold 1), up to maxProbes times. A failed claim or peek is not retried: the hand-over
 // gives up on what it could not read (a sub-bucket left full, or, when the
 // main claim failed, all of them) and the key is split anyway.
 type handoff struct {
 	e       *entry
 	subs    []*limit.Policy
-	pending int     // answers still due in the current call
-	stage   uint8   // 0: main claim and peeks sent; 1: sub-bucket claims sent
-	granted int64   // G, -1 when the main claim failed
-	joined  bool    // the main bucket was held already: another instance's spell
-	hold    int64   // the hold the main claim asked for, µs
+	pending int   // answers still due in the current call
+	stage   uint8 // 0: main claim and peeks sent; 1: sub-bucket claims sent
+	granted int64 // G, -1 when the main claim failed
+	joined  bool  // the main bucket was held already: another instance's spell
+	ready   bool  // and that spell's sub-buckets are set (an odd hold)
+	probes  int   // the times this instance asked again whether it is
+	hold    int64 // the hold the main claim asked for, µs
+	main    *limit.Policy
 	left    []int64 // each sub-bucket's remaining, -1 when unknown
 	done    bool
 }
+
+// maxProbes bounds the times an instance asks again whether the spell it
+// joins is ready, one round trip each; past it, it joins as it is.
+const maxProbes = 16
 
 // startHandoff adds call 1 of e's hand-over to the batch's next store call.
 func (b *batch) startHandoff(e *entry, p *limit.Policy, subs []*limit.Policy) {
 	b.h.st.handoffs.Add(1)
 	now := b.h.now().UnixMicro()
-	ho := &handoff{e: e, subs: subs, pending: 1 + len(subs), left: make([]int64, len(subs)), hold: now + int64(HoldFor/time.Microsecond)}
+	ho := &handoff{e: e, main: p, subs: subs, pending: 1 + len(subs), left: make([]int64, len(subs)), hold: (now + holdUs) &^ 1}
 	b.handoffs = append(b.handoffs, ho)
 	n := len(b.handoffs) - 1
 	b.call.add(limit.Request{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: p, Hold: ho.hold}, pending{kind: kindHandoff, i: n, sub: -1})
@@ -66,8 +73,15 @@ func (b *batch) handoffAnswer(p pending, res limit.Result) {
 		ho.granted = -1
 		if res.Err == nil {
 			ho.granted = res.Granted
-			ho.joined = res.Window > 0 // held: a spell another instance started
-			ho.e.hold.Store(ho.hold)
+			before := res.Window
+			ho.joined = before > 0 // held: a spell another instance started
+			ho.ready = before&1 == 1
+			if ho.joined {
+				ho.e.hold.Store(before)
+				ho.e.ready.Store(ho.ready)
+			} else {
+				ho.e.hold.Store(ho.hold)
+			}
 		}
 	default:
 		ho.left[p.sub] = -1
@@ -82,6 +96,14 @@ func (b *batch) handoffAnswer(p pending, res limit.Result) {
 func (b *batch) handoffsNext() {
 	for n, ho := range b.handoffs {
 		if ho.done || ho.pending > 0 {
+			continue
+		}
+		if ho.stage == 0 && ho.joined && !ho.ready && ho.probes < maxProbes {
+			// The starter is still setting the sub-buckets: ask again.
+			ho.probes++
+			b.call.add(limit.Request{Key: ho.e.key, Cost: 0, Op: limit.OpClaim, Policy: ho.main, Hold: 1},
+				pending{kind: kindHandoff, i: n, sub: -1})
+			ho.pending++
 			continue
 		}
 		if ho.stage == 0 {

@@ -102,8 +102,11 @@ type entry struct {
 	handed chan struct{}
 	// hold is until when (µs since the epoch) this instance holds the
 	// key's main bucket for its split spell (see HoldFor); 0 when it does
-	// not. renewing is set while a claim that renews it is in flight.
+	// not. ready is set once this instance has renewed it, which marks
+	// the spell ready for the others (see handoff); renewing while a
+	// claim that renews it is in flight.
 	hold     atomic.Int64
+	ready    atomic.Bool
 	renewing atomic.Bool
 }
 

@@ -395,7 +395,7 @@ func TestSplitHandoffJoinsASpell(t *testing.T) {
 	out := make([]limit.Result, 2)
 	store.Do(context.Background(), []limit.Request{
 		{Key: subKey("acme", 2), Cost: 3, Policy: subs[2]},
-		{Key: "acme", Cost: 80, Op: limit.OpClaim, Policy: p, Hold: c.Now().Add(HoldFor).UnixMicro()},
+		{Key: "acme", Cost: 80, Op: limit.OpClaim, Policy: p, Hold: c.Now().Add(HoldFor).UnixMicro() | 1}, // odd: the spell is ready
 	}, out)
 	heat(t, h, "acme", p, c.Now())
 	if res := decideOne(h, "acme", 1, p); !res.Allowed {

@@ -324,9 +324,11 @@ type Request struct {
 	// credits another window); 0 means the current one.
 	Window int64
 	// Hold, for an OpClaim under a bucket algorithm, holds the bucket
-	// until then (µs since the epoch, the store's clock): nothing refills
-	// before it, and Result.Window is the hold that was in force before
-	// (0: none). A split hot key's main bucket is held while its
+	// until |Hold| (µs since the epoch, the store's clock): nothing
+	// refills before it. A positive Hold starts a hold only when none is
+	// in force, a negative one extends the hold in force; a Hold in the
+	// past (1) only asks. Result.Window is the hold in force before the
+	// claim (0: none). A split hot key's main bucket is held while its
 	// sub-buckets hold its budget, so that no other path spends it twice.
 	Hold int64
 }

@@ -23,9 +23,10 @@ func TakeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 }
 
 // takeBucket is TakeBucket with a hold for OpClaim (hold, µs; 0: none): a
-// claim that holds the bucket until then, so that nothing refills before
-// it (the main bucket of a split hot key); Result.Window is then the hold
-// that was in force before (0: none), as token_bucket.lua's.
+// claim that holds the bucket until |hold|, so that nothing refills before
+// it (the main bucket of a split hot key); a positive hold starts one only
+// when none is in force, a negative one extends it. Result.Window is then
+// the hold in force before (0: none), as token_bucket.lua's.
 func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit.Op, hold int64) (limit.Result, bool) {
 	v, at := b.Capacity, now
 	if st.Scale != 0 {
@@ -66,11 +67,11 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 		} else {
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
 		}
-		if hold > 0 {
+		if hold != 0 {
 			res.Window = held
 		}
-		if hold > now {
-			at = max(at, hold)
+		if until := abs(hold); until > now && (held == 0 || hold < 0) {
+			at = max(at, until)
 			write = true
 		}
 	case cost <= b.Limit:
@@ -117,4 +118,11 @@ func ceilDiv(a, b int64) int64 {
 		return 0
 	}
 	return (a + b - 1) / b
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

@@ -54,7 +54,7 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 	switch {
 	case op == limit.OpClaim && cost == 0:
 		res.Allowed = true // granted nothing, writes nothing
-		if hold > 0 {
+		if hold != 0 {
 			res.Window = held
 		}
 	case op == limit.OpReturn:
@@ -74,11 +74,11 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 		} else {
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
 		}
-		if hold > 0 {
+		if hold != 0 {
 			res.Window = held
 		}
-		if hold > now {
-			at = max(at, hold)
+		if until := abs(hold); until > now && (held == 0 || hold < 0) {
+			at = max(at, until)
 			write = true
 		}
 	case cost <= b.Limit:

@@ -98,9 +98,11 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
     else
       retry = math.ceil((scale - v) / per_ms)
     end
-    if from ~= nil and from > now then
-      -- a hold (a split key's main bucket): nothing is paid before from
-      if from > at then at = from end
+    if from ~= nil and math.abs(from) > now and (held == 0 or from < 0) then
+      -- a hold (a split key's main bucket): nothing is paid before |from|; a
+      -- positive from starts one only when none is in force, a negative
+      -- one extends it to -from
+      if math.abs(from) > at then at = math.abs(from) end
       write = true
     end
   elseif cost <= limit then
@@ -125,6 +127,6 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
   end
 
   local reply7 = 0
-  if op == 2 and from ~= nil and from > 0 then reply7 = held end
+  if op == 2 and from ~= nil and from ~= 0 then reply7 = held end
   return {allowed, limit, math.floor(v / scale), retry, math.ceil(d / per_ms), granted, reply7}, new
 end

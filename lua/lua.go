@@ -73,11 +73,12 @@ const ReplyInts = 7
 // OpArg is the op argument of every script for op (0 take, 1 peek, 2
 // claim, 3 return): for a return of a window algorithm that names the
 // window its tokens were taken in (from, its start in µs, the 7th value of
-// the take's reply), or a claim of a bucket that holds it until from,
-// op + 4 × from, which a double holds exactly; the script gives nothing
-// back to a window that has closed.
+// the take's reply), or a claim of a bucket that holds it until |from|
+// (negative: extend a hold in force, see token_bucket.lua), op + 4 × from,
+// which a double holds exactly; the script gives nothing back to a window
+// that has closed.
 func OpArg(op int, from int64) int64 {
-	if (op == 2 || op == 3) && from > 0 {
+	if op == 2 && from != 0 || op == 3 && from > 0 {
 		return int64(op) + 4*from
 	}
 	return int64(op)

@@ -171,14 +171,27 @@ func TestHoldLetsNothingRefill(t *testing.T) {
 		if r := do(s0+1, limit.OpClaim, 5, s0+3_000_000); r.Granted != 3 || r.Window != 0 {
 			t.Fatalf("%s: the claim that starts a hold: %+v, want 3 granted and no hold before", alg, r)
 		}
-		if r := do(s0+1_000_000, limit.OpClaim, 5, s0+3_000_000); r.Granted != 0 || r.Window != s0+3_000_000 {
-			t.Fatalf("%s: a claim under the hold: %+v, want nothing granted and the hold", alg, r)
+		if r := do(s0+1_000_000, limit.OpClaim, 5, s0+5_000_000); r.Granted != 0 || r.Window != s0+3_000_000 {
+			t.Fatalf("%s: a claim that would start a hold under one: %+v, want nothing granted and the hold in force", alg, r)
 		}
 		if r := do(s0+2_900_000, limit.OpTake, 1, 0); r.Allowed {
 			t.Fatalf("%s: a take 2.9 s into a hold to 3 s was admitted: %+v", alg, r)
 		}
 		if r := do(s0+3_500_000, limit.OpTake, 2, 0); !r.Allowed || r.Remaining != 0 {
-			t.Fatalf("%s: 0.5 s after the hold, 2.5 tokens: %+v", alg, r)
+			t.Fatalf("%s: 0.5 s after the hold (not extended by the second claim), 2.5 tokens: %+v", alg, r)
+		}
+		// A negative hold extends (or starts) one; a hold of 1 only asks.
+		if r := do(s0+3_600_000, limit.OpClaim, 5, -(s0 + 6_000_000)); r.Window != 0 {
+			t.Fatalf("%s: an extension after the hold ended: %+v, want no hold in force before", alg, r)
+		}
+		if r := do(s0+5_000_000, limit.OpClaim, 5, -(s0 + 7_000_000)); r.Granted != 0 || r.Window != s0+6_000_000 {
+			t.Fatalf("%s: an extension under the hold: %+v", alg, r)
+		}
+		if r := do(s0+6_900_000, limit.OpClaim, 0, 1); r.Window != s0+7_000_000 {
+			t.Fatalf("%s: asking for the hold: %+v, want the extended one", alg, r)
+		}
+		if r := do(s0+6_950_000, limit.OpTake, 1, 0); r.Allowed {
+			t.Fatalf("%s: a take under the extended hold was admitted: %+v", alg, r)
 		}
 	}
 }

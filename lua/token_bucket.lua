@@ -18,10 +18,13 @@
 --           2 claim (a lease: take up to cost whole tokens, as many as
 --           exist); 3 return (give cost unused tokens back)
 -- now       the shard's clock, microseconds
--- from      for a claim: hold the bucket until then (us), after the claim:
---           nothing refills before it (the main bucket of a split hot key,
---           whose budget the sub-buckets hold meanwhile); the 7th value of
---           the reply is then the hold that was in force before (0: none).
+-- from      for a claim: hold the bucket until |from| (us), after the
+--           claim: nothing refills before it (the main bucket of a split
+--           hot key, whose budget the sub-buckets hold meanwhile). A
+--           positive from starts a hold only when none is in force; a
+--           negative one extends the hold in force (or starts one). The
+--           7th value of the reply is the hold in force before the claim
+--           (0: none); a from in the past (1) only asks for it.
 --           (retry_after and reset_after count the refill only, not the
 --           rest of a hold; the TTL covers both.)
 --
@@ -79,9 +82,11 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
     else
       retry = math.ceil((scale - v) / per_ms)
     end
-    if from ~= nil and from > now then
-      -- a hold (a split key's main bucket): nothing refills before from
-      if from > at then at = from end
+    if from ~= nil and math.abs(from) > now and (held == 0 or from < 0) then
+      -- a hold (a split key's main bucket): nothing refills before |from|; a
+      -- positive from starts one only when none is in force, a negative
+      -- one extends it to -from
+      if math.abs(from) > at then at = math.abs(from) end
       write = true
     end
   elseif cost <= limit then
@@ -103,7 +108,7 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
     new = {v, at, scale, math.ceil((capacity - v) / per_ms) + math.ceil(math.max(0, at - now) / 1000) + 1000}
   end
   local reply7 = 0
-  if op == 2 and from ~= nil and from > 0 then reply7 = held end
+  if op == 2 and from ~= nil and from ~= 0 then reply7 = held end
 
   return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted, reply7}, new
 end
