@@ -197,18 +197,23 @@ func (b *batch) split(i int) {
 		b.pass(i)
 		return
 	}
-	// A key not in the hot map (Decide without Observe, or cooled since)
-	// has no hot spell to hand over: it is split as it is.
-	if e := b.h.hotEntry(r.Key); e != nil && e.hand.Load() != handDone {
+	// A key not in the hot map (cooled, or reset, since Observe said it
+	// was hot) has no spell of this instance's: it goes the main bucket's
+	// way, which is held while another instance's spell lasts. Split as
+	// it is, it would spend sub-buckets no hand-over had set.
+	e := b.h.hotEntry(r.Key)
+	if e == nil {
+		b.pass(i)
+		return
+	}
+	if e.hand.Load() != handDone {
 		if e.hand.CompareAndSwap(handNone, handRunning) {
 			b.startHandoff(e, r.Policy, subs)
 		}
 		b.waits = append(b.waits, waiter{i: i, ch: e.handed, split: true})
 		return
 	}
-	if e := b.h.hotEntry(r.Key); e != nil {
-		b.renew(e, r.Policy)
-	}
+	b.renew(e, r.Policy)
 	k := len(subs)
 	b.h.st.split.Add(1)
 	// Sub-buckets below r.Policy.Limit%k hold one token more than the
