@@ -232,15 +232,17 @@ func (b *batch) split(i int) {
 }
 
 // renew adds to the batch's next call a claim that extends the hold on
-// e's main bucket to HoldFor from now, when this instance holds it for
-// less than half of that, or has not renewed it yet in this spell (the
-// first renewal marks the spell ready: see handoff), one at a time per
-// key. Its hold is odd, a renewal's mark. Whatever the claim gets (the
-// main bucket refilled while no hold was in force) is discarded: an
-// under-admission, never an over.
+// e's main bucket to HoldFor from now, once RenewEvery has passed since
+// this instance last set it, or when it has not renewed it yet in this
+// spell (the first renewal marks the spell ready: see handoff), one at a
+// time per key. Its hold is odd, a renewal's mark. Whatever the claim gets
+// is discarded: tokens the main bucket got while no hold was in force (an
+// RL.RESET on another instance deleted it, or the hold lapsed), which the
+// sub-buckets hold already. So a reset's fresh main bucket is spent
+// twice for RenewEvery at most; never more.
 func (b *batch) renew(e *entry, p *limit.Policy) {
 	now := b.h.now().UnixMicro()
-	if e.ready.Load() && now < e.hold.Load()-holdUs/2 || !e.renewing.CompareAndSwap(false, true) {
+	if e.ready.Load() && now < e.hold.Load()-holdUs+renewUs || !e.renewing.CompareAndSwap(false, true) {
 		return
 	}
 	b.renews = append(b.renews, e)
@@ -248,8 +250,11 @@ func (b *batch) renew(e *entry, p *limit.Policy) {
 		pending{kind: kindRenew, i: len(b.renews) - 1})
 }
 
-// holdUs is HoldFor in µs.
-const holdUs = int64(HoldFor / time.Microsecond)
+// holdUs and renewUs are HoldFor and RenewEvery in µs.
+const (
+	holdUs  = int64(HoldFor / time.Microsecond)
+	renewUs = int64(RenewEvery / time.Microsecond)
+)
 
 // splitAnswer files a sub-bucket's answer, or tries one other sub-bucket
 // when the first rejected the request or could not be reached.

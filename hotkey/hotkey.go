@@ -114,10 +114,16 @@ type entry struct {
 // the instances that split it: nothing refills it meanwhile, so no path
 // that does not go through the sub-buckets (an RL.MTAKE, an instance
 // where the key is not hot) spends the budget they hold. An instance
-// renews its hold once half of it is left, on a split decision; a key
+// renews its hold every RenewEvery, on a split decision; a key
 // that cools everywhere stays held for at most this long, then refills
 // from empty (an under-admission of at most HoldFor × rate, never more).
 const HoldFor = time.Second
+
+// RenewEvery is how often an instance in a split spell renews its hold on
+// the main bucket (one claim on the main bucket's shard per hot key per
+// instance): the longest a main bucket that an RL.RESET made fresh stays
+// free while the sub-buckets, fresh too, are in use.
+const RenewEvery = 100 * time.Millisecond
 
 // HotKey is one line of RL.HOTKEYS.
 type HotKey struct {
