@@ -34,14 +34,15 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 	d, at := int64(0), now
 	if st.Scale != 0 {
 		d, at = st.Debt, st.At
+		maxd := min(2*b.Capacity, limit.MaxScaled-1) // a debt above the burst is kept, as gcra.lua's
 		if st.Scale != b.Scale {
-			d = convertUp(d, st.Scale, b.Scale, b.Capacity)
+			d = convertUp(d, st.Scale, b.Scale, maxd)
 		}
 		if now > at {
 			d = pay(d, now-at, b.Refill)
 			at = now
 		}
-		d = min(max(d, 0), b.Capacity)
+		d = min(max(d, 0), maxd)
 	}
 	held := int64(0) // a hold in force: nothing is paid before at
 	if at > now {
@@ -66,7 +67,7 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 		}
 		write = true
 	case op == limit.OpClaim:
-		res.Granted = min(cost, v/b.Scale)
+		res.Granted = max(0, min(cost, v/b.Scale))
 		if res.Granted > 0 {
 			res.Allowed = true
 			v -= res.Granted * b.Scale
@@ -101,7 +102,7 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 			*st = GCRAState{At: at, Debt: d, Scale: b.Scale}
 		}
 	}
-	res.Remaining = v / b.Scale
+	res.Remaining = max(0, v/b.Scale)
 	res.ResetAfterMs = ceilDiv(d, perMs)
 	return res, write
 }
@@ -116,7 +117,8 @@ func pay(d, elapsed, refill int64) int64 {
 }
 
 // convertUp rescales a debt from one scale to another, rounding up and
-// capping at capacity, as the script does with doubles.
+// capping at capacity (the largest debt kept), as the script does with
+// doubles.
 func convertUp(d, from, to, capacity int64) int64 {
 	f := math.Ceil(float64(d) / float64(from) * float64(to))
 	if f >= float64(capacity) {

@@ -22,7 +22,8 @@
 -- backwards, and nothing is owed twice), as the token bucket does. The debt
 -- is kept in units of a token, not of time, so that a policy change of rate
 -- keeps the tokens owed; a change of scale converts d, rounding up (never
--- admitting more), and a smaller limit caps it. The caller keeps every
+-- admitting more), and a smaller limit leaves a debt above its burst (up to
+-- twice it), paid before anything is admitted. The caller keeps every
 -- quantity below 2^53, where a Lua number is still an exact integer. Time is
 -- microseconds from the shard's TIME command.
 --
@@ -54,6 +55,12 @@
 
 local function gcra(st, capacity, refill, scale, cost, op, now, from)
   local limit = capacity / scale
+  -- A debt above the burst (a limit that shrank) is kept, up to twice the
+  -- burst: capped at the burst, it would be forgiven, and a limit that
+  -- grows back would find tokens nobody gave back (the token bucket keeps
+  -- the tokens present, which a shrinking limit caps, so it needs no such
+  -- rule).
+  local maxd = math.min(2 * capacity, 9007199254740991)
   local at = st[1]
   local d = st[2]
   if at == nil or d == nil then
@@ -63,7 +70,7 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
     local u = st[3]
     if u ~= nil and u ~= scale then
       -- the policy changed its units: convert, rounding the debt up
-      d = math.min(capacity, math.ceil(d / u * scale))
+      d = math.min(maxd, math.ceil(d / u * scale))
     end
     if now > at then
       -- elapsed * refill is exact below 2^53; above it the debt is paid anyway
@@ -71,7 +78,7 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
       at = now
     end
     if d < 0 then d = 0 end
-    if d > capacity then d = capacity end
+    if d > maxd then d = maxd end
   end
   local held = 0 -- a hold in force: nothing is paid before at
   if at > now then held = at end
@@ -90,7 +97,7 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
     if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end
     write = true
   elseif op == 2 then
-    granted = math.min(cost, math.floor(v / scale))
+    granted = math.max(0, math.min(cost, math.floor(v / scale)))
     if granted > 0 then
       allowed = 1
       v = v - granted * scale
@@ -128,5 +135,5 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
 
   local reply7 = 0
   if op == 2 and from ~= nil and from ~= 0 then reply7 = held end
-  return {allowed, limit, math.floor(v / scale), retry, math.ceil(d / per_ms), granted, reply7}, new
+  return {allowed, limit, math.max(0, math.floor(v / scale)), retry, math.ceil(d / per_ms), granted, reply7}, new
 end

@@ -55,6 +55,22 @@ var GCRA = []Vector{
 		},
 	},
 	{
+		// One owner per stored state: a limit that shrinks and grows back
+		// forgives no debt. Capped at the smaller burst, the debt of 4
+		// tokens became 3, and the larger limit then found 2 tokens where
+		// 1 was left.
+		Name:   "a limit that shrinks and grows back forgives no debt",
+		Policy: gcraP(5, 5, 2*time.Second), // scale 400,000, refill 1
+		Steps: []Step{
+			{Cost: 4, Want: Want{true, 1, -1, 1600, 0}},
+			// scale 1,000,000, refill 3, capacity 3,000,000: owes 4,000,000
+			{Cost: 1, Peek: true, Policy: gcraP(3, 6, 2*time.Second), Want: Want{false, 0, 667, 1334, 0}},
+			{Cost: 0, Op: limit.OpReturn, Policy: gcraP(3, 6, 2*time.Second), Want: Want{true, 0, -1, 1334, 0}},
+			{Cost: 2, Policy: gcraP(5, 5, 2*time.Second), Want: Want{false, 1, 400, 1600, 0}},
+			{Cost: 1, Policy: gcraP(5, 5, 2*time.Second), Want: Want{true, 0, -1, 2000, 0}},
+		},
+	},
+	{
 		// scale 1,000,000, refill 1/µs, capacity 5,000,000
 		Name:   "cost above limit can never succeed, a claim takes what exists",
 		Policy: gcraP(5, 1, time.Second),
@@ -163,8 +179,9 @@ var GCRA = []Vector{
 			{Cost: 60, Want: Want{true, 40, -1, 1200, 0}}, // owes 60 tokens
 			// scale 10,000: owes 600,000 units, 600 ms
 			{Cost: 41, Policy: gcraP(100, 100, time.Second), Want: Want{false, 40, 10, 600, 0}},
-			// capacity 500,000: the debt is capped at it, nothing is left
-			{Cost: 1, Peek: true, Policy: gcraP(50, 100, time.Second), Want: Want{false, 0, 10, 500, 0}},
+			// capacity 500,000: the debt of 600,000 is kept (up to twice
+			// the burst), nothing is left, and a token is 110 ms away
+			{Cost: 1, Peek: true, Policy: gcraP(50, 100, time.Second), Want: Want{false, 0, 110, 600, 0}},
 			// capacity 2,000,000: still owes 60 of 200
 			{Cost: 140, Policy: gcraP(200, 100, time.Second), Want: Want{true, 0, -1, 2000, 0}},
 			// scale 1,000, refill 1: owes 200 tokens = 200,000 units, 100 ms
