@@ -101,9 +101,9 @@
 // instance renews its hold on split decisions once half of it is left.
 // The key's other requests on this instance wait for the hand-over,
 // bounded by their own context (past it: an unavailable error), as for a
-// lease claim. If the store fails, the hand-over gives up on what it could
-// not read and the key is split anyway; the next split decision renews
-// the hold.
+// lease claim. A sub-bucket the hand-over could not read is claimed as if
+// full, a failed claim goes once more; if the main claim fails, the key is
+// split anyway and the next split decision renews the hold.
 //
 // A request goes to a random sub-bucket and, if rejected there (or if that
 // node does not answer), tries one other before it is rejected. A cost that

@@ -28,14 +28,16 @@ const (
 // the sub-buckets are set. An instance that finds a hold in force joins
 // the spell and leaves the sub-buckets alone: at once when the hold is
 // odd; when it is even (the starter is still setting them), after asking
-// again (a claim of 0 with Hold 1), up to maxProbes times. A failed claim or peek is not retried: the hand-over
-// gives up on what it could not read (a sub-bucket left full, or, when the
-// main claim failed, all of them) and the key is split anyway.
+// again (a claim of 0 with Hold 1), up to maxProbes times. A sub-bucket
+// whose peek failed is claimed as if full (a claim takes no more than
+// there is), and a failed sub-bucket claim goes once more; when the main
+// claim failed the key is split anyway, and the next split decision's
+// renewal claims and holds the main bucket.
 type handoff struct {
 	e       *entry
 	subs    []*limit.Policy
 	pending int   // answers still due in the current call
-	stage   uint8 // 0: main claim and peeks sent; 1: sub-bucket claims sent
+	stage   uint8 // 0: main claim and peeks sent; 1: sub-bucket claims sent; 2: failed ones again
 	granted int64 // G, -1 when the main claim failed
 	joined  bool  // the main bucket was held already: another instance's spell
 	ready   bool  // and that spell's sub-buckets are set (an odd hold)
@@ -43,12 +45,14 @@ type handoff struct {
 	hold    int64 // the hold the main claim asked for, µs
 	main    *limit.Policy
 	left    []int64 // each sub-bucket's remaining, -1 when unknown
+	claims  []int64 // what call 2 claims from each sub-bucket
+	retry   []int   // sub-buckets whose call-2 claim failed
 	done    bool
 }
 
 // maxProbes bounds the times an instance asks again whether the spell it
 // joins is ready, one round trip each; past it, it joins as it is.
-const maxProbes = 16
+const maxProbes = 64
 
 // startHandoff adds call 1 of e's hand-over to the batch's next store call.
 func (b *batch) startHandoff(e *entry, p *limit.Policy, subs []*limit.Policy) {
@@ -68,7 +72,10 @@ func (b *batch) handoffAnswer(p pending, res limit.Result) {
 	ho := b.handoffs[p.i]
 	ho.pending--
 	switch {
-	case ho.stage != 0: // a sub-bucket claim: nothing to do, failed or not
+	case ho.stage != 0: // a sub-bucket claim: a failed one is tried again, once
+		if res.Err != nil && !p.second {
+			ho.retry = append(ho.retry, p.sub)
+		}
 	case p.sub < 0:
 		ho.granted = -1
 		if res.Err == nil {
@@ -110,12 +117,15 @@ func (b *batch) handoffsNext() {
 			ho.stage = 1
 			if g := ho.granted; g >= 0 && !ho.joined {
 				k := int64(len(ho.subs))
+				ho.claims = make([]int64, len(ho.subs))
 				for s, sp := range ho.subs {
-					if ho.left[s] < 0 {
-						continue
+					left := ho.left[s]
+					if left < 0 {
+						left = sp.Limit // unknown: claim as if full; a claim takes no more than there is
 					}
 					share := min(sp.Limit, g/k+b2i(int64(s) < g%k))
-					if c := ho.left[s] - share; c > 0 {
+					if c := left - share; c > 0 {
+						ho.claims[s] = c
 						b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: c, Op: limit.OpClaim, Policy: sp},
 							pending{kind: kindHandoff, i: n, sub: s})
 						ho.pending++
@@ -125,6 +135,17 @@ func (b *batch) handoffsNext() {
 			if ho.pending > 0 {
 				continue
 			}
+		}
+		if ho.stage == 1 && len(ho.retry) > 0 {
+			// A sub-bucket left above its share would be a second budget:
+			// its failed claim goes once more.
+			for _, s := range ho.retry {
+				b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: ho.claims[s], Op: limit.OpClaim, Policy: ho.subs[s]},
+					pending{kind: kindHandoff, i: n, sub: s, second: true})
+				ho.pending++
+			}
+			ho.retry, ho.stage = nil, 2
+			continue
 		}
 		ho.done = true
 		ho.e.hand.Store(handDone)

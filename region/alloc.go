@@ -22,6 +22,7 @@ type entry struct {
 	pool        atomic.Int64 // the region's pool as last seen, tokens
 	floorTaken  atomic.Int64 // admitted by the floor, not yet debited at home
 	established atomic.Bool  // a claim for the key was answered
+	regional    atomic.Bool  // its policy stopped being global, and its regional bucket was emptied (see Layer.scopeChanged)
 	claimed     atomic.Int64 // tokens claimed from home by this instance
 	returned    atomic.Int64 // tokens given back to home by this instance
 	demandBits  atomic.Uint64
@@ -77,6 +78,7 @@ func (l *Layer) entry(key string, p *limit.Policy) *entry {
 		return v.(*entry)
 	}
 	l.nkeys.Add(1)
+	go l.debitRegional(e, p) // off the request's path: the debit goes with a later claim
 	select { // a new key: claim for it now, not at the next tick
 	case l.kick <- struct{}{}:
 	default:
@@ -437,6 +439,47 @@ func parseBoard(s string) (boardValue, bool) {
 		}
 	}
 	return v, true
+}
+
+// debitRegional owes home, at the next claim, what key's regional bucket
+// has spent, read as the global policy p: a key whose policy just became
+// global (RL.POLICY SET, a reload) spends from one budget across the
+// change, not from a fresh global one beside what the regional policy
+// admitted. A key that was never regional has no regional bucket: nothing
+// is owed. Instances that saw it regional each owe it: an under-admission.
+func (l *Layer) debitRegional(e *entry, p *limit.Policy) {
+	q := *p
+	q.Scope = limit.ScopeRegional
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	out := make([]limit.Result, 1)
+	l.inner.Do(ctx, []limit.Request{{Key: e.key, Cost: 1, Op: limit.OpPeek, Policy: &q}}, out)
+	if out[0].Err == nil && out[0].Remaining < p.Limit {
+		e.floorTaken.Add(p.Limit - out[0].Remaining)
+	}
+}
+
+// scopeChanged empties, once, the regional bucket of every request in
+// reqs whose key this instance tracks as global while its policy is now
+// regional: the regional bucket then refills from empty at the new
+// policy's rate instead of starting full beside what the global budget
+// admitted. The allocator retires the key at its next round.
+func (l *Layer) scopeChanged(ctx context.Context, reqs []limit.Request) {
+	var claims []limit.Request
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Policy == nil || r.Policy.Global() || r.Policy.Space != limit.SpaceUser {
+			continue
+		}
+		v, ok := l.keys.Load(r.Key)
+		if !ok || v.(*entry).regional.Swap(true) {
+			continue
+		}
+		claims = append(claims, limit.Request{Key: r.Key, Cost: r.Policy.Limit, Op: limit.OpClaim, Policy: r.Policy})
+	}
+	if len(claims) > 0 {
+		l.inner.Do(ctx, claims, make([]limit.Result, len(claims)))
+	}
 }
 
 // drain gives back to home what is left of e's pool: a region that went

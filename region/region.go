@@ -183,6 +183,9 @@ func (l *Layer) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			break
 		}
 	}
+	if l.nkeys.Load() > 0 {
+		l.scopeChanged(ctx, reqs)
+	}
 	if first < 0 {
 		l.inner.Do(ctx, reqs, out)
 		return
