@@ -79,7 +79,7 @@ func (l *Layer) entry(key string, p *limit.Policy) *entry {
 	}
 	l.nkeys.Add(1)
 	go l.debitRegional(e, p) // off the request's path: the debit goes with a later claim
-	select { // a new key: claim for it now, not at the next tick
+	select {                 // a new key: claim for it now, not at the next tick
 	case l.kick <- struct{}{}:
 	default:
 	}
