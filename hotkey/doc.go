@@ -133,7 +133,9 @@
 // # Reset
 //
 // RL.RESET of a hot key (Reset, after the store has reset the key) deletes
-// its split sub-buckets in the store and, on this instance, drops its
+// its split sub-buckets in the store and leaves them empty (the reset's one
+// fresh budget is the main bucket's; the next spell gives each its share)
+// and, on this instance, drops its
 // lease (tokens and the wait of an empty claim; the tokens came from the
 // bucket just reset, so they are dropped, not given back) and its hot
 // entry. Other instances' leases answer for at most one lease TTL after

@@ -20,10 +20,11 @@ const (
 // tokens, which are discarded; nothing refills the main bucket while it is
 // held; a hold already in force is not changed) and peek every
 // sub-bucket. When no hold was in force this instance starts the spell:
-// call 2 claims, from each sub-bucket, what it holds above its share of G
-// (G shared out as the limits are: G/K, plus one when i < G%K), so that
-// the sub-buckets together hold at most what the main bucket held, not a
-// fresh burst nor what a past spell left in them; its first split
+// call 2 brings each sub-bucket to its share of G (G shared out as the
+// limits are: G/K, plus one when i < G%K): it claims what one holds above
+// its share and gives back what one lacks, so that the sub-buckets
+// together hold what the main bucket held, not a fresh burst nor what a
+// past spell left in them; its first split
 // decision then renews the hold with an odd value, which tells the others
 // the sub-buckets are set. An instance that finds a hold in force joins
 // the spell and leaves the sub-buckets alone: at once when the hold is
@@ -124,10 +125,18 @@ func (b *batch) handoffsNext() {
 						left = sp.Limit // unknown: claim as if full; a claim takes no more than there is
 					}
 					share := min(sp.Limit, g/k+b2i(int64(s) < g%k))
-					if c := left - share; c > 0 {
+					switch c := left - share; {
+					case c > 0:
 						ho.claims[s] = c
 						b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: c, Op: limit.OpClaim, Policy: sp},
 							pending{kind: kindHandoff, i: n, sub: s})
+						ho.pending++
+					case c < 0 && ho.left[s] >= 0:
+						// Below its share (drained by an RL.RESET, or spent
+						// in a past spell): topped up, so that the
+						// sub-buckets hold what the main bucket held.
+						b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: -c, Op: limit.OpReturn, Policy: sp},
+							pending{kind: kindHandoff, i: n, sub: s, second: true})
 						ho.pending++
 					}
 				}

@@ -52,7 +52,13 @@ func (h *Layer) Reset(ctx context.Context, key string, p *limit.Policy) (bool, e
 	return existed, err
 }
 
-// resetSubs deletes the split sub-buckets of key in the store, all at once.
+// resetSubs deletes the split sub-buckets of key in the store, all at
+// once, and leaves each one empty: the reset's one fresh budget is the
+// main bucket's. Another instance may still be in a spell of the key;
+// fresh sub-buckets beside a fresh main bucket would be two budgets until
+// it renews its hold (which then claims the main bucket's, an
+// under-admission), and the next spell's hand-over gives each sub-bucket
+// its share of what the main bucket holds then.
 func (h *Layer) resetSubs(ctx context.Context, key string, p *limit.Policy) (bool, error) {
 	if p == nil || p.Hot.Mode != limit.HotSplit {
 		return false, nil
@@ -62,7 +68,13 @@ func (h *Layer) resetSubs(ctx context.Context, key string, p *limit.Policy) (boo
 	errs := make([]error, len(subs))
 	var wg sync.WaitGroup
 	for i, sp := range subs {
-		wg.Go(func() { existed[i], errs[i] = h.store.Reset(ctx, subKey(key, i), sp) })
+		wg.Go(func() {
+			if existed[i], errs[i] = h.store.Reset(ctx, subKey(key, i), sp); errs[i] == nil {
+				out := make([]limit.Result, 1)
+				h.store.Do(ctx, []limit.Request{{Key: subKey(key, i), Cost: sp.Limit, Op: limit.OpClaim, Policy: sp}}, out)
+				errs[i] = out[0].Err
+			}
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {

@@ -227,10 +227,12 @@ func TestSplitSecondTry(t *testing.T) {
 	p := splitPolicy(20, 2, 2)
 	p.Period = 4 * time.Second // each sub-bucket refills 1 token per 4s
 	heat(t, h, "acme", p, c.Now())
-	// Drain sub-bucket 0 behind the Layer's back.
+	decideOne(h, "acme", 1, p) // the hand-over: each sub-bucket gets its share
+	// Drain sub-bucket 0 behind the Layer's back, and fill sub-bucket 1.
 	subs := h.subPolicies(p)
-	out := make([]limit.Result, 1)
-	store.Do(context.Background(), []limit.Request{{Key: subKey("acme", 0), Cost: 10, Policy: subs[0]}}, out)
+	out := make([]limit.Result, 2)
+	store.Do(context.Background(), []limit.Request{{Key: subKey("acme", 0), Cost: 10, Op: limit.OpClaim, Policy: subs[0]},
+		{Key: subKey("acme", 1), Cost: 10, Op: limit.OpReturn, Policy: subs[1]}}, out)
 	for i := range 10 {
 		res := decideOne(h, "acme", 1, p)
 		want := limit.Result{Allowed: true, Limit: 20, Remaining: (9 - int64(i)) * 2, RetryAfterMs: -1,
