@@ -125,6 +125,13 @@ func (b *batch) handoffsNext() {
 						left = sp.Limit // unknown: claim as if full; a claim takes no more than there is
 					}
 					share := min(sp.Limit, g/k+b2i(int64(s) < g%k))
+					if ho.left[s] != sp.Limit && share > 0 {
+						// A sub-bucket not exactly full may hold a fraction
+						// of a token besides its whole ones, which no claim
+						// takes: one token less, so that it holds at most
+						// its share.
+						share--
+					}
 					switch c := left - share; {
 					case c > 0:
 						ho.claims[s] = c

@@ -22,11 +22,14 @@ import (
 // over-admit. Other instances' leases are not reached: each answers for
 // at most one lease TTL after its last claim.
 //
-// It reports whether a sub-bucket existed; an error is the first a
-// sub-bucket's reset returned (the state on this instance is cleared all
-// the same).
+// It reports false: what RL.RESET reports is whether the key's own bucket
+// existed (a key in a spell has one: it is held), and sub-buckets left
+// empty by an earlier reset exist without being spent. An error is the
+// first a sub-bucket's reset returned (the state on this instance is
+// cleared all the same).
 func (h *Layer) Reset(ctx context.Context, key string, p *limit.Policy) (bool, error) {
-	existed, err := h.resetSubs(ctx, key, p)
+	_, err := h.resetSubs(ctx, key, p)
+	existed := false
 	hash := maphash.String(h.seed, key)
 	cache := h.leases[hash%leaseShards]
 	if l, ok := cache.Peek(key); ok {

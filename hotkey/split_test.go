@@ -356,12 +356,13 @@ func TestSplitHandoffStartsASpell(t *testing.T) {
 	if got := peek(t, store, "acme", p); got != 0 {
 		t.Fatalf("main bucket holds %d after the hand-over, want 0", got)
 	}
-	// G = 12 shared as 2, 2, 2, 2, 1, 1, 1, 1, sub-bucket 2 too.
+	// G = 12 shared as 2, 2, 2, 2, 1, 1, 1, 1; sub-bucket 2, not exactly
+	// full, one less (it may hold a fraction no claim takes).
 	var total int64
 	for i, sp := range subs {
 		got := peek(t, store, subKey("acme", i), sp)
 		want := int64(1)
-		if i < 4 {
+		if i < 4 && i != 2 {
 			want = 2
 		}
 		total += got
@@ -369,8 +370,8 @@ func TestSplitHandoffStartsASpell(t *testing.T) {
 			t.Errorf("sub-bucket %d holds %d, want %d", i, got, want)
 		}
 	}
-	if total != 12-1 {
-		t.Errorf("sub-buckets hold %d in all, want 11", total)
+	if total != 12-1-1 {
+		t.Errorf("sub-buckets hold %d in all, want 10", total)
 	}
 	// The main bucket is held: in a second nothing refilled it, though
 	// its rate is 8/s.

@@ -72,6 +72,7 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 		}
 		if until := abs(hold); until > now && (held == 0 || hold < 0) {
 			at = max(at, until)
+			v = 0 // what a claim of whole tokens left (a fraction) goes too
 			write = true
 		}
 	case cost <= b.Limit:

@@ -80,6 +80,7 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 		}
 		if until := abs(hold); until > now && (held == 0 || hold < 0) {
 			at = max(at, until)
+			v = min(v, 0) // what a claim of whole tokens left (a fraction) goes too
 			write = true
 		}
 	case cost <= b.Limit:

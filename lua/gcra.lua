@@ -110,6 +110,7 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
       -- positive from starts one only when none is in force, a negative
       -- one extends it to -from
       if math.abs(from) > at then at = math.abs(from) end
+      if v > 0 then v = 0 end -- what a claim of whole tokens left (a fraction) goes too
       write = true
     end
   elseif cost <= limit then
