@@ -126,7 +126,9 @@
 // under-admits when load is uneven across sub-buckets (a request is
 // rejected while another sub-bucket it did not try still has tokens; the
 // second try bounds this), for requests on other paths during a spell,
-// and for up to HoldFor × rate after one. Lease mode, which draws on the
+// for up to HoldFor × rate after one, and by one token per sub-bucket that
+// was not exactly full at a hand-over (it may hold a fraction of a token
+// that no claim takes, so it gets one token less than its share). Lease mode, which draws on the
 // one shared bucket, has none of these; prefer it when exactness for every
 // path matters more than shard load.
 //
