@@ -213,6 +213,16 @@ func (b *batch) split(i int) {
 		b.waits = append(b.waits, waiter{i: i, ch: e.handed, split: true})
 		return
 	}
+	if hold := e.hold.Load(); hold != 0 && b.h.now().UnixMicro() >= hold {
+		// This instance's hold lapsed (no split decision here for
+		// HoldFor): the main bucket may have refilled, and been spent,
+		// while the sub-buckets refilled too. The spell is over: the key
+		// leaves the hot map, so that its next request starts a new one,
+		// and this request goes the main bucket's way.
+		b.h.drop(r.Key)
+		b.pass(i)
+		return
+	}
 	b.renew(e, r.Policy)
 	k := len(subs)
 	b.h.st.split.Add(1)

@@ -48,11 +48,16 @@ func (h *Layer) Reset(ctx context.Context, key string, p *limit.Policy) (bool, e
 	clear(h.returns[len(kept):])
 	h.returns = kept
 	h.retMu.Unlock()
-	sh := &h.hot[hash%hotShards]
+	h.drop(key)
+	return existed, err
+}
+
+// drop takes key out of the hot map, if it is there.
+func (h *Layer) drop(key string) {
+	sh := &h.hot[maphash.String(h.seed, key)%hotShards]
 	if e := (*sh.m.Load())[key]; e != nil {
 		h.cool(sh, e)
 	}
-	return existed, err
 }
 
 // resetSubs deletes the split sub-buckets of key in the store, all at

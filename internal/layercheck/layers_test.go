@@ -82,7 +82,7 @@ const (
 	reloadProp  = 100 * time.Millisecond
 )
 
-var slack = Slack{Lease: 300 * time.Millisecond, Reset: 300 * time.Millisecond}
+var slack = Slack{Lease: 300 * time.Millisecond, Pool: 300 * time.Millisecond, Reset: 300 * time.Millisecond}
 
 func variantOf(p *limit.Policy) Variant {
 	alg := string(p.Algorithm)

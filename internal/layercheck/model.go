@@ -144,6 +144,10 @@ type Slack struct {
 	// (1.5 lease TTLs plus margin): an admission from a lease spent bucket
 	// tokens up to that long before it.
 	Lease time.Duration
+	// Pool is the same for a region's pool of a global key (the README's
+	// bound for regions): a pooled token was claimed from home up to the
+	// allocator's horizon (two rounds) before it is admitted.
+	Pool time.Duration
 	// Reset: admissions that overlap [reset sent, reset recv + Reset] are
 	// ambiguous (other instances' leases and in-flight region claims).
 	Reset time.Duration
@@ -314,7 +318,7 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Resul
 			}
 			T := b.Sub(a).Seconds()
 			var B, R, fB, fR float64
-			lease := false
+			lease, pooled := false, false
 			for _, s := range ss {
 				bb, rr := s.V.bucketForm()
 				B, R = math.Max(B, bb), math.Max(R, rr)
@@ -322,6 +326,7 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Resul
 					lease = true
 				}
 				if s.V.Global {
+					pooled = true
 					f := s.V.Floor
 					fB = math.Max(fB, math.Max(1, math.Floor(float64(s.V.Limit)*f)))
 					fR = math.Max(fR, math.Max(1, math.Floor(float64(s.V.Rate)*f))/s.V.Period.Seconds())
@@ -329,6 +334,9 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Resul
 			}
 			if lease {
 				T += sl.Lease.Seconds()
+			}
+			if pooled {
+				T += sl.Pool.Seconds()
 			}
 			bound := B + R*T + 1e-9
 			if float64(sum) <= bound {
