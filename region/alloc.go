@@ -22,6 +22,7 @@ type entry struct {
 	pool        atomic.Int64 // the region's pool as last seen, tokens
 	floorTaken  atomic.Int64 // admitted by the floor, not yet debited at home
 	established atomic.Bool  // a claim for the key was answered
+	debited     atomic.Bool  // what its regional bucket spent is owed (see Layer.debitRegional): it may be claimed for
 	regional    atomic.Bool  // its policy stopped being global, and its regional bucket was emptied (see Layer.scopeChanged)
 	claimed     atomic.Int64 // tokens claimed from home by this instance
 	returned    atomic.Int64 // tokens given back to home by this instance
@@ -78,11 +79,7 @@ func (l *Layer) entry(key string, p *limit.Policy) *entry {
 		return v.(*entry)
 	}
 	l.nkeys.Add(1)
-	go l.debitRegional(e, p) // off the request's path: the debit goes with a later claim
-	select {                 // a new key: claim for it now, not at the next tick
-	case l.kick <- struct{}{}:
-	default:
-	}
+	go l.debitRegional(e, p) // off the request's path; the floor decides until it is done
 	return e
 }
 
@@ -148,6 +145,9 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 			}
 		}
 		e.updateDemand(float64(e.asked.Swap(0)), dt)
+		if !e.debited.Load() {
+			continue // its first claim must carry what its regional bucket spent
+		}
 		idle := time.Duration(ns - e.lastAsk.Load())
 		if idle > forgetAfter && e.pool.Load() == 0 && e.floorTaken.Load() == 0 {
 			l.keys.Delete(e.key)
@@ -447,7 +447,19 @@ func parseBoard(s string) (boardValue, bool) {
 // change, not from a fresh global one beside what the regional policy
 // admitted. A key that was never regional has no regional bucket: nothing
 // is owed. Instances that saw it regional each owe it: an under-admission.
+// The allocator claims nothing for e before this is done, so the debit
+// goes with e's first claim: a debit that came after it found home's
+// budget already in the pool and was forgiven (the long check: 18
+// admitted against 17.26 across a regional-to-global change). Until the
+// first claim is answered the floor decides, and is debited too.
 func (l *Layer) debitRegional(e *entry, p *limit.Policy) {
+	defer func() {
+		e.debited.Store(true)
+		select { // a new key: claim for it now, not at the next tick
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}()
 	q := *p
 	q.Scope = limit.ScopeRegional
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
