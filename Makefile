@@ -21,20 +21,17 @@ lint: ## gofmt, go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 
+# FUZZ: every fuzz target, as package:Target
+FUZZ = server:FuzzRESP server:FuzzScanner policy:FuzzParse policy:FuzzParsePolicyJSON \
+	policy:FuzzMatch lua:FuzzLuaAgreesWithGo lua:FuzzBatchAgreesWithGo limiter:FuzzMTake \
+	cluster:FuzzKey httpfront:FuzzHTTPHandler rls:FuzzMapRequest envoycfg:FuzzParse \
+	envoycfg:FuzzKeyInjective
+
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
-	$(GO) test -run '^$$' -fuzz '^FuzzRESP$$' -fuzztime $${FUZZTIME:-60s} ./server
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-60s} ./policy
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePolicyJSON$$' -fuzztime $${FUZZTIME:-60s} ./policy
-	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $${FUZZTIME:-60s} ./policy
-	$(GO) test -run '^$$' -fuzz '^FuzzLuaAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./lua
-	$(GO) test -run '^$$' -fuzz '^FuzzBatchAgreesWithGo$$' -fuzztime $${FUZZTIME:-60s} ./lua
-	$(GO) test -run '^$$' -fuzz '^FuzzMTake$$' -fuzztime $${FUZZTIME:-60s} ./limiter
-	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $${FUZZTIME:-60s} ./cluster
-	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime $${FUZZTIME:-60s} ./server
-	$(GO) test -run '^$$' -fuzz '^FuzzHTTPHandler$$' -fuzztime $${FUZZTIME:-60s} ./httpfront
-	$(GO) test -run '^$$' -fuzz '^FuzzMapRequest$$' -fuzztime $${FUZZTIME:-60s} ./rls
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-60s} ./envoycfg
-	$(GO) test -run '^$$' -fuzz '^FuzzKeyInjective$$' -fuzztime $${FUZZTIME:-60s} ./envoycfg
+	@set -e; for t in $(FUZZ); do \
+		echo "fuzz $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $${FUZZTIME:-60s} ./$${t%%:*}; \
+	done
 
 soak: ## sluice lab soak, 3 minutes of load with faults
 	$(GO) run ./cmd/sluice lab soak
