@@ -375,3 +375,42 @@ func TestArchitectureListsEveryPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// namedFuncRE finds a function named with its file in backticks:
+// `cluster/store.go: Store.Do`, `lua/state.lua: read`.
+var namedFuncRE = regexp.MustCompile("`([A-Za-z0-9_/.-]+\\.(?:go|lua)): ([A-Za-z_][A-Za-z0-9_]*)(?:\\.([A-Za-z_][A-Za-z0-9_]*))?(?:\\(\\))?`")
+
+// Every function docs/architecture.md names with its file is in that file:
+// the walk of RL.TAKE cannot point at code that has moved.
+func TestArchitectureNamesRealFunctions(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, m := range namedFuncRE.FindAllStringSubmatch(string(raw), -1) {
+		file, name, method := m[1], m[2], m[3]
+		src, err := os.ReadFile(filepath.Join(repoRoot, file))
+		if err != nil {
+			t.Errorf("docs/architecture.md names %s: %v", m[0], err)
+			continue
+		}
+		var decl string
+		switch {
+		case strings.HasSuffix(file, ".lua"):
+			decl = `(?m)^(local )?function ` + name + `\(`
+		case method != "":
+			decl = `(?m)^func \(\w+ \*?` + name + `\) ` + method + `[\[(]`
+		default:
+			decl = `(?m)^(func ` + name + `[\[(]|type ` + name + ` )`
+		}
+		if !regexp.MustCompile(decl).Match(src) {
+			t.Errorf("docs/architecture.md names %s, which %s does not declare", m[0], file)
+		}
+		found++
+	}
+	if found < 20 {
+		t.Errorf("docs/architecture.md names %d functions with their files, want the walk's 20 or more", found)
+	}
+}
