@@ -186,6 +186,12 @@ func FlagSet(stderr io.Writer) *flag.FlagSet {
 // is how the environment is read (os.Getenv in the binary). It refuses
 // flags that contradict each other, and loads the TLS files, so that a bad
 // file stops sluice at start.
+//
+// The rule is not peterbourgon/ff's (flags, then environment, then a file
+// of flag values): that would give all 54 flags an environment variable
+// and read --config as flag values, while here only secrets and users
+// have variables, a secret's file form outranks its flag, and --config is
+// the policy file, re-read on every reload.
 func Load(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
