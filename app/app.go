@@ -47,6 +47,7 @@ type App struct {
 	admin  *http.Server      // nil until Start, or with --admin ""
 	http   *httpfront.Server // nil until Start, or without --http
 	grpc   *rls.Server       // nil until Start, or without --grpc
+	addr   net.Addr          // --listen's, once Start has listened
 	errc   chan error        // a door that stopped serving
 }
 
@@ -54,7 +55,8 @@ type App struct {
 // built-in one), the store, which it asks for the primary (Sentinel) or
 // pings once, within ctx, and everything that decides. A --config or
 // --envoy-config that does not load, or a store that cannot be set up,
-// is an error; a store that does not answer yet is only a warning.
+// is an error; a store that does not answer yet is only a warning. Load
+// has refused flags that contradict each other: New does not ask again.
 func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := cfg.derive(); err != nil {
 		return nil, err
@@ -177,10 +179,15 @@ func (a *App) Start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	a.addr = ln.Addr()
 	go func() { a.errc <- a.srv.Serve(ln) }()
 	a.log.Info("sluice listening", "addr", ln.Addr().String(), "store", a.mode, "timeout", a.timeout().String(), "version", a.cfg.Version)
 	return nil
 }
+
+// Addr is the address RESP is served on, nil before Start: --listen's,
+// with the port chosen when it asked for port 0.
+func (a *App) Addr() net.Addr { return a.addr }
 
 // Err delivers the error of a door that stopped serving.
 func (a *App) Err() <-chan error { return a.errc }

@@ -17,21 +17,22 @@ import (
 )
 
 // DefaultTimeout is the deadline of every store call when neither --timeout
-// nor the policy file's timeout: gives one.
-const DefaultTimeout = 50 * time.Millisecond
+// nor the policy file's timeout: gives one: the policy package's.
+const DefaultTimeout = policy.DefaultTimeout
 
 // Config is everything `sluice serve` runs with: one field per serve flag,
 // filled by Load from the table (rows) by the one precedence rule
-// (resolve). A Config filled by hand works too: New checks and derives
-// what it needs, and a zero Timeout means the policy file's, else
-// DefaultTimeout.
+// (resolve). A Config made by hand starts from Defaults; New checks it
+// and derives the rest.
 type Config struct {
 	Listen, Admin, HTTP, HTTPKeyHeader string
 	GRPC                               string // Envoy's rate-limit service; "" = off
 	GRPCHeaders                        bool
 
-	Cluster, Redis, Sentinel string // the store: one of them, or none (embedded)
-	PolicyFile, EnvoyConfig  string // --config and --envoy-config
+	Cluster, Redis, Sentinel   string // the store: one of them, or none (embedded)
+	SentinelUser, SentinelPass string
+	Store                      RedisAuth // --store-*: the store's (and Sentinel's primary's)
+	PolicyFile, EnvoyConfig    string    // --config and --envoy-config
 
 	// Timeout is --timeout when given; zero: the policy file's timeout:,
 	// else DefaultTimeout (see TimeoutIn).
@@ -44,16 +45,28 @@ type Config struct {
 	RequirePass, AdminPass             string
 	TLSCertFile, TLSKeyFile, TLSCAFile string // --listen's TLS
 	TLSAuthClients                     bool
-	Store, Home                        RedisAuth // --store-*, --home-*
-	SentinelUser, SentinelPass         string
-	Region, HomeCluster, HomeRedis     string
-	HomeTimeout, RegionTick            time.Duration
-	LogFormat, LogLevel                string
-	Version                            string       // not a flag: the binary's version, for INFO and /metrics
-	Logger                             *slog.Logger // not a flag: nil is slog.Default()
-	listenTLS                          *tls.Config  // derived from the TLS files
-	masterName                         string       // derived from Sentinel
-	sentinelAddrs                      []string     // derived from Sentinel
+
+	Region, HomeCluster, HomeRedis string
+	HomeTimeout, RegionTick        time.Duration
+	Home                           RedisAuth // --home-*
+
+	LogFormat, LogLevel string
+
+	Version string       // not a flag: the binary's version, for INFO and /metrics
+	Logger  *slog.Logger // not a flag: nil is slog.Default()
+
+	listenTLS     *tls.Config // derived from the TLS files
+	masterName    string      // derived from Sentinel
+	sentinelAddrs []string    // derived from Sentinel
+}
+
+// Defaults is the Config of `sluice serve` without flags or environment:
+// every field at the table's default.
+func Defaults() Config {
+	var c Config
+	c.register(flag.NewFlagSet("serve", flag.ContinueOnError), map[string]*string{})
+	c.Timeout = 0 // steps 4 and 5 of the rule are TimeoutIn's
+	return c
 }
 
 // RedisAuth is how sluice reaches and authenticates to one Redis store:
@@ -83,7 +96,7 @@ type row struct {
 
 // rows is the table: every serve flag, in the order the docs list them.
 func (c *Config) rows() []row {
-	return append(append(append([]row{
+	rs := []row{
 		{flag: "listen", ptr: &c.Listen, def: "127.0.0.1:6380", help: "RESP listen address"},
 		{flag: "admin", ptr: &c.Admin, def: "127.0.0.1:9380", help: "HTTP address for /metrics, /healthz and /readyz (\"\" = off)"},
 		{flag: "cluster", ptr: &c.Cluster, def: "", help: "Redis Cluster seed nodes, host:port[,host:port…]"},
@@ -106,7 +119,9 @@ func (c *Config) rows() []row {
 		{flag: "tls-key-file", ptr: &c.TLSKeyFile, def: "", help: "PEM private key of --tls-cert-file"},
 		{flag: "tls-ca-cert-file", ptr: &c.TLSCAFile, def: "", help: "PEM CA certificates that client certificates are verified against"},
 		{flag: "tls-auth-clients", ptr: &c.TLSAuthClients, def: false, help: "require a client certificate signed by --tls-ca-cert-file (mutual TLS)"},
-	}, c.Store.rows("store", "Redis", "--redis")...), []row{
+	}
+	rs = append(rs, c.Store.rows("store", "Redis", "--redis")...)
+	rs = append(rs, []row{
 		{flag: "max-clients", ptr: &c.MaxClients, def: 10000, help: "connections beyond this get -ERR max number of clients reached"},
 		{flag: "max-request-bytes", ptr: &c.MaxRequestBytes, def: 64 << 10, help: "a request larger than this closes its connection"},
 		{flag: "max-key-bytes", ptr: &c.MaxKeyBytes, def: 1024, help: "longest key accepted"},
@@ -123,10 +138,11 @@ func (c *Config) rows() []row {
 		{flag: "home-redis", ptr: &c.HomeRedis, def: "", help: "the home store of global budgets, a single Redis: redis://[user:pass@]host:port"},
 		{flag: "home-timeout", ptr: &c.HomeTimeout, def: region.DefaultHomeTimeout, help: "deadline of each call to the home store; silent this long, the region decides alone (region_floor)"},
 		{flag: "region-tick", ptr: &c.RegionTick, def: region.DefaultTick, help: "how often the region allocator claims from home and reports demand"},
-	}...), append(c.Home.rows("home", "the home store", "--home-redis"), []row{
-		{flag: "log-format", ptr: &c.LogFormat, def: "text", help: "text or json"},
-		{flag: "log-level", ptr: &c.LogLevel, def: "info", help: "debug, info, warn or error"},
-	}...)...)
+	}...)
+	rs = append(rs, c.Home.rows("home", "the home store", "--home-redis")...)
+	return append(rs,
+		row{flag: "log-format", ptr: &c.LogFormat, def: "text", help: "text or json"},
+		row{flag: "log-level", ptr: &c.LogLevel, def: "info", help: "debug, info, warn or error"})
 }
 
 // rows are the flags --prefix-tls, --prefix-tls-ca-file,

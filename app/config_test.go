@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,17 @@ func TestPrecedence(t *testing.T) {
 	}
 	if _, err := Load([]string{"--requirepass", "x", "--requirepass-file", empty}, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("an empty --requirepass-file: %v, want an error", err)
+	}
+}
+
+// TestDefaults: a Config from Defaults is what Load makes of no arguments.
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Defaults(); !reflect.DeepEqual(*c, d) {
+		t.Errorf("Defaults() = %+v\nLoad(nil) = %+v", d, *c)
 	}
 }
