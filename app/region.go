@@ -19,8 +19,8 @@ import (
 // openRegion wraps the regional store in the region layer when --region
 // is set; otherwise it returns nil, and says so if the config has global
 // policies (they are then decided by the store alone, as one budget).
-func openRegion(f *Config, store limit.Store, set *policy.Set, match func(string) *limit.Policy, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
-	if f.Region == "" {
+func openRegion(c *Config, store limit.Store, set *policy.Set, match func(string) *limit.Policy, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
+	if c.Region == "" {
 		for _, p := range set.Policies {
 			if p.Global() {
 				log.Warn("scope: global policy without --region: decided by this instance's store alone, as one global budget", "policy", p.Name)
@@ -28,26 +28,26 @@ func openRegion(f *Config, store limit.Store, set *policy.Set, match func(string
 		}
 		return nil, nil, nil
 	}
-	cfg := cluster.Config{Timeout: f.HomeTimeout, Observer: nil}
-	if f.HomeCluster != "" {
-		cfg.Addrs = strings.Split(f.HomeCluster, ",")
+	cfg := cluster.Config{Timeout: c.HomeTimeout, Observer: nil}
+	if c.HomeCluster != "" {
+		cfg.Addrs = strings.Split(c.HomeCluster, ",")
 	} else {
-		cfg.URL = f.HomeRedis
+		cfg.URL = c.HomeRedis
 		if !strings.Contains(cfg.URL, "://") {
 			cfg.URL = "redis://" + cfg.URL
 		}
 	}
-	home, err := f.newStore(cfg, &f.Home)
+	home, err := c.newStore(cfg, &c.Home)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: home store: %w", err)
 	}
-	l, err := region.New(store, region.Config{Region: f.Region, Home: home, Tick: f.RegionTick, HomeTimeout: f.HomeTimeout, Match: match})
+	l, err := region.New(store, region.Config{Region: c.Region, Home: home, Tick: c.RegionTick, HomeTimeout: c.HomeTimeout, Match: match})
 	if err != nil {
 		home.Close()
 		return nil, nil, err
 	}
 	// No secret in a log line: the home URL without its password.
-	log.Info("region", "name", f.Region, "home", f.HomeCluster+redactURL(cfg.URL), "tick", f.RegionTick, "home_timeout", f.HomeTimeout)
+	log.Info("region", "name", c.Region, "home", c.HomeCluster+redactURL(cfg.URL), "tick", c.RegionTick, "home_timeout", c.HomeTimeout)
 	return l, home, nil
 }
 

@@ -42,31 +42,31 @@ func (a *RedisAuth) set(cfg *cluster.Config) {
 }
 
 // listenerTLS is the TLS configuration of --listen, or nil for plain TCP.
-func (s *Config) listenerTLS() (*tls.Config, error) {
+func (c *Config) listenerTLS() (*tls.Config, error) {
 	switch {
-	case s.TLSCertFile == "" && s.TLSKeyFile == "":
-		if s.TLSCAFile != "" || s.TLSAuthClients {
+	case c.TLSCertFile == "" && c.TLSKeyFile == "":
+		if c.TLSCAFile != "" || c.TLSAuthClients {
 			return nil, errors.New("serve: --tls-ca-cert-file and --tls-auth-clients need --tls-cert-file and --tls-key-file")
 		}
 		return nil, nil
-	case s.TLSCertFile == "" || s.TLSKeyFile == "":
+	case c.TLSCertFile == "" || c.TLSKeyFile == "":
 		return nil, errors.New("serve: --tls-cert-file and --tls-key-file go together")
-	case s.TLSAuthClients && s.TLSCAFile == "":
+	case c.TLSAuthClients && c.TLSCAFile == "":
 		return nil, errors.New("serve: --tls-auth-clients needs --tls-ca-cert-file")
 	}
-	cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --tls-cert-file/--tls-key-file: %w", err)
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if s.TLSCAFile != "" {
-		if cfg.ClientCAs, err = loadPool("tls-ca-cert-file", s.TLSCAFile); err != nil {
+	if c.TLSCAFile != "" {
+		if cfg.ClientCAs, err = loadPool("tls-ca-cert-file", c.TLSCAFile); err != nil {
 			return nil, err
 		}
 		// A client certificate, when given, must verify; with
 		// --tls-auth-clients one is required.
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
-		if s.TLSAuthClients {
+		if c.TLSAuthClients {
 			cfg.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 	}

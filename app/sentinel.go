@@ -72,7 +72,7 @@ func (c *Config) openSentinel(timeout time.Duration, obs cluster.Observer) (*clu
 // sluice refuses to start. Sentinels that do not answer only get a warning,
 // as an unreachable store does: they may come up later, and meanwhile the
 // policies answer with on_store_error.
-func checkSentinel(ctx context.Context, store limit.Store, f *Config, log *slog.Logger) error {
+func checkSentinel(ctx context.Context, store limit.Store, c *Config, log *slog.Logger) error {
 	cs, ok := store.(*cluster.Store)
 	if !ok {
 		return nil
@@ -84,9 +84,9 @@ func checkSentinel(ctx context.Context, store limit.Store, f *Config, log *slog.
 	case errors.Is(err, limit.ErrUnavailable):
 		log.Warn("no sentinel answered at start; policies answer with on_store_error until one does", "err", err)
 	case err != nil:
-		return fmt.Errorf("serve: --sentinel %s: %w", f.masterName, err)
+		return fmt.Errorf("serve: --sentinel %s: %w", c.masterName, err)
 	default:
-		log.Info("sentinel", "master", f.masterName, "primary", addr, "sentinels", strings.Join(f.sentinelAddrs, ","))
+		log.Info("sentinel", "master", c.masterName, "primary", addr, "sentinels", strings.Join(c.sentinelAddrs, ","))
 	}
 	return nil
 }

@@ -11,20 +11,20 @@ import (
 
 // openStore picks the store: a cluster, a single node, a primary under
 // Sentinel, or in-process.
-func (f *Config) openStore(timeout time.Duration, obs cluster.Observer) (limit.Store, string, error) {
+func (c *Config) openStore(timeout time.Duration, obs cluster.Observer) (limit.Store, string, error) {
 	switch {
-	case f.Sentinel != "":
-		s, err := f.openSentinel(timeout, obs)
+	case c.Sentinel != "":
+		s, err := c.openSentinel(timeout, obs)
 		return s, "sentinel", err
-	case f.Cluster != "":
-		s, err := f.newStore(cluster.Config{Addrs: strings.Split(f.Cluster, ","), Timeout: timeout, Pipelines: f.StorePipelines, PerKey: f.StorePerKey, Observer: obs}, &f.Store)
+	case c.Cluster != "":
+		s, err := c.newStore(cluster.Config{Addrs: strings.Split(c.Cluster, ","), Timeout: timeout, Pipelines: c.StorePipelines, PerKey: c.StorePerKey, Observer: obs}, &c.Store)
 		return s, "cluster", err
-	case f.Redis != "":
-		u := f.Redis
+	case c.Redis != "":
+		u := c.Redis
 		if !strings.Contains(u, "://") {
 			u = "redis://" + u
 		}
-		s, err := f.newStore(cluster.Config{URL: u, Timeout: timeout, Pipelines: f.StorePipelines, PerKey: f.StorePerKey, Observer: obs}, &f.Store)
+		s, err := c.newStore(cluster.Config{URL: u, Timeout: timeout, Pipelines: c.StorePipelines, PerKey: c.StorePerKey, Observer: obs}, &c.Store)
 		return s, "redis", err
 	}
 	return local.New(local.Config{DecidedBy: limit.ByEmbedded}), "embedded", nil
