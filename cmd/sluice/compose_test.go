@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-rl/sluice/app"
 	"gopkg.in/yaml.v3"
 )
 
@@ -350,7 +351,7 @@ func goVersionAtLeast(tag, want string) bool {
 
 // serveArgs checks that argv runs `sluice serve` with flags that `sluice
 // serve` accepts, and returns them parsed.
-func serveArgs(t *testing.T, where string, argv []string) *serveFlags {
+func serveArgs(t *testing.T, where string, argv []string) *app.Config {
 	t.Helper()
 	if len(argv) < 2 || path.Base(argv[0]) != "sluice" || argv[1] != "serve" {
 		t.Fatalf("%s: runs %q, want /sluice serve …", where, argv)
@@ -360,7 +361,7 @@ func serveArgs(t *testing.T, where string, argv []string) *serveFlags {
 	if err != nil {
 		t.Fatalf("%s: `sluice serve` rejects %q: %v\n%s", where, argv[2:], err, msg.String())
 	}
-	for _, a := range []struct{ flag, addr string }{{"listen", f.listen}, {"admin", f.admin}} {
+	for _, a := range []struct{ flag, addr string }{{"listen", f.Listen}, {"admin", f.Admin}} {
 		host, port, err := net.SplitHostPort(a.addr)
 		if err != nil || port == "0" || (host != "0.0.0.0" && host != "" && host != "::") {
 			t.Fatalf("%s: --%s %q: in a container sluice must listen on all interfaces at a fixed port (0.0.0.0:PORT), or the published port reaches nothing", where, a.flag, a.addr)
@@ -540,7 +541,7 @@ func TestComposeFile(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{portOf(defaults.listen), portOf(defaults.admin)} {
+	for _, p := range []string{portOf(defaults.Listen), portOf(defaults.Admin)} {
 		if !exposed[p] {
 			t.Errorf("Dockerfile: CMD listens on %s but does not EXPOSE it", p)
 		}
@@ -561,19 +562,19 @@ func TestComposeFile(t *testing.T) {
 		}
 		argv = append(argv, s.Command...)
 		f := serveArgs(t, "service "+name, argv)
-		if f.clusterAddrs == "" {
+		if f.Cluster == "" {
 			t.Fatalf("service %s: no --cluster", name)
 		}
-		seeds := slices.Sorted(slices.Values(strings.Split(f.clusterAddrs, ",")))
+		seeds := slices.Sorted(slices.Values(strings.Split(f.Cluster, ",")))
 		if !slices.Equal(seeds, primaries) {
-			t.Errorf("service %s: --cluster %s, want the three primaries %s", name, f.clusterAddrs, strings.Join(primaries, ","))
+			t.Errorf("service %s: --cluster %s, want the three primaries %s", name, f.Cluster, strings.Join(primaries, ","))
 		}
 		var targets []string
 		for _, p := range s.Ports {
 			targets = append(targets, p.Target)
 		}
 		slices.Sort(targets)
-		want := slices.Sorted(slices.Values([]string{portOf(f.listen), portOf(f.admin)}))
+		want := slices.Sorted(slices.Values([]string{portOf(f.Listen), portOf(f.Admin)}))
 		if !slices.Equal(targets, want) {
 			t.Errorf("service %s: publishes container ports %q, want the ports sluice listens on, %q", name, targets, want)
 		}

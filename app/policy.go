@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 // besides the Pub/Sub announcement: a missed message heals within this.
 const policySync = 500 * time.Millisecond
 
-// startPolicies puts the file's policies in force and keeps the runtime
-// ones (RL.POLICY SET) in step with the store's backend until ctx ends.
-// The embedded store keeps them in memory: one process, nobody to tell.
-func startPolicies(ctx context.Context, h *policy.Holder, file *policy.Set, store limit.Store, log *slog.Logger, applied func(error)) *policy.Runtime {
+// newRuntime puts the file's policies in force; its Run keeps the runtime
+// ones (RL.POLICY SET) in step with the store's backend. The embedded
+// store keeps them in memory: one process, nobody to tell.
+func newRuntime(h *policy.Holder, file *policy.Set, store limit.Store, log *slog.Logger, applied func(error)) *policy.Runtime {
 	var backend policy.Backend = &policy.MemoryBackend{}
 	if cs, ok := store.(*cluster.Store); ok {
 		backend = cs.Policies()
@@ -34,9 +34,13 @@ func startPolicies(ctx context.Context, h *policy.Holder, file *policy.Set, stor
 			applied(err)
 		}
 	}
-	go rt.Run(ctx, policySync)
 	return rt
 }
+
+// policies adapts the reloadable holder to the limiter.
+type policies struct{ h *policy.Holder }
+
+func (p policies) Match(key string) *limit.Policy { return p.h.Current().Match(key) }
 
 // policyAdmin adapts policy.Runtime to the server's RL.POLICY.
 type policyAdmin struct{ rt *policy.Runtime }

@@ -1,13 +1,10 @@
-package main
+package app
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,47 +16,11 @@ import (
 	"github.com/sluice-rl/sluice/server"
 )
 
-// regionFlags are the flags of a regional instance: its region and the
-// home store of the global budgets, with its own TLS and credentials
-// (--home-tls*, --home-user, --home-pass-file): those of the regional
-// store (--store-*) never go to home.
-type regionFlags struct {
-	region, homeCluster, homeRedis string
-	homeTimeout, regionTick        time.Duration
-	home                           redisAuth
-}
-
-func (r *regionFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&r.region, "region", "", "this instance's region; with a home store, scope: global policies are decided from the region's allocation")
-	fs.StringVar(&r.homeCluster, "home-cluster", "", "the home store of global budgets, a Redis Cluster: host:port[,host:port…]")
-	fs.StringVar(&r.homeRedis, "home-redis", "", "the home store of global budgets, a single Redis: redis://[user:pass@]host:port")
-	fs.DurationVar(&r.homeTimeout, "home-timeout", region.DefaultHomeTimeout, "deadline of each call to the home store; silent this long, the region decides alone (region_floor)")
-	fs.DurationVar(&r.regionTick, "region-tick", region.DefaultTick, "how often the region allocator claims from home and reports demand")
-	r.home.register(fs, "home", "the home store", "--home-redis")
-}
-
-func (r *regionFlags) check() error {
-	home := r.homeCluster != "" || r.homeRedis != ""
-	switch {
-	case r.homeCluster != "" && r.homeRedis != "":
-		return errors.New("serve: --home-cluster and --home-redis are exclusive")
-	case r.region != "" && !home:
-		return errors.New("serve: --region needs a home store: --home-cluster or --home-redis")
-	case r.region == "" && home:
-		return errors.New("serve: --home-cluster and --home-redis need --region NAME")
-	case !home && r.home.given():
-		return errors.New("serve: --home-tls*, --home-user and --home-pass-file need a home store: --home-cluster or --home-redis")
-	case r.homeTimeout <= 0 || r.regionTick <= 0:
-		return errors.New("serve: --home-timeout and --region-tick must be positive")
-	}
-	return nil
-}
-
 // openRegion wraps the regional store in the region layer when --region
 // is set; otherwise it returns nil, and says so if the config has global
 // policies (they are then decided by the store alone, as one budget).
-func openRegion(f *serveFlags, store limit.Store, set *policy.Set, match func(string) *limit.Policy, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
-	if f.region == "" {
+func openRegion(c *Config, store limit.Store, set *policy.Set, match func(string) *limit.Policy, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
+	if c.Region == "" {
 		for _, p := range set.Policies {
 			if p.Global() {
 				log.Warn("scope: global policy without --region: decided by this instance's store alone, as one global budget", "policy", p.Name)
@@ -67,26 +28,26 @@ func openRegion(f *serveFlags, store limit.Store, set *policy.Set, match func(st
 		}
 		return nil, nil, nil
 	}
-	cfg := cluster.Config{Timeout: f.homeTimeout, Observer: nil}
-	if f.homeCluster != "" {
-		cfg.Addrs = strings.Split(f.homeCluster, ",")
+	cfg := cluster.Config{Timeout: c.HomeTimeout, Observer: nil}
+	if c.HomeCluster != "" {
+		cfg.Addrs = strings.Split(c.HomeCluster, ",")
 	} else {
-		cfg.URL = f.homeRedis
+		cfg.URL = c.HomeRedis
 		if !strings.Contains(cfg.URL, "://") {
 			cfg.URL = "redis://" + cfg.URL
 		}
 	}
-	home, err := f.newStore(cfg, &f.home)
+	home, err := c.newStore(cfg, &c.Home)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: home store: %w", err)
 	}
-	l, err := region.New(store, region.Config{Region: f.region, Home: home, Tick: f.regionTick, HomeTimeout: f.homeTimeout, Match: match})
+	l, err := region.New(store, region.Config{Region: c.Region, Home: home, Tick: c.RegionTick, HomeTimeout: c.HomeTimeout, Match: match})
 	if err != nil {
 		home.Close()
 		return nil, nil, err
 	}
 	// No secret in a log line: the home URL without its password.
-	log.Info("region", "name", f.region, "home", f.homeCluster+redactURL(cfg.URL), "tick", f.regionTick, "home_timeout", f.homeTimeout)
+	log.Info("region", "name", c.Region, "home", c.HomeCluster+redactURL(cfg.URL), "tick", c.RegionTick, "home_timeout", c.HomeTimeout)
 	return l, home, nil
 }
 

@@ -1,0 +1,260 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/envoycfg"
+	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/httpfront"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/metrics"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/region"
+	"github.com/sluice-rl/sluice/rls"
+	"github.com/sluice-rl/sluice/server"
+)
+
+// The limiter answers every rate command, RL.MTAKE and CL.THROTTLE included.
+var _ server.MultiDecider = (*limiter.Limiter)(nil)
+
+// App is one sluice server: its store, policies, limiter and doors. New
+// builds it, Start opens the doors, Reload re-reads the files (SIGHUP),
+// Shutdown stops it gracefully and Close releases the stores. Reload may
+// run beside the doors; the other methods are called one after another.
+type App struct {
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics.Metrics
+	holder *policy.Holder
+	envoy  *envoycfg.Holder // nil without --envoy-config
+	store  limit.Store
+	mode   string // embedded, cluster, redis or sentinel
+	rt     *policy.Runtime
+	hot    *hotkey.Layer
+	reg    *region.Layer  // nil without --region
+	home   *cluster.Store // nil without --region
+	lim    *limiter.Limiter
+	srv    *server.Server
+	admin  *http.Server      // nil until Start, or with --admin ""
+	http   *httpfront.Server // nil until Start, or without --http
+	grpc   *rls.Server       // nil until Start, or without --grpc
+	addr   net.Addr          // --listen's, once Start has listened
+	errc   chan error        // a door that stopped serving
+}
+
+// New builds the server of cfg: the policies (the --config file, else the
+// built-in one), the store, which it asks for the primary (Sentinel) or
+// pings once, within ctx, and everything that decides. A --config or
+// --envoy-config that does not load, or a store that cannot be set up,
+// is an error; a store that does not answer yet is only a warning. Load
+// has refused flags that contradict each other: New does not ask again.
+func New(ctx context.Context, cfg Config) (_ *App, err error) {
+	if err := cfg.derive(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), errc: make(chan error, 2)}
+	set := policy.Default()
+	if cfg.PolicyFile != "" {
+		if set, err = policy.Load(cfg.PolicyFile); err != nil {
+			return nil, err
+		}
+	}
+	a.holder = policy.NewHolder(set)
+	// With --envoy-config the gRPC door matches descriptors by its rules.
+	if a.envoy, err = loadEnvoy(cfg.EnvoyConfig); err != nil {
+		return nil, err
+	}
+	a.m = metrics.New(cfg.Version)
+	store, mode, err := a.cfg.openStore(a.timeout(), a.m.Store)
+	if err != nil {
+		return nil, err
+	}
+	a.store, a.mode = store, mode
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if err := a.checkStore(ctx); err != nil {
+		return nil, err
+	}
+	a.rt = newRuntime(a.holder, set, a.store, a.log, func(err error) { a.m.ConfigReload(err == nil) })
+	if err := a.wire(set); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkStore asks the sentinels for the primary, or pings the store once,
+// and warns when it does not answer.
+func (a *App) checkStore(ctx context.Context) error {
+	if a.mode == "sentinel" {
+		if err := checkSentinel(ctx, a.store, &a.cfg, a.log); err != nil {
+			return err
+		}
+	}
+	if a.mode == "embedded" {
+		a.log.Warn("embedded mode: no --cluster, --redis or --sentinel, so limits are per process; two sluice processes admit twice the limit")
+	} else if cs, ok := a.store.(*cluster.Store); ok {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := cs.Ping(pctx); err != nil {
+			a.log.Warn("store not reachable at start; policies answer with on_store_error until it is", "err", err)
+		}
+		cancel()
+	}
+	return nil
+}
+
+// wire builds what decides, from the hot-key layer and the region to the
+// RESP server, and registers their metrics.
+func (a *App) wire(set *policy.Set) error {
+	var err error
+	if a.hot, err = hotkey.New(hotkey.Config{Store: a.store, LeaseTTL: a.cfg.LeaseTTL, Timeout: a.timeout}); err != nil {
+		return err
+	}
+	if a.reg, a.home, err = openRegion(&a.cfg, a.store, set, policies{a.holder}.Match, a.log); err != nil {
+		return err
+	}
+	decideBy := a.store
+	if a.reg != nil {
+		decideBy = a.reg.Store()
+	}
+	a.lim, err = limiter.New(limiter.Config{Policies: policies{a.holder}, Store: decideBy, Timeout: a.timeout, Hot: a.hot,
+		OnDecision: a.m.Decision, OnError: a.m.DecisionError})
+	if err != nil {
+		return err
+	}
+	c := &a.cfg
+	a.srv, err = server.New(server.Config{
+		Addr: c.Listen, Decider: a.lim, Policies: policyAdmin{a.rt},
+		MaxClients: c.MaxClients, MaxRequestBytes: c.MaxRequestBytes, MaxKeyBytes: c.MaxKeyBytes,
+		RequirePass: c.RequirePass, AdminPass: c.AdminPass, TLS: c.listenTLS,
+		IdleTimeout: c.IdleTimeout, RequestTimeout: c.RequestTimeout, WriteTimeout: c.WriteTimeout,
+		MaxOutputBytes: c.MaxOutputBytes, Logger: a.log, Version: c.Version,
+		Info: func(w io.Writer) {
+			writeInfo(w, a.mode, a.holder, a.lim, a.store, a.hot, a.m)
+			writeRegionInfo(w, a.reg)
+		},
+		HotKeys:    func() []server.HotKey { return hotKeys(a.hot) },
+		Regions:    regionLines(a.reg),
+		OnPipeline: a.m.Pipeline,
+	})
+	if err != nil {
+		return err
+	}
+	if err := collectMetrics(a.m, a.store, a.hot, a.srv, a.holder, a.lim); err != nil {
+		return err
+	}
+	return collectRegion(a.m, a.reg)
+}
+
+// timeout is the deadline of every store call now: --timeout, else the
+// policy file's, else DefaultTimeout.
+func (a *App) timeout() time.Duration { return a.cfg.TimeoutIn(a.holder.Current()) }
+
+// Start keeps the runtime policies in step with the store until ctx ends,
+// prints the policies in force and opens every door: RESP on --listen,
+// --admin, --http and --grpc. A door that stops serving later says so on
+// Err.
+func (a *App) Start(ctx context.Context) error {
+	go a.rt.Run(ctx, policySync)
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(a.holder.Current().String()), "\n") {
+		a.log.Info("policy", "source", sourceOf(a.cfg.PolicyFile), "rule", strings.TrimSpace(line))
+	}
+	logEnvoyRules(a.log, a.cfg.EnvoyConfig, a.envoy)
+	if err := a.startDoors(); err != nil {
+		ln.Close()
+		return err
+	}
+	a.addr = ln.Addr()
+	go func() { a.errc <- a.srv.Serve(ln) }()
+	a.log.Info("sluice listening", "addr", ln.Addr().String(), "store", a.mode, "timeout", a.timeout().String(), "version", a.cfg.Version)
+	return nil
+}
+
+// Addr is the address RESP is served on, nil before Start: --listen's,
+// with the port chosen when it asked for port 0.
+func (a *App) Addr() net.Addr { return a.addr }
+
+// Err delivers the error of a door that stopped serving.
+func (a *App) Err() <-chan error { return a.errc }
+
+// Reload re-reads --envoy-config and --config (SIGHUP), each keeping its
+// last good rules on error, and logs and counts the outcome.
+func (a *App) Reload() error {
+	reloadEnvoy(a.log, a.cfg.EnvoyConfig, a.envoy, a.m.ConfigReload)
+	if a.cfg.PolicyFile == "" {
+		if a.cfg.EnvoyConfig == "" {
+			a.log.Warn("SIGHUP: no --config to reload")
+		}
+		return nil
+	}
+	s, err := policy.Load(a.cfg.PolicyFile)
+	if err == nil {
+		err = a.rt.SetFile(s)
+	}
+	a.m.ConfigReload(err == nil)
+	if err != nil {
+		a.log.Error("config reload failed; keeping the last good config", "err", err)
+		return err
+	}
+	a.log.Info("config reloaded", "file", a.cfg.PolicyFile, "policies", len(s.Policies), "timeout", a.timeout().String())
+	return nil
+}
+
+// Shutdown lets in-flight requests finish, for --shutdown-timeout at most
+// (or until ctx ends), gives leased tokens back and closes the stores.
+func (a *App) Shutdown(ctx context.Context) error {
+	defer a.Close()
+	a.log.Info("shutting down", "grace", a.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+	defer cancel()
+	if a.admin != nil {
+		_ = a.admin.Shutdown(sctx)
+	}
+	if a.http != nil {
+		if err := a.http.Shutdown(sctx); err != nil {
+			a.log.Warn("http shutdown", "err", err)
+		}
+	}
+	if err := a.srv.Shutdown(sctx); err != nil {
+		a.log.Warn("shutdown", "err", err)
+	}
+	if a.grpc != nil {
+		if err := a.grpc.Shutdown(sctx); err != nil {
+			a.log.Warn("grpc shutdown", "err", err)
+		}
+	}
+	if err := a.hot.Close(sctx); err != nil {
+		a.log.Warn("returning leased tokens", "err", err)
+	}
+	a.log.Info("stopped")
+	return nil
+}
+
+// Close releases the stores without waiting for anything: the region
+// first, as it gives its pools back, then home and the store.
+func (a *App) Close() {
+	if a.reg != nil {
+		_ = a.reg.Close()
+	}
+	if a.home != nil {
+		_ = a.home.Close()
+	}
+	if a.store != nil {
+		_ = a.store.Close()
+	}
+}
