@@ -45,13 +45,7 @@
 
 local function fixed_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
-  local w = st[1]
-  local c = st[2]
-  local t = now
-  if w ~= nil and c ~= nil and w > now then t = w end
-  local start = math.floor(t / len) * len
-  if w == nil or c == nil or w < start then c = 0 end
-  if c > limit then c = limit end
+  local _, start, c = window_at(st, len, limit, now) -- see window.lua
   local left = math.ceil((start + len - now) / 1000) -- ms until the window ends
 
   local allowed, granted, write, wait = 1, 0, false, nil

@@ -54,25 +54,9 @@
 
 local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
-  local w = st[1]
-  local sc = st[2]
-  local t = now
-  if w ~= nil and sc ~= nil and w > now then t = w end
-  local start = math.floor(t / len) * len -- current window, us
+  local t, start, c, p = window_at(st, len, limit, now) -- see window.lua; start in us
   local ws = start / tick -- the same, ticks
   local e = math.floor(t / tick) - ws -- ticks elapsed, 0..P-1
-  local c = 0
-  local p = 0
-  if w ~= nil and sc ~= nil then
-    if w >= start then
-      c = sc
-      p = st[3] or 0
-    elseif w >= start - len then
-      p = sc
-    end
-    if c > limit then c = limit end
-    if p > limit then p = limit end
-  end
   local full = limit * ticks
   local weighted = p * (ticks - e) + c * ticks
 

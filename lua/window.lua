@@ -1,5 +1,35 @@
 -- window.lua: what the two window algorithms (fixed_window.lua,
--- sliding_window.lua) decide alike, as local/window.go's decideWindow.
+-- sliding_window.lua) decide alike, as local/window.go's windowAt and
+-- decideWindow.
+
+-- window_at places the stored state st {w, c, p} (each nil when the key has
+-- none) at now in windows of len us aligned to the epoch. A clock behind
+-- the stored window start reads as that start: t = max(now, w), the key
+-- stays in its window. The stored counts belong to the window that
+-- contains w: kept when that is the current one (start), moved to the
+-- previous one when w is in the window before, forgotten when older; a
+-- count above limit (a lowered limit) is clamped to it. It returns t, start
+-- and the current and the previous window's counts, c and p.
+local function window_at(st, len, limit, now)
+  local w = st[1]
+  local sc = st[2]
+  local t = now
+  if w ~= nil and sc ~= nil and w > now then t = w end
+  local start = math.floor(t / len) * len
+  local c = 0
+  local p = 0
+  if w ~= nil and sc ~= nil then
+    if w >= start then
+      c = sc
+      p = st[3] or 0
+    elseif w >= start - len then
+      p = sc
+    end
+    if c > limit then c = limit end
+    if p > limit then p = limit end
+  end
+  return t, start, c, p
+end
 
 -- decide_window decides op for cost on a window's count c, of which room
 -- tokens fit now (room may be negative): a return (op 3) lowers c by cost,
