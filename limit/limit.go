@@ -122,7 +122,7 @@ type Policy struct {
 // Space names the owner of a stored state: which layer keeps it, and so
 // what it means. The stores map (Space, key) to their own keys
 // injectively, so that no two spaces, and no two user keys, share a state
-// (DESIGN.md: one owner per stored state). Only SpaceUser can be reached by
+// (docs/architecture.md, "Keys in Redis: one owner per stored state"). Only SpaceUser can be reached by
 // a key a client sends; the others are internal.
 type Space uint8
 
