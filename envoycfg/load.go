@@ -60,20 +60,7 @@ type Error struct {
 	Msg  string
 }
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	switch {
-	case e.File != "" && e.Line > 0:
-		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
-	case e.File != "":
-		b.WriteString(e.File + ": ")
-	}
-	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+func (e *Error) Error() string { return yamlnode.Message(e.File, e.Line, e.Msg, e.Path) }
 
 // LoadDir reads every *.yaml and *.yml file of dir (not its
 // subdirectories, nor names starting with a dot; symbolic links are

@@ -122,7 +122,7 @@ type Policy struct {
 // Space names the owner of a stored state: which layer keeps it, and so
 // what it means. The stores map (Space, key) to their own keys
 // injectively, so that no two spaces, and no two user keys, share a state
-// (DESIGN.md: one owner per stored state). Only SpaceUser can be reached by
+// (docs/architecture.md, "Keys in Redis: one owner per stored state"). Only SpaceUser can be reached by
 // a key a client sends; the others are internal.
 type Space uint8
 
@@ -221,16 +221,10 @@ type Bucket struct {
 // Bucket returns the policy's exact integer parameters, or an error when the
 // policy cannot be represented exactly (Capacity must stay below MaxScaled).
 func (p *Policy) Bucket() (Bucket, error) {
-	if p.Limit < 1 {
-		return Bucket{}, errors.New("limit must be at least 1")
+	us, err := p.rated()
+	if err != nil {
+		return Bucket{}, err
 	}
-	if p.Rate < 1 {
-		return Bucket{}, errors.New("rate must be at least 1")
-	}
-	if p.Period < time.Microsecond || p.Period%time.Microsecond != 0 {
-		return Bucket{}, errors.New("period must be a whole number of microseconds, at least 1µs")
-	}
-	us := int64(p.Period / time.Microsecond)
 	g := gcd(p.Rate, us)
 	b := Bucket{Refill: p.Rate / g, Scale: us / g, Limit: p.Limit}
 	if b.Scale > MaxScaled/p.Limit {
@@ -241,6 +235,22 @@ func (p *Policy) Bucket() (Bucket, error) {
 	}
 	b.Capacity = p.Limit * b.Scale
 	return b, nil
+}
+
+// rated checks what a bucket and a pool both need of the policy, a limit
+// and a rate of at least 1 and a period of whole microseconds, and returns
+// the period in µs.
+func (p *Policy) rated() (int64, error) {
+	if p.Limit < 1 {
+		return 0, errors.New("limit must be at least 1")
+	}
+	if p.Rate < 1 {
+		return 0, errors.New("rate must be at least 1")
+	}
+	if p.Period < time.Microsecond || p.Period%time.Microsecond != 0 {
+		return 0, errors.New("period must be a whole number of microseconds, at least 1µs")
+	}
+	return int64(p.Period / time.Microsecond), nil
 }
 
 // PoolParams is a Pool's parameters in exact integers: Limit whole tokens
@@ -259,16 +269,10 @@ type PoolParams struct {
 // cannot be represented exactly (Limit × TokenUs must stay below
 // MaxScaled).
 func (p *Policy) Pool() (PoolParams, error) {
-	if p.Limit < 1 {
-		return PoolParams{}, errors.New("limit must be at least 1")
+	us, err := p.rated()
+	if err != nil {
+		return PoolParams{}, err
 	}
-	if p.Rate < 1 {
-		return PoolParams{}, errors.New("rate must be at least 1")
-	}
-	if p.Period < time.Microsecond || p.Period%time.Microsecond != 0 {
-		return PoolParams{}, errors.New("period must be a whole number of microseconds, at least 1µs")
-	}
-	us := int64(p.Period / time.Microsecond)
 	tokenUs := us / p.Rate
 	if us%p.Rate != 0 {
 		tokenUs++ // rounded up: a retry is never early

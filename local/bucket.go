@@ -46,17 +46,8 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 	}
 	perMs := b.Refill * 1000
 	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
-	write := false
-	switch {
-	case op == limit.OpReturn:
-		res.Allowed = true
-		if cost >= b.Limit {
-			v = b.Capacity
-		} else {
-			v = min(b.Capacity, v+cost*b.Scale)
-		}
-		write = true
-	case op == limit.OpClaim:
+	var write bool
+	if op == limit.OpClaim {
 		res.Granted = min(cost, v/b.Scale)
 		if res.Granted > 0 {
 			res.Allowed = true
@@ -67,25 +58,11 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 		} else {
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
 		}
-		if hold != 0 {
-			res.Window = held
+		if h, ok := holdUntil(&res, at, held, now, hold); ok {
+			at, v, write = h, 0, true // what a claim of whole tokens left (a fraction) goes too
 		}
-		if until := abs(hold); until > now && (held == 0 || hold < 0) {
-			at = max(at, until)
-			v = 0 // what a claim of whole tokens left (a fraction) goes too
-			write = true
-		}
-	case cost <= b.Limit:
-		need := cost * b.Scale
-		if v >= need {
-			res.Allowed = true
-			if op == limit.OpTake {
-				v -= need
-				write = true
-			}
-		} else {
-			res.RetryAfterMs = ceilDiv(need-v, perMs)
-		}
+	} else {
+		v, write = spendUnits(&res, v, b, cost, op)
 	}
 	if write {
 		if v >= b.Capacity {
@@ -97,6 +74,52 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 	res.Remaining = v / b.Scale
 	res.ResetAfterMs = ceilDiv(b.Capacity-v, perMs)
 	return res, write
+}
+
+// spendUnits decides an OpReturn, OpTake or OpPeek for cost on v units,
+// the same for both bucket algorithms (v is what the token bucket holds;
+// under GCRA, the capacity minus the debt, which may be negative):
+// OpReturn gives cost tokens back, never above the capacity; OpTake and
+// OpPeek admit cost when v holds it (OpTake spending it), else set the
+// retry, unless cost > Limit, which never fits. It returns v after the
+// decision and whether it must be written.
+func spendUnits(res *limit.Result, v int64, b limit.Bucket, cost int64, op limit.Op) (int64, bool) {
+	if op == limit.OpReturn {
+		res.Allowed = true
+		if cost >= b.Limit {
+			return b.Capacity, true
+		}
+		return min(b.Capacity, v+cost*b.Scale), true
+	}
+	if cost > b.Limit {
+		return v, false
+	}
+	need := cost * b.Scale
+	if v < need {
+		res.RetryAfterMs = ceilDiv(need-v, b.Refill*1000)
+		return v, false
+	}
+	res.Allowed = true
+	if op == limit.OpTake {
+		return v - need, true
+	}
+	return v, false
+}
+
+// holdUntil is the hold of an OpClaim of both bucket algorithms: with a
+// hold asked (hold != 0) Result.Window is the hold in force before (held;
+// 0: none), and the claim holds the bucket until |hold| when that is ahead
+// of now and either no hold is in force or hold < 0 (extend it). It
+// returns the bucket's new time (nothing refills before it) and true when
+// the claim holds.
+func holdUntil(res *limit.Result, at, held, now, hold int64) (int64, bool) {
+	if hold != 0 {
+		res.Window = held
+	}
+	if until := abs(hold); until > now && (held == 0 || hold < 0) {
+		return max(at, until), true
+	}
+	return at, false
 }
 
 // refill adds elapsed µs of refill to v, saturating at the capacity: the

@@ -51,21 +51,13 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 	v := b.Capacity - d // what the token bucket holds
 	perMs := b.Refill * 1000
 	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
-	write := false
+	var write bool
 	switch {
 	case op == limit.OpClaim && cost == 0:
 		res.Allowed = true // granted nothing, writes nothing
 		if hold != 0 {
 			res.Window = held
 		}
-	case op == limit.OpReturn:
-		res.Allowed = true
-		if cost >= b.Limit {
-			v = b.Capacity
-		} else {
-			v = min(b.Capacity, v+cost*b.Scale)
-		}
-		write = true
 	case op == limit.OpClaim:
 		res.Granted = max(0, min(cost, v/b.Scale))
 		if res.Granted > 0 {
@@ -75,25 +67,11 @@ func takeGCRA(st *GCRAState, b limit.Bucket, cost, now int64, op limit.Op, hold 
 		} else {
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
 		}
-		if hold != 0 {
-			res.Window = held
+		if h, ok := holdUntil(&res, at, held, now, hold); ok {
+			at, v, write = h, min(v, 0), true // what a claim of whole tokens left (a fraction) goes too
 		}
-		if until := abs(hold); until > now && (held == 0 || hold < 0) {
-			at = max(at, until)
-			v = min(v, 0) // what a claim of whole tokens left (a fraction) goes too
-			write = true
-		}
-	case cost <= b.Limit:
-		need := cost * b.Scale
-		if v >= need {
-			res.Allowed = true
-			if op == limit.OpTake {
-				v -= need
-				write = true
-			}
-		} else {
-			res.RetryAfterMs = ceilDiv(need-v, perMs)
-		}
+	default:
+		v, write = spendUnits(&res, v, b, cost, op)
 	}
 	d = b.Capacity - v
 	if write {

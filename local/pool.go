@@ -68,3 +68,9 @@ func TakePool(st *PoolState, pp limit.PoolParams, cost, now int64, op limit.Op) 
 	res.ResetAfterMs = ceilDiv((pp.Limit-v)*pp.TokenUs, 1000)
 	return res, write
 }
+
+// takePool is TakePool in the shape of the other algorithms' take: a pool
+// has no window to name and no hold, so from is not read.
+func takePool(st *PoolState, pp limit.PoolParams, cost, now int64, op limit.Op, _ int64) (limit.Result, bool) {
+	return TakePool(st, pp, cost, now, op)
+}

@@ -107,35 +107,28 @@ func spent(k kind, p *limit.Policy, now int64) (State, error) {
 func decideAny(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
-		return decide(&st.Bucket, p.Bucket, func(s *BucketState, b limit.Bucket, cost, now int64, op limit.Op) (limit.Result, bool) {
-			return takeBucket(s, b, cost, now, op, from)
-		}, cost, now, op)
+		return decide(&st.Bucket, p.Bucket, takeBucket, cost, now, op, from)
 	case limit.GCRA:
-		return decide(&st.GCRA, p.Bucket, func(s *GCRAState, b limit.Bucket, cost, now int64, op limit.Op) (limit.Result, bool) {
-			return takeGCRA(s, b, cost, now, op, from)
-		}, cost, now, op)
+		return decide(&st.GCRA, p.Bucket, takeGCRA, cost, now, op, from)
 	case limit.SlidingWindow:
-		return decide(&st.Window, p.Window, func(s *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
-			return takeSlidingWindow(s, w, cost, now, op, from)
-		}, cost, now, op)
+		return decide(&st.Window, p.Window, takeSlidingWindow, cost, now, op, from)
 	case limit.FixedWindow:
-		return decide(&st.Window, p.Window, func(s *WindowState, w limit.Window, cost, now int64, op limit.Op) (limit.Result, bool) {
-			return takeFixedWindow(s, w, cost, now, op, from)
-		}, cost, now, op)
+		return decide(&st.Window, p.Window, takeFixedWindow, cost, now, op, from)
 	case limit.Pool:
-		return decide(&st.Pool, p.Pool, TakePool, cost, now, op)
+		return decide(&st.Pool, p.Pool, takePool, cost, now, op, from)
 	}
 	return limit.Result{}, false, fmt.Errorf("unknown algorithm %q", p.Algorithm)
 }
 
 // decide reads the algorithm's parameters from the policy (params) and
-// takes on the algorithm's state.
-func decide[S, P any](st *S, params func() (P, error), take func(*S, P, int64, int64, limit.Op) (limit.Result, bool),
-	cost, now int64, op limit.Op) (limit.Result, bool, error) {
+// takes on the algorithm's state, with from as the algorithm reads it
+// (the window a return names, the hold of a claim).
+func decide[S, P any](st *S, params func() (P, error), take func(*S, P, int64, int64, limit.Op, int64) (limit.Result, bool),
+	cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	x, err := params()
 	if err != nil {
 		return limit.Result{}, false, err
 	}
-	res, changed := take(st, x, cost, now, op)
+	res, changed := take(st, x, cost, now, op, from)
 	return res, changed, nil
 }

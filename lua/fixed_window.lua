@@ -45,45 +45,15 @@
 
 local function fixed_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
-  local w = st[1]
-  local c = st[2]
-  local t = now
-  if w ~= nil and c ~= nil and w > now then t = w end
-  local start = math.floor(t / len) * len
-  if w == nil or c == nil or w < start then c = 0 end
-  if c > limit then c = limit end
+  local _, start, c = window_at(st, len, limit, now) -- see window.lua
   local left = math.ceil((start + len - now) / 1000) -- ms until the window ends
 
-  local allowed = 0
-  local retry = -1
-  local granted = 0
-  local write = false
-  if op == 3 then
-    allowed = 1
-    if from == 0 or from == start then
-      c = math.max(0, c - cost)
-      write = true
-    end
-  elseif op == 2 then
-    granted = math.max(0, math.min(cost, limit - c))
-    if granted > 0 then
-      allowed = 1
-      c = c + granted
-      write = true
-    else
-      retry = left
-    end
-  elseif cost <= limit then
-    if c + cost <= limit then
-      allowed = 1
-      if op == 0 then
-        c = c + cost
-        write = true
-      end
-    else
-      retry = left
-    end
+  local allowed, granted, write, wait = 1, 0, false, nil
+  if op ~= 3 or from == 0 or from == start then -- a return to a closed window gives nothing back
+    allowed, granted, c, write, wait = decide_window(limit, c, limit - c, cost, op) -- see window.lua
   end
+  local retry = -1
+  if wait ~= nil then retry = left end
   local reset = 0
   if c > 0 then reset = left end
   local new = nil

@@ -86,16 +86,9 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
   -- v is what the token bucket would hold: the same decisions, to the unit
   local v = capacity - d
   local per_ms = refill * 1000
-  local allowed = 0
-  local retry = -1
-  local granted = 0
-  local write = false
+  local allowed, retry, granted, write = 0, -1, 0, false
   if op == 2 and cost == 0 then
     allowed = 1 -- a claim of nothing is granted nothing, and writes nothing
-  elseif op == 3 then
-    allowed = 1
-    if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end
-    write = true
   elseif op == 2 then
     granted = math.max(0, math.min(cost, math.floor(v / scale)))
     if granted > 0 then
@@ -105,25 +98,14 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
     else
       retry = math.ceil((scale - v) / per_ms)
     end
-    if from ~= nil and math.abs(from) > now and (held == 0 or from < 0) then
-      -- a hold (a split key's main bucket): nothing is paid before |from|; a
-      -- positive from starts one only when none is in force, a negative
-      -- one extends it to -from
-      if math.abs(from) > at then at = math.abs(from) end
+    local h = hold_until(at, held, now, from) -- see bucket.lua: nothing is paid before h
+    if h ~= nil then
+      at = h
       if v > 0 then v = 0 end -- what a claim of whole tokens left (a fraction) goes too
       write = true
     end
-  elseif cost <= limit then
-    local need = cost * scale
-    if v >= need then
-      allowed = 1
-      if op == 0 then
-        v = v - need
-        write = true
-      end
-    else
-      retry = math.ceil((need - v) / per_ms)
-    end
+  else
+    allowed, retry, v, write = spend_units(v, capacity, scale, limit, per_ms, cost, op)
   end
   d = capacity - v
   local new = nil

@@ -17,8 +17,11 @@ import (
 // limit, remaining, retry_after_ms, reset_after_ms, granted}. a1..a3 are the
 // algorithm's exact parameters: capacity, refill, scale for the bucket
 // algorithms (limit.Bucket), limit, ticks, tick for the windows
-// (limit.Window), limit, token_us, ttl_ms for the pool (limit.PoolParams). The scripts below wrap the functions; they read the clock
-// with the one call Clock, so that tests can swap it for a clock argument.
+// (limit.Window), limit, token_us, ttl_ms for the pool (limit.PoolParams).
+// What two algorithms decide alike is written once and put before them:
+// bucket.lua for token_bucket and gcra, window.lua for the two windows.
+// The scripts below wrap the functions; they read the clock with the one
+// call Clock, so that tests can swap it for a clock argument.
 
 var (
 	//go:embed token_bucket.lua
@@ -33,6 +36,10 @@ var (
 	poolSrc string
 	//go:embed state.lua
 	stateSrc string
+	//go:embed bucket.lua
+	bucketSrc string
+	//go:embed window.lua
+	windowSrc string
 )
 
 // Clock is the expression every script reads the shard's clock with, once.
@@ -107,10 +114,10 @@ return res
 
 // The single-key scripts, one per algorithm.
 var (
-	TokenBucket   = single("token_bucket", IDTokenBucket, tokenBucketSrc)
-	GCRA          = single("gcra", IDGCRA, gcraSrc)
-	SlidingWindow = single("sliding_window", IDSlidingWindow, slidingWindowSrc)
-	FixedWindow   = single("fixed_window", IDFixedWindow, fixedWindowSrc)
+	TokenBucket   = single("token_bucket", IDTokenBucket, bucketSrc+"\n"+tokenBucketSrc)
+	GCRA          = single("gcra", IDGCRA, bucketSrc+"\n"+gcraSrc)
+	SlidingWindow = single("sliding_window", IDSlidingWindow, windowSrc+"\n"+slidingWindowSrc)
+	FixedWindow   = single("fixed_window", IDFixedWindow, windowSrc+"\n"+fixedWindowSrc)
 	Pool          = single("pool", IDPool, poolSrc)
 )
 
@@ -126,7 +133,7 @@ const (
 
 // algorithms is every algorithm's function and the table of them by id,
 // with the state functions, for the scripts that decide several keys.
-var algorithms = stateSrc + "\n" + tokenBucketSrc + "\n" + gcraSrc + "\n" + slidingWindowSrc + "\n" + fixedWindowSrc + "\n" + poolSrc + `
+var algorithms = stateSrc + "\n" + bucketSrc + "\n" + windowSrc + "\n" + tokenBucketSrc + "\n" + gcraSrc + "\n" + slidingWindowSrc + "\n" + fixedWindowSrc + "\n" + poolSrc + `
 local algs = {token_bucket, gcra, sliding_window, fixed_window, pool}
 `
 

@@ -60,7 +60,7 @@ func runOwner(t *testing.T, c redis.Scripter, key string, steps []ostep) {
 }
 
 // A refund that lands after its window closed credits nothing
-// (DESIGN.md, one owner per stored state, rule 4). Before, fixed_window
+// (docs/architecture.md, "Keys in Redis: one owner per stored state", rule 4). Before, fixed_window
 // and sliding_window gave it to whatever window was current: with 5 per
 // second, a take at 0.999 s, five at 1.001 s, the refund and a take made
 // six admitted in [1 s, 2 s).

@@ -54,25 +54,9 @@
 
 local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
-  local w = st[1]
-  local sc = st[2]
-  local t = now
-  if w ~= nil and sc ~= nil and w > now then t = w end
-  local start = math.floor(t / len) * len -- current window, us
+  local t, start, c, p = window_at(st, len, limit, now) -- see window.lua; start in us
   local ws = start / tick -- the same, ticks
   local e = math.floor(t / tick) - ws -- ticks elapsed, 0..P-1
-  local c = 0
-  local p = 0
-  if w ~= nil and sc ~= nil then
-    if w >= start then
-      c = sc
-      p = st[3] or 0
-    elseif w >= start - len then
-      p = sc
-    end
-    if c > limit then c = limit end
-    if p > limit then p = limit end
-  end
   local full = limit * ticks
   local weighted = p * (ticks - e) + c * ticks
 
@@ -85,39 +69,16 @@ local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
     return ws + ticks + math.max(0, ticks - math.floor((full - need) / c)) -- in the next
   end
 
-  local allowed = 0
-  local retry = -1
-  local granted = 0
-  local write = false
-  if op == 3 then
-    allowed = 1
-    if from == 0 or from == start then
-      c = math.max(0, c - cost)
-      write = true
-    elseif from == start - len then
-      p = math.max(0, p - cost)
-      write = true
-    end
-  elseif op == 2 then
-    granted = math.max(0, math.min(cost, math.floor((full - weighted) / ticks)))
-    if granted > 0 then
-      allowed = 1
-      c = c + granted
-      write = true
-    else
-      retry = math.ceil((retry_at(ticks) * tick - now) / 1000)
-    end
-  elseif cost <= limit then
-    if weighted + cost * ticks <= full then
-      allowed = 1
-      if op == 0 then
-        c = c + cost
-        write = true
-      end
-    else
-      retry = math.ceil((retry_at(cost * ticks) * tick - now) / 1000)
-    end
+  local allowed, granted, write, wait = 1, 0, false, nil
+  if op ~= 3 or from == 0 or from == start then
+    -- floor((full - weighted) / ticks) fit now: weighted + cost * ticks <= full
+    allowed, granted, c, write, wait = decide_window(limit, c, math.floor((full - weighted) / ticks), cost, op) -- see window.lua
+  elseif from == start - len then
+    p = math.max(0, p - cost) -- taken in the window before
+    write = true
   end
+  local retry = -1
+  if wait ~= nil then retry = math.ceil((retry_at(wait * ticks) * tick - now) / 1000) end
   weighted = p * (ticks - e) + c * ticks
   local reset = 0
   if c > 0 then

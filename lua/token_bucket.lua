@@ -63,15 +63,8 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
   if at > now then held = at end
 
   local per_ms = refill * 1000
-  local allowed = 0
-  local retry = -1
-  local granted = 0
-  local write = false
-  if op == 3 then
-    allowed = 1
-    if cost >= limit then v = capacity else v = math.min(capacity, v + cost * scale) end
-    write = true
-  elseif op == 2 then
+  local allowed, retry, granted, write = 0, -1, 0, false
+  if op == 2 then
     granted = math.min(cost, math.floor(v / scale))
     if granted > 0 then
       allowed = 1
@@ -82,25 +75,14 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
     else
       retry = math.ceil((scale - v) / per_ms)
     end
-    if from ~= nil and math.abs(from) > now and (held == 0 or from < 0) then
-      -- a hold (a split key's main bucket): nothing refills before |from|; a
-      -- positive from starts one only when none is in force, a negative
-      -- one extends it to -from
-      if math.abs(from) > at then at = math.abs(from) end
+    local h = hold_until(at, held, now, from) -- see bucket.lua
+    if h ~= nil then
+      at = h
       v = 0 -- what a claim of whole tokens left (a fraction) goes too
       write = true
     end
-  elseif cost <= limit then
-    local need = cost * scale
-    if v >= need then
-      allowed = 1
-      if op == 0 then
-        v = v - need
-        write = true
-      end
-    else
-      retry = math.ceil((need - v) / per_ms)
-    end
+  else
+    allowed, retry, v, write = spend_units(v, capacity, scale, limit, per_ms, cost, op)
   end
   local new = nil
   if write and v >= capacity then

@@ -1,6 +1,7 @@
 // Package policy reads, checks and serves sluice's rate-limit policies: the
-// YAML config of DESIGN.md ("Config (YAML)"), validated strictly with the
-// file, policy and field in every error; the matching of a key to the
+// YAML config (docs/configuration.md, "The policy file"; the fields and
+// their checks are in yaml.go), validated strictly with the file, policy
+// and field in every error; the matching of a key to the
 // first policy whose glob matches it, which runs on every request and does
 // not allocate; and a Holder that swaps in a reloaded config atomically,
 // keeping the last good one when the new one is wrong.

@@ -10,7 +10,9 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-// designConfig is the example of DESIGN.md, "Config (YAML)", verbatim.
+// designConfig is the config example of the design contract sluice was
+// built to, verbatim (docs/configuration.md, "The policy file", shows a
+// fuller one).
 const designConfig = `timeout: 50ms                 # deadline for every store call
 defaults:                     # inherited by every policy below
   on_store_error: local

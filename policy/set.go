@@ -117,7 +117,8 @@ func Load(path string) (*Set, error) {
 	return Parse(data, path)
 }
 
-// Parse reads a YAML config (see DESIGN.md, "Config (YAML)"). It rejects
+// Parse reads a YAML config (docs/configuration.md, "The policy file"; the
+// fields are yaml.go's topFields, policyFields and hotFields). It rejects
 // unknown fields at every level and reports every problem it finds, in
 // file order, as *Error values joined with errors.Join; file names the
 // source in those messages. Unset fields take their value from defaults,

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sluice-rl/sluice/internal/yamlnode"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -50,23 +51,10 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	switch {
-	case e.File != "" && e.Line > 0:
-		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
-	case e.File != "":
-		b.WriteString(e.File + ": ")
-	case e.Line > 0:
-		fmt.Fprintf(&b, "line %d: ", e.Line)
+	if e.File == "" && e.Line > 0 {
+		return yamlnode.Message("", 0, e.Msg, "line "+strconv.Itoa(e.Line), e.Scope, e.Field)
 	}
-	if e.Scope != "" {
-		b.WriteString(e.Scope + ": ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return yamlnode.Message(e.File, e.Line, e.Msg, e.Scope, e.Field)
 }
 
 // errorList collects Errors in the order they are found.

@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-// The fields each mapping of the config may hold, in the order of
-// DESIGN.md. Anything else is an error: yaml.v3's KnownFields does not
+// The fields each mapping of the config may hold (docs/configuration.md,
+// "The policy file", says what each means). Anything else is an error: yaml.v3's KnownFields does not
 // apply to yaml.Node, so the walker below checks keys itself, which also
 // lets every error carry its policy and line.
 var (

@@ -3,8 +3,9 @@
 // (region eu, a 3+3 Redis Cluster, a home redis-server, all three doors)
 // through every layer that writes Redis state — the four algorithms, hot
 // keys in lease and split mode, RL.MTAKE, CL.THROTTLE, shadow policies,
-// runtime policies, SIGHUP reloads, a global policy — and checks DESIGN.md's
-// invariant from the replies alone: per user key, admitted over any
+// runtime policies, SIGHUP reloads, a global policy — and checks the
+// invariant of docs/architecture.md ("The bound every layer keeps") from the
+// replies alone: per user key, admitted over any
 // interval T is at most limit + rate × T (windows: limit per window).
 //
 // The non-test code is the bookkeeping: what was admitted when (KeyLog),

@@ -316,35 +316,12 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Resul
 			if _, ok := windowsOnly(ss); ok {
 				continue
 			}
-			T := b.Sub(a).Seconds()
-			var B, R, fB, fR float64
-			lease, pooled := false, false
-			for _, s := range ss {
-				bb, rr := s.V.bucketForm()
-				B, R = math.Max(B, bb), math.Max(R, rr)
-				if s.V.Hot == "lease" {
-					lease = true
-				}
-				if s.V.Global {
-					pooled = true
-					f := s.V.Floor
-					fB = math.Max(fB, math.Max(1, math.Floor(float64(s.V.Limit)*f)))
-					fR = math.Max(fR, math.Max(1, math.Floor(float64(s.V.Rate)*f))/s.V.Period.Seconds())
-				}
-			}
-			if lease {
-				T += sl.Lease.Seconds()
-			}
-			if pooled {
-				T += sl.Pool.Seconds()
-			}
-			bound := B + R*T + 1e-9
+			bound, floor := bucketBound(ss, b.Sub(a).Seconds(), sl)
 			if float64(sum) <= bound {
 				continue
 			}
 			kind := "bucket"
-			if fB > 0 {
-				floor := fB + fR*T
+			if floor > 0 {
 				if float64(sum) <= bound+floor {
 					if region == nil || float64(sum)-bound > float64(region.Admitted)-region.Bound {
 						region = &RegionExcess{Key: k.Key, Admitted: sum, Bound: bound, Seconds: b.Sub(a).Seconds()}
@@ -368,6 +345,41 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Resul
 	if region != nil {
 		res.Region = append(res.Region, *region)
 	}
+}
+
+// bucketBound is the most the variants ss allow over an interval of
+// seconds: the largest burst plus the largest rate times the interval,
+// widened by sl.Lease where a lease was in force and by sl.Pool where a
+// pool was; and the regional floor over the same interval, the largest
+// floor burst plus the largest floor rate times it (0 where no variant is
+// global).
+func bucketBound(ss []Span, seconds float64, sl Slack) (bound, floor float64) {
+	T := seconds
+	var B, R, fB, fR float64
+	lease, pooled := false, false
+	for _, s := range ss {
+		bb, rr := s.V.bucketForm()
+		B, R = math.Max(B, bb), math.Max(R, rr)
+		if s.V.Hot == "lease" {
+			lease = true
+		}
+		if s.V.Global {
+			pooled = true
+			f := s.V.Floor
+			fB = math.Max(fB, math.Max(1, math.Floor(float64(s.V.Limit)*f)))
+			fR = math.Max(fR, math.Max(1, math.Floor(float64(s.V.Rate)*f))/s.V.Period.Seconds())
+		}
+	}
+	if lease {
+		T += sl.Lease.Seconds()
+	}
+	if pooled {
+		T += sl.Pool.Seconds()
+	}
+	if fB > 0 {
+		floor = fB + fR*T
+	}
+	return B + R*T + 1e-9, floor
 }
 
 // checkWindows counts, in each epoch-aligned window, the admissions whose

@@ -1,7 +1,7 @@
 // Package yamlnode holds what the config readers that walk yaml.Node
 // themselves (sluice's policies, envoyproxy/ratelimit's descriptors) share:
-// following aliases, describing a node in an error message, and naming the
-// field a mistyped key probably meant.
+// following aliases, describing a node in an error message, naming the
+// field a mistyped key probably meant, and the text of an error.
 package yamlnode
 
 import (
@@ -11,6 +11,29 @@ import (
 
 	"gopkg.in/yaml.v3"
 )
+
+// Message is an error's text as both readers write it,
+//
+//	FILE:LINE: PART: …: MSG
+//
+// FILE:LINE cut to FILE when line is 0 and left out when file is empty;
+// each empty part left out.
+func Message(file string, line int, msg string, parts ...string) string {
+	var b strings.Builder
+	switch {
+	case file != "" && line > 0:
+		b.WriteString(file + ":" + strconv.Itoa(line) + ": ")
+	case file != "":
+		b.WriteString(file + ": ")
+	}
+	for _, p := range parts {
+		if p != "" {
+			b.WriteString(p + ": ")
+		}
+	}
+	b.WriteString(msg)
+	return b.String()
+}
 
 // Deref follows an alias to the node it names (8 hops at most).
 func Deref(n *yaml.Node) *yaml.Node {
