@@ -1,9 +1,9 @@
 package server
 
 import (
-	"math"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -82,8 +82,8 @@ func takeRequest(op limit.Op) batcher {
 		cost := int64(1)
 		if len(args) == 3 {
 			var ok bool
-			if cost, ok = parseCost(args[2]); !ok {
-				return limit.Request{}, errCost
+			if cost, ok = edge.ParseCost(args[2]); !ok {
+				return limit.Request{}, edge.ErrCost
 			}
 		}
 		return limit.Request{Key: string(args[1]), Cost: cost, Op: op}, nil
@@ -138,33 +138,5 @@ func cmdRegions(c *connState, _ [][]byte) (any, error) {
 	return out, nil
 }
 
-// checkKey validates a key argument.
-func (s *Server) checkKey(key []byte) error {
-	switch {
-	case len(key) == 0:
-		return errKeyEmpty
-	case len(key) > s.cfg.MaxKeyBytes:
-		return s.errKeyTooLong
-	}
-	return nil
-}
-
-// parseCost accepts a positive decimal integer that fits an int64, written
-// canonically: digits only, no sign, no leading zero, no spaces.
-func parseCost(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 19 || b[0] == '0' {
-		return 0, false
-	}
-	var n int64
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		d := int64(ch - '0')
-		if n > (math.MaxInt64-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	return n, true
-}
+// checkKey validates a key argument: not empty, at most MaxKeyBytes.
+func (s *Server) checkKey(key []byte) error { return s.keys.CheckBytes(key) }
