@@ -152,6 +152,8 @@ type roundWork struct {
 	quiet, retired []*entry
 }
 
+// claim adds a claim of cost tokens for e under p, debit of them owed for
+// what the floor admitted.
 func (w *roundWork) claim(e *entry, p *limit.Policy, cost, debit int64) {
 	w.claims = append(w.claims, limit.Request{Key: e.key, Cost: cost, Op: limit.OpClaim, Policy: p})
 	w.claimOf = append(w.claimOf, e)
