@@ -214,22 +214,7 @@ func (q *nodeQueue) work() {
 // (Store.round), the rest get the node's answers, and the breaker hears
 // only whether the node answered.
 func (q *nodeQueue) send(batch []*unit) {
-	var latest time.Time
-	var items []*item
-	for _, u := range batch {
-		if err := u.ctx.Err(); err != nil {
-			q.expired(u, err)
-			continue
-		}
-		d, ok := u.ctx.Deadline()
-		if !ok {
-			d = time.Now().Add(q.s.cfg.Timeout)
-		}
-		if d.After(latest) {
-			latest = d
-		}
-		items = append(items, u.items...)
-	}
+	items, latest := q.live(batch)
 	if len(items) == 0 {
 		return
 	}
@@ -250,6 +235,38 @@ func (q *nodeQueue) send(batch []*unit) {
 	if reached {
 		q.noteAnswer(time.Now(), sent, len(items))
 	}
+	reached = q.retry(ctx, batch, items, reached, evalBatch)
+	q.heard(batch, sent, reached)
+}
+
+// live returns the items of the batch's units still within their deadline
+// (the others are answered expired) and the latest of those deadlines; a
+// unit without one has Timeout.
+func (q *nodeQueue) live(batch []*unit) (items []*item, latest time.Time) {
+	for _, u := range batch {
+		if err := u.ctx.Err(); err != nil {
+			q.expired(u, err)
+			continue
+		}
+		d, ok := u.ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(q.s.cfg.Timeout)
+		}
+		if d.After(latest) {
+			latest = d
+		}
+		items = append(items, u.items...)
+	}
+	return items, latest
+}
+
+// retry sends again, in up to three more passes, what the node's replies
+// asked for again (EVAL after NOSCRIPT, a key's own script where the batch
+// script could not serve it), while the node answers. A unit whose waiter
+// has answered spends nothing more; what is left after a pass the node
+// did not answer, or after the third, is answered unavailable. It reports
+// whether the node answered the last pass.
+func (q *nodeQueue) retry(ctx context.Context, batch []*unit, items []*item, reached, evalBatch bool) bool {
 	for pass := 0; pass < 3; pass++ {
 		var again []*item
 		for _, u := range batch {
@@ -281,11 +298,16 @@ func (q *nodeQueue) send(batch []*unit) {
 			it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: errNoReply}}
 		}
 	}
-	// A node that answered anything while this pipeline waited is alive:
-	// its replies reach sluice late, or this connection broke alone. One
-	// that did not is a failure for the breaker, which asks the node
-	// before it opens; meanwhile the timeouts of a node not known to be
-	// down are overload (lateReplies).
+	return reached
+}
+
+// heard tells the breaker and the overload model how the node answered
+// the pipeline sent at sent. A node that answered anything while it
+// waited is alive: its replies reach sluice late, or this connection broke
+// alone. One that did not is a failure for the breaker, which asks the
+// node before it opens; meanwhile the timeouts of a node not known to be
+// down are overload (lateReplies).
+func (q *nodeQueue) heard(batch []*unit, sent time.Time, reached bool) {
 	answered := reached || q.answeredSince(sent.UnixNano())
 	if !answered {
 		q.noteSilence()

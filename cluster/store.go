@@ -104,6 +104,39 @@ var _ limit.Store = (*Store)(nil)
 
 // New builds a Store; it does not connect until the first request.
 func New(cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	s := &Store{cfg: cfg, breakers: map[string]*breaker{}, closing: make(chan struct{}), swept: make(chan struct{}, 1)}
+	switch {
+	case (len(cfg.SentinelAddrs) > 0 || cfg.MasterName != "") && (len(cfg.Addrs) > 0 || cfg.URL != ""):
+		return nil, errors.New("cluster: set one of Addrs, URL and SentinelAddrs")
+	case len(cfg.SentinelAddrs) > 0 || cfg.MasterName != "":
+		c, err := newFailoverClient(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.single = c
+	case len(cfg.Addrs) > 0 && cfg.URL != "":
+		return nil, errors.New("cluster: set Addrs or URL, not both")
+	case len(cfg.Addrs) > 0:
+		s.connectCluster()
+	case cfg.URL != "":
+		o, err := nodeOptions(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.single = s.newClient(o)
+	default:
+		return nil, errors.New("cluster: no Redis address")
+	}
+	if s.cc != nil {
+		s.sweeper.Add(1)
+		go s.sweep()
+	}
+	return s, nil
+}
+
+// setDefaults gives every zero field its default (see Config).
+func (cfg *Config) setDefaults() {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
 	}
@@ -122,86 +155,75 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
 	}
-	s := &Store{cfg: cfg, breakers: map[string]*breaker{}, closing: make(chan struct{}), swept: make(chan struct{}, 1)}
-	switch {
-	case (len(cfg.SentinelAddrs) > 0 || cfg.MasterName != "") && (len(cfg.Addrs) > 0 || cfg.URL != ""):
-		return nil, errors.New("cluster: set one of Addrs, URL and SentinelAddrs")
-	case len(cfg.SentinelAddrs) > 0 || cfg.MasterName != "":
-		c, err := newFailoverClient(cfg)
-		if err != nil {
-			return nil, err
-		}
-		s.single = c
-	case len(cfg.Addrs) > 0 && cfg.URL != "":
-		return nil, errors.New("cluster: set Addrs or URL, not both")
-	case len(cfg.Addrs) > 0:
-		s.cc = redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cfg.Addrs,
-			NewClient:             s.newClient,
-			DialTimeout:           cfg.MaxTimeout,
-			ReadTimeout:           cfg.MaxTimeout,
-			WriteTimeout:          cfg.MaxTimeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1, // never replay: a timed-out script may have run
-			PoolSize:              cfg.PoolSize,
-			DisableIdentity:       true,
-			// Every command sent through it names one key or one node. The
-			// request/response routing policies would first fetch COMMAND
-			// info under a context of go-redis's own (5s), which a stalled
-			// node holds up, since MaxTimeout no longer cuts it short.
-			DisableRoutingPolicies: true,
-			// go-redis would send CLIENT MAINT_NOTIFICATIONS on every new
-			// connection, an error reply in Redis's errorstats on a Redis
-			// without it (7.x): no error replies of our own making.
-			MaintNotificationsConfig: maintOff(),
-			TLSConfig:                cfg.TLS,
-			Username:                 cfg.Username,
-			Password:                 cfg.Password,
-		})
-		s.opts = &redis.Options{
-			DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
-			ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
-			TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
-			MaintNotificationsConfig: maintOff(),
-		}
-	case cfg.URL != "":
-		o, err := redis.ParseURL(cfg.URL)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
-		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.MaxTimeout, cfg.MaxTimeout, cfg.MaxTimeout
-		o.ContextTimeoutEnabled = true
-		o.MaxRetries = -1
-		o.DisableIdentity = true
-		o.MaintNotificationsConfig = maintOff()
-		if cfg.TLS != nil {
-			t := cfg.TLS.Clone()
-			if h, _, err := net.SplitHostPort(o.Addr); err == nil && t.ServerName == "" {
-				t.ServerName = h
-			}
-			if o.TLSConfig != nil && o.TLSConfig.InsecureSkipVerify {
-				t.InsecureSkipVerify = true // rediss://…?skip_verify=true
-			}
-			o.TLSConfig = t
-		}
-		if cfg.Username != "" {
-			o.Username = cfg.Username
-		}
-		if cfg.Password != "" {
-			o.Password = cfg.Password
-		}
-		if cfg.PoolSize > 0 {
-			o.PoolSize = cfg.PoolSize
-		}
-		s.single = s.newClient(o)
-	default:
-		return nil, errors.New("cluster: no Redis address")
+}
+
+// connectCluster makes the cluster client of Config.Addrs, and the options
+// of the nodes' own clients.
+func (s *Store) connectCluster() {
+	cfg := &s.cfg
+	s.cc = redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 cfg.Addrs,
+		NewClient:             s.newClient,
+		DialTimeout:           cfg.MaxTimeout,
+		ReadTimeout:           cfg.MaxTimeout,
+		WriteTimeout:          cfg.MaxTimeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1, // never replay: a timed-out script may have run
+		PoolSize:              cfg.PoolSize,
+		DisableIdentity:       true,
+		// Every command sent through it names one key or one node. The
+		// request/response routing policies would first fetch COMMAND
+		// info under a context of go-redis's own (5s), which a stalled
+		// node holds up, since MaxTimeout no longer cuts it short.
+		DisableRoutingPolicies: true,
+		// go-redis would send CLIENT MAINT_NOTIFICATIONS on every new
+		// connection, an error reply in Redis's errorstats on a Redis
+		// without it (7.x): no error replies of our own making.
+		MaintNotificationsConfig: maintOff(),
+		TLSConfig:                cfg.TLS,
+		Username:                 cfg.Username,
+		Password:                 cfg.Password,
+	})
+	s.opts = &redis.Options{
+		DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
+		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
+		TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
+		MaintNotificationsConfig: maintOff(),
 	}
-	if s.cc != nil {
-		s.sweeper.Add(1)
-		go s.sweep()
+}
+
+// nodeOptions are the options of Config.URL's node: the URL's, with the
+// deadlines, TLS, credentials and pool size of cfg over them.
+func nodeOptions(cfg Config) (*redis.Options, error) {
+	o, err := redis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return s, nil
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.MaxTimeout, cfg.MaxTimeout, cfg.MaxTimeout
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	o.DisableIdentity = true
+	o.MaintNotificationsConfig = maintOff()
+	if cfg.TLS != nil {
+		t := cfg.TLS.Clone()
+		if h, _, err := net.SplitHostPort(o.Addr); err == nil && t.ServerName == "" {
+			t.ServerName = h
+		}
+		if o.TLSConfig != nil && o.TLSConfig.InsecureSkipVerify {
+			t.InsecureSkipVerify = true // rediss://…?skip_verify=true
+		}
+		o.TLSConfig = t
+	}
+	if cfg.Username != "" {
+		o.Username = cfg.Username
+	}
+	if cfg.Password != "" {
+		o.Password = cfg.Password
+	}
+	if cfg.PoolSize > 0 {
+		o.PoolSize = cfg.PoolSize
+	}
+	return o, nil
 }
 
 // maintOff switches off go-redis's maintenance notifications.
@@ -615,12 +637,9 @@ func (s *Store) redirect(it *item, err error) bool {
 	return true
 }
 
-func (s *Store) breaker(addr string) *breaker {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.breakerLocked(addr)
-}
-
+// breakerLocked is the breaker of the node at addr, made on first use;
+// s.mu is held. (A node's queue holds its breaker: tests ask for it by
+// address, breaker in store_test.go.)
 func (s *Store) breakerLocked(addr string) *breaker {
 	b := s.breakers[addr]
 	if b == nil {

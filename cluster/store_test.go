@@ -324,3 +324,11 @@ func decode(v any) limit.Result {
 		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore, Granted: n[5],
 	}
 }
+
+// breaker is the breaker of the node at addr, made on first use, for tests
+// that watch it.
+func (s *Store) breaker(addr string) *breaker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.breakerLocked(addr)
+}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -96,12 +97,10 @@ type takeItem struct {
 // within int64. 1.0, 1e3, "1" and -1 are refused, as RESP refuses them.
 type jsonCost int64
 
-var errCost = errors.New("cost must be a positive integer")
-
 func (c *jsonCost) UnmarshalJSON(b []byte) error {
-	n, ok := parseCost(string(b))
+	n, ok := edge.ParseCost(b)
 	if !ok {
-		return errCost
+		return edge.ErrCost
 	}
 	*c = jsonCost(n)
 	return nil
@@ -172,8 +171,8 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, errCost) {
-			return errCost
+		if errors.Is(err, edge.ErrCost) {
+			return edge.ErrCost
 		}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) && ute.Field != "" {
@@ -199,7 +198,7 @@ func (s *Server) request(it takeItem) (limit.Request, error) {
 	if it.Key == nil {
 		return limit.Request{}, errors.New(`"key" is required`)
 	}
-	if err := s.checkKey(*it.Key); err != nil {
+	if err := s.keys.Check(*it.Key); err != nil {
 		return limit.Request{}, err
 	}
 	cost := int64(1)
@@ -207,16 +206,6 @@ func (s *Server) request(it takeItem) (limit.Request, error) {
 		cost = int64(*it.Cost)
 	}
 	return limit.Request{Key: *it.Key, Cost: cost, Op: limit.OpTake}, nil
-}
-
-func (s *Server) checkKey(key string) error {
-	switch {
-	case key == "":
-		return errors.New("key must not be empty")
-	case len(key) > s.cfg.MaxKeyBytes:
-		return errors.New("key is too long (max " + strconv.Itoa(s.cfg.MaxKeyBytes) + " bytes)")
-	}
-	return nil
 }
 
 // check answers GET|HEAD|POST /v1/check: 200 when allowed, 429 when not,
@@ -237,8 +226,8 @@ func (s *Server) check(r *http.Request) answer {
 		if len(vs) != 1 {
 			return fail(http.StatusBadRequest, "cost given more than once")
 		}
-		if cost, ok = parseCost(vs[0]); !ok {
-			return fail(http.StatusBadRequest, errCost.Error())
+		if cost, ok = edge.ParseCost(vs[0]); !ok {
+			return fail(http.StatusBadRequest, edge.ErrCost.Error())
 		}
 	}
 	legacy := false
@@ -287,7 +276,7 @@ func (s *Server) checkKeyOf(q url.Values, h http.Header) (string, error) {
 			return "", errors.New(s.cfg.KeyHeader + " given more than once")
 		}
 	}
-	return key, s.checkKey(key)
+	return key, s.keys.Check(key)
 }
 
 // decide asks the Decider; it bounds the store call by its own deadline.
@@ -308,24 +297,6 @@ func errorStatus(err error) int {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
-}
-
-// parseCost accepts a positive decimal integer that fits an int64, written
-// canonically: digits only, no sign, no leading zero, no spaces.
-func parseCost(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 19 || s[0] == '0' {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	return n, true
 }
 
 // write sends a: its headers, the status, and the body as JSON (not for

@@ -2,8 +2,6 @@ package httpfront
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -12,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/net/netutil"
 
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
@@ -79,10 +75,10 @@ type Config struct {
 const (
 	DefaultKeyHeader         = "X-RateLimit-Key"
 	DefaultMaxBodyBytes      = 64 << 10
-	DefaultMaxKeyBytes       = 1024
+	DefaultMaxKeyBytes       = edge.DefaultMaxKeyBytes
 	DefaultMaxBatch          = 100
 	DefaultMaxHeaderBytes    = edge.MaxHeaderBytes
-	DefaultMaxConnections    = 10000
+	DefaultMaxConnections    = edge.DefaultMaxConnections
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 10 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
@@ -93,10 +89,10 @@ const (
 // listener with the configured limits. Its methods are safe for concurrent
 // use.
 type Server struct {
-	cfg     Config
-	pass    [sha256.Size]byte
-	hasPass bool
-	http    *http.Server
+	cfg  Config
+	keys edge.Keys   // MaxKeyBytes
+	pass edge.Secret // RequirePass
+	http *http.Server
 }
 
 // New validates cfg and returns a Server.
@@ -123,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, pass: sha256.Sum256([]byte(cfg.RequirePass)), hasPass: cfg.RequirePass != ""}
+	s := &Server{cfg: cfg, keys: edge.NewKeys(cfg.MaxKeyBytes), pass: edge.NewSecret(cfg.RequirePass)}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -153,7 +149,7 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 // Serve accepts connections on ln until Shutdown; it returns
 // http.ErrServerClosed after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	ln = edge.LimitConnections(ln, s.cfg.MaxConnections)
 	if s.http.TLSConfig != nil {
 		return s.http.ServeTLS(ln, "", "")
 	}
@@ -165,15 +161,11 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ct
 
 // authorized reports, in constant time, whether r carries the bearer token.
 func (s *Server) authorized(r *http.Request) bool {
-	if !s.hasPass {
+	if !s.pass.Set() {
 		return true
 	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	d := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(d[:], s.pass[:]) == 1
+	token, ok := edge.BearerToken(r.Header.Get("Authorization"))
+	return ok && s.pass.MatchesString(token)
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.

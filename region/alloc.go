@@ -117,65 +117,14 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 		return true
 	})
 	horizon := l.horizon()
-	var claims []limit.Request
-	var claimOf []*entry
-	var debits []int64
-	var bkeys, bvals []string
-	var bdrop [][]string
-	var quiet, retired []*entry
+	var w roundWork
 	for _, e := range es {
-		p := e.p.Load()
-		if l.match != nil {
-			// A key whose policy is no longer global (RL.POLICY SET or DEL,
-			// a reload) is retired: nothing more is claimed for it, what
-			// the floor admitted is still debited, its pool goes back home
-			// and it is forgotten. Before, the allocator kept claiming and
-			// filling its pool under the old policy.
-			if q := l.match(e.key); q != p && q != nil && q.Global() {
-				e.p.Store(q)
-				p = q
-			} else if q != p {
-				if debit := e.floorTaken.Swap(0); debit > 0 {
-					claims = append(claims, limit.Request{Key: e.key, Cost: debit, Op: limit.OpClaim, Policy: p})
-					claimOf = append(claimOf, e)
-					debits = append(debits, debit)
-				}
-				retired = append(retired, e)
-				continue
-			}
-		}
-		e.updateDemand(float64(e.asked.Swap(0)), dt)
-		if !e.debited.Load() {
-			continue // its first claim must carry what its regional bucket spent
-		}
-		idle := time.Duration(ns - e.lastAsk.Load())
-		if idle > forgetAfter && e.pool.Load() == 0 && e.floorTaken.Load() == 0 {
-			l.keys.Delete(e.key)
-			l.nkeys.Add(-1)
-			continue
-		}
-		if idle > quietAfter && e.board.read && e.board.region < 1e-3 && e.pool.Load() > 0 && l.HomeReachable(ns) {
-			quiet = append(quiet, e)
-		}
-		ask := e.ask(p, ns, horizon)
-		debit := e.floorTaken.Swap(0)
-		if ask+debit > 0 {
-			claims = append(claims, limit.Request{Key: e.key, Cost: ask + debit, Op: limit.OpClaim, Policy: p})
-			claimOf = append(claimOf, e)
-			debits = append(debits, debit)
-		}
-		if idle < quietAfter+boardStale || ask+debit > 0 || e.pool.Load() > 0 {
-			// a key long quiet here and holding nothing stays off the
-			// board: its field goes stale and the others stop counting it
-			bkeys = append(bkeys, e.key)
-			bvals = append(bvals, e.boardValue(ns))
-			bdrop = append(bdrop, e.board.stale)
-		}
+		l.plan(&w, e, ns, dt, horizon)
 	}
-	defer l.retire(retired)
+	defer l.retire(w.retired)
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
-	if len(bkeys) == 0 && len(claims) == 0 {
+	if len(w.bkeys) == 0 && len(w.claims) == 0 {
 		// nothing to say: still learn whether home answers, so that a key
 		// that wakes up knows whether to wait for its allocation
 		if err := l.home.Ping(ctx); err != nil {
@@ -185,6 +134,95 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 		}
 		return
 	}
+	l.exchange(ctx, now, &w)
+	for _, e := range w.quiet {
+		l.drain(e)
+	}
+}
+
+// roundWork is what one round has to do at home: the claims, each with
+// its entry and the floor debit it carries, the board fields to write
+// with the stale ones to delete, and the keys to drain or retire after.
+type roundWork struct {
+	claims         []limit.Request
+	claimOf        []*entry
+	debits         []int64
+	bkeys, bvals   []string
+	bdrop          [][]string
+	quiet, retired []*entry
+}
+
+// claim adds a claim of cost tokens for e under p, debit of them owed for
+// what the floor admitted.
+func (w *roundWork) claim(e *entry, p *limit.Policy, cost, debit int64) {
+	w.claims = append(w.claims, limit.Request{Key: e.key, Cost: cost, Op: limit.OpClaim, Policy: p})
+	w.claimOf = append(w.claimOf, e)
+	w.debits = append(w.debits, debit)
+}
+
+// plan adds e's part of the round to w: its claim and debit, its board
+// field, whether it went quiet, or its retirement; or forgets it.
+func (l *Layer) plan(w *roundWork, e *entry, ns int64, dt, horizon time.Duration) {
+	p, global := l.policyOf(e)
+	if !global {
+		if debit := e.floorTaken.Swap(0); debit > 0 {
+			w.claim(e, p, debit, debit)
+		}
+		w.retired = append(w.retired, e)
+		return
+	}
+	e.updateDemand(float64(e.asked.Swap(0)), dt)
+	if !e.debited.Load() {
+		return // its first claim must carry what its regional bucket spent
+	}
+	idle := time.Duration(ns - e.lastAsk.Load())
+	if idle > forgetAfter && e.pool.Load() == 0 && e.floorTaken.Load() == 0 {
+		l.keys.Delete(e.key)
+		l.nkeys.Add(-1)
+		return
+	}
+	if idle > quietAfter && e.board.read && e.board.region < 1e-3 && e.pool.Load() > 0 && l.HomeReachable(ns) {
+		w.quiet = append(w.quiet, e)
+	}
+	ask := e.ask(p, ns, horizon)
+	debit := e.floorTaken.Swap(0)
+	if ask+debit > 0 {
+		w.claim(e, p, ask+debit, debit)
+	}
+	if idle < quietAfter+boardStale || ask+debit > 0 || e.pool.Load() > 0 {
+		// a key long quiet here and holding nothing stays off the
+		// board: its field goes stale and the others stop counting it
+		w.bkeys = append(w.bkeys, e.key)
+		w.bvals = append(w.bvals, e.boardValue(ns))
+		w.bdrop = append(w.bdrop, e.board.stale)
+	}
+}
+
+// policyOf is e's policy now, and whether it is still global. A key whose
+// policy is no longer global (RL.POLICY SET or DEL, a reload) is retired:
+// nothing more is claimed for it, what the floor admitted is still debited
+// (under the policy it was admitted by), its pool goes back home and it is
+// forgotten. Before, the allocator kept claiming and filling its pool
+// under the old policy.
+func (l *Layer) policyOf(e *entry) (*limit.Policy, bool) {
+	p := e.p.Load()
+	if l.match == nil {
+		return p, true
+	}
+	q := l.match(e.key)
+	switch {
+	case q == p:
+		return p, true
+	case q != nil && q.Global():
+		e.p.Store(q)
+		return q, true
+	}
+	return p, false
+}
+
+// exchange sends w's claims and board fields to home together, one round
+// trip, then fills the pools with what was granted and reads the boards.
+func (l *Layer) exchange(ctx context.Context, now time.Time, w *roundWork) {
 	var wg sync.WaitGroup
 	var boards []map[string]string
 	var boardErr error
@@ -192,25 +230,22 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 	go func() {
 		defer wg.Done()
 		start := time.Now()
-		boards, boardErr = l.home.Exchange(ctx, bkeys, l.field, bvals, bdrop, boardTTL)
+		boards, boardErr = l.home.Exchange(ctx, w.bkeys, l.field, w.bvals, w.bdrop, boardTTL)
 		if boardErr == nil {
 			l.observeRTT(time.Since(start))
 		}
 	}()
-	granted := make([]limit.Result, len(claims))
-	if len(claims) > 0 {
-		l.home.Do(ctx, claims, granted)
+	granted := make([]limit.Result, len(w.claims))
+	if len(w.claims) > 0 {
+		l.home.Do(ctx, w.claims, granted)
 	}
 	wg.Wait()
-	l.settle(ctx, now, claims, claimOf, debits, granted)
+	l.settle(ctx, now, w.claims, w.claimOf, w.debits, granted)
 	if boardErr != nil {
 		l.homeFailed()
 	} else {
 		l.homeAnswered(l.now())
-		l.readBoards(ns, bkeys, boards)
-	}
-	for _, e := range quiet {
-		l.drain(e)
+		l.readBoards(now.UnixNano(), w.bkeys, boards)
 	}
 }
 

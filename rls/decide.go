@@ -33,113 +33,150 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	ctx = limit.WithFront(ctx, "grpc")
 	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
-	policies := make([]*limit.Policy, len(ds))
-	results := make([]limit.Result, len(ds))
-	var take, peek, quota []int
-	ok := true
-	quotaFailed := 0
-	matches := s.match(req.GetDomain(), ds)
+	pl := plan{ds: ds, policies: make([]*limit.Policy, len(ds)), results: make([]limit.Result, len(ds)), ok: true}
+	pl.sort(s.match(req.GetDomain(), ds), resp.Statuses)
+	if err := s.decideQuota(ctx, &pl); err != nil {
+		return nil, err
+	}
+	if err := s.decidePeeks(ctx, &pl); err != nil {
+		return nil, err
+	}
+	if err := s.decideTakes(ctx, &pl); err != nil {
+		return nil, err
+	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if !pl.ok {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	for i, p := range pl.policies {
+		if p != nil {
+			resp.Statuses[i] = descriptorStatus(p, &pl.results[i])
+		}
+	}
+	if s.cfg.Headers {
+		resp.ResponseHeadersToAdd = rateLimitHeaders(pl.policies, pl.results)
+	}
+	return resp, nil
+}
+
+// plan is one request on its way through ShouldRateLimit: its descriptors
+// sorted by how each is decided, and what has been decided so far.
+type plan struct {
+	ds       []descriptor
+	policies []*limit.Policy // nil for an unmatched or unlimited descriptor
+	results  []limit.Result
+	// take, peek and quota index ds: the rules taken all-or-nothing, the
+	// ones only checked, the quota_mode ones (-1 for one that refuses
+	// everything).
+	take, peek, quota []int
+	ok                bool // no rule has refused the request yet
+	quotaFailed       int  // quota rules that refused
+}
+
+// sort files every matched descriptor under the way it is decided; an
+// unlimited or unmatched one gets its status here.
+func (pl *plan) sort(matches []matched, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) {
 	for i, m := range matches {
 		switch {
 		case m.unlimited:
-			resp.Statuses[i] = unlimitedStatus()
+			statuses[i] = unlimitedStatus()
 		case m.p == nil:
-			resp.Statuses[i] = unmatchedStatus()
+			statuses[i] = unmatchedStatus()
 		case m.quota && m.p.Limit == 0:
-			policies[i], quotaFailed, quota = m.p, quotaFailed+1, append(quota, -1)
-			results[i] = limit.Result{RetryAfterMs: -1, DecidedBy: "config"}
+			pl.policies[i], pl.quotaFailed, pl.quota = m.p, pl.quotaFailed+1, append(pl.quota, -1)
+			pl.results[i] = limit.Result{RetryAfterMs: -1, DecidedBy: "config"}
 		case m.quota:
-			policies[i], quota = m.p, append(quota, i)
+			pl.policies[i], pl.quota = m.p, append(pl.quota, i)
 		case m.p.Limit == 0:
 			// requests_per_unit: 0 refuses everything, and no store holds
 			// such a bucket: over the limit without asking one.
-			policies[i], ok = m.p, false
-			results[i] = limit.Result{Limit: 0, Remaining: 0, RetryAfterMs: -1, ResetAfterMs: 0, DecidedBy: "config"}
-		case ds[i].peek:
-			policies[i], peek = m.p, append(peek, i)
+			pl.policies[i], pl.ok = m.p, false
+			pl.results[i] = limit.Result{Limit: 0, Remaining: 0, RetryAfterMs: -1, ResetAfterMs: 0, DecidedBy: "config"}
+		case pl.ds[i].peek:
+			pl.policies[i], pl.peek = m.p, append(pl.peek, i)
 		default:
-			policies[i], take = m.p, append(take, i)
+			pl.policies[i], pl.take = m.p, append(pl.take, i)
 		}
 	}
+}
 
-	// quota_mode rules first, each decided apart (spent when it admits):
-	// the request is over the limit for them only when every one of them
-	// is (envoyproxy/ratelimit's rule), and then nothing is spent on the
-	// other rules. A quota rule's descriptor with hits_addend 0 is peeked
-	// like any other: checked, and counted among the quota rules, never
-	// spent.
-	if live := slices.DeleteFunc(slices.Clone(quota), func(i int) bool { return i < 0 }); len(live) > 0 {
-		reqs, out := requests(ds, policies, live, limit.OpTake)
+// decideQuota decides the quota_mode rules first, each apart (spent when
+// it admits): the request is over the limit for them only when every one
+// of them is (envoyproxy/ratelimit's rule), and then nothing is spent on
+// the other rules. A quota rule's descriptor with hits_addend 0 is peeked
+// like any other: checked, and counted among the quota rules, never spent.
+func (s *Server) decideQuota(ctx context.Context, pl *plan) error {
+	if live := slices.DeleteFunc(slices.Clone(pl.quota), func(i int) bool { return i < 0 }); len(live) > 0 {
+		reqs, out := requests(pl.ds, pl.policies, live, limit.OpTake)
 		for j, i := range live {
-			if ds[i].peek {
+			if pl.ds[i].peek {
 				reqs[j].Op = limit.OpPeek
 			}
 		}
 		s.cfg.Decider.Decide(ctx, reqs, out)
 		for j, i := range live {
 			if out[j].Err != nil {
-				return nil, status.Errorf(codes.Internal, "deciding: %v", out[j].Err)
+				return status.Errorf(codes.Internal, "deciding: %v", out[j].Err)
 			}
-			results[i] = out[j]
+			pl.results[i] = out[j]
 			if !out[j].Allowed {
-				quotaFailed++
+				pl.quotaFailed++
 			}
 		}
 	}
-	if len(quota) > 0 && quotaFailed == len(quota) {
-		ok = false
+	if len(pl.quota) > 0 && pl.quotaFailed == len(pl.quota) {
+		pl.ok = false
 	}
+	return nil
+}
 
-	if !ok { // a blocked rule, or every quota rule refused: nothing may be spent on the others
-		peek, take = append(peek, take...), nil
+// decidePeeks checks the rules only checked. When a rule has refused (a
+// blocked rule, every quota rule, a check), nothing may be spent on the
+// others: the takes are checked too, and none is left to take.
+func (s *Server) decidePeeks(ctx context.Context, pl *plan) error {
+	if !pl.ok {
+		pl.peek, pl.take = append(pl.peek, pl.take...), nil
 	}
-	if len(peek) > 0 {
-		all, err := s.peekAll(ctx, ds, policies, peek, results)
-		if err != nil {
-			return nil, err
-		}
-		ok = ok && all
-		if !ok { // nothing may be spent: report what the takes would do
-			if _, err = s.peekAll(ctx, ds, policies, take, results); err != nil {
-				return nil, err
-			}
-			take = nil
-		}
+	if len(pl.peek) == 0 {
+		return nil
 	}
+	all, err := s.peekAll(ctx, pl.ds, pl.policies, pl.peek, pl.results)
+	if err != nil {
+		return err
+	}
+	pl.ok = pl.ok && all
+	if !pl.ok { // report what the takes would do
+		if _, err = s.peekAll(ctx, pl.ds, pl.policies, pl.take, pl.results); err != nil {
+			return err
+		}
+		pl.take = nil
+	}
+	return nil
+}
+
+// decideTakes takes the rules left, all-or-nothing.
+func (s *Server) decideTakes(ctx context.Context, pl *plan) error {
 	switch {
-	case len(take) == 1:
+	case len(pl.take) == 1:
 		// One rule is all-or-nothing by itself: it goes RL.TAKE's way,
 		// hot-key paths included, which MTake does not take.
-		var all bool
-		if all, err = s.decideOp(ctx, ds, policies, take, limit.OpTake, results); err != nil {
-			return nil, err
+		all, err := s.decideOp(ctx, pl.ds, pl.policies, pl.take, limit.OpTake, pl.results)
+		if err != nil {
+			return err
 		}
-		ok = ok && all
-	case len(take) > 1:
-		reqs, out := requests(ds, policies, take, limit.OpTake)
+		pl.ok = pl.ok && all
+	case len(pl.take) > 1:
+		reqs, out := requests(pl.ds, pl.policies, pl.take, limit.OpTake)
 		all, err := s.cfg.Decider.MTake(ctx, reqs, out)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "deciding: %v", err)
+			return status.Errorf(codes.Internal, "deciding: %v", err)
 		}
-		ok = ok && all
-		for j, i := range take {
-			results[i] = out[j]
-		}
-	}
-
-	resp.OverallCode = rlsv3.RateLimitResponse_OK
-	if !ok {
-		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-	}
-	for i, p := range policies {
-		if p != nil {
-			resp.Statuses[i] = descriptorStatus(p, &results[i])
+		pl.ok = pl.ok && all
+		for j, i := range pl.take {
+			pl.results[i] = out[j]
 		}
 	}
-	if s.cfg.Headers {
-		resp.ResponseHeadersToAdd = rateLimitHeaders(policies, results)
-	}
-	return resp, nil
+	return nil
 }
 
 // matched is what one descriptor found: its policy, or unlimited.

@@ -2,8 +2,6 @@ package rls
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -24,8 +22,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-
-	"golang.org/x/net/netutil"
 
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
@@ -112,9 +108,9 @@ type Config struct {
 const (
 	DefaultMaxDescriptors   = 64
 	DefaultMaxEntries       = 16
-	DefaultMaxKeyBytes      = 1024
+	DefaultMaxKeyBytes      = edge.DefaultMaxKeyBytes
 	DefaultMaxRequestBytes  = 128 << 10
-	DefaultMaxConnections   = 10000
+	DefaultMaxConnections   = edge.DefaultMaxConnections
 	DefaultMaxStreams       = 1024
 	DefaultMaxHeaderBytes   = edge.MaxHeaderBytes
 	DefaultHandshakeTimeout = 10 * time.Second
@@ -130,7 +126,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	bounds bounds
-	pass   [sha256.Size]byte // of RequirePass
+	pass   edge.Secret // RequirePass
 	grpc   *grpc.Server
 	panics atomic.Int64
 	// expired counts the connections closed for not authenticating
@@ -166,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 	orDefault(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	orDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
 	orDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
-	s := &Server{cfg: cfg, log: cfg.Logger, pass: sha256.Sum256([]byte(cfg.RequirePass)),
+	s := &Server{cfg: cfg, log: cfg.Logger, pass: edge.NewSecret(cfg.RequirePass),
 		bounds: bounds{descriptors: cfg.MaxDescriptors, entries: cfg.MaxEntries, keyBytes: cfg.MaxKeyBytes}}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -204,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 
 // Serve serves on ln until Shutdown; it returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	ln = edge.LimitConnections(ln, s.cfg.MaxConnections)
 	if s.cfg.RequirePass != "" {
 		ln = &listener{Listener: ln, authTimeout: s.cfg.AuthTimeout, expired: &s.expired}
 	}
@@ -270,12 +266,9 @@ func (s *Server) authorized(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
 	ok := false
 	for _, v := range md.Get("authorization") {
-		scheme, token, found := strings.Cut(strings.TrimSpace(v), " ")
-		if !found || !strings.EqualFold(scheme, "Bearer") {
-			continue
+		if token, found := edge.BearerToken(strings.TrimSpace(v)); found {
+			ok = s.pass.MatchesString(token) || ok
 		}
-		d := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		ok = subtle.ConstantTimeCompare(d[:], s.pass[:]) == 1 || ok
 	}
 	return ok
 }

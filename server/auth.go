@@ -1,10 +1,5 @@
 package server
 
-import (
-	"crypto/sha256"
-	"crypto/subtle"
-)
-
 // The users a connection can authenticate as. "default" has RequirePass (or
 // no password); "admin" exists only when Config.AdminPass is set, and is the
 // only user that may run the commands flagged flagAdmin. There is no ACL
@@ -19,24 +14,6 @@ const (
 // user may not run.
 const errNoPerm respError = "NOPERM this command requires the admin user (AUTH admin <password>)"
 
-// secret is a password kept as its SHA-256 digest, so that comparing it
-// takes the same time whatever the candidate's bytes and length. The zero
-// value is "no password", which nothing matches.
-type secret struct {
-	set    bool
-	digest [sha256.Size]byte
-}
-
-func newSecret(pw string) secret {
-	return secret{set: pw != "", digest: sha256.Sum256([]byte(pw))}
-}
-
-// matches reports, in constant time, whether pass is the password.
-func (s *secret) matches(pass []byte) bool {
-	d := sha256.Sum256(pass)
-	return subtle.ConstantTimeCompare(d[:], s.digest[:]) == 1 && s.set
-}
-
 // authenticate makes the connection user's if pass is that user's password,
 // for AUTH and HELLO ... AUTH. Both passwords are compared whichever user is
 // named, so timing tells neither which users exist nor anything about a
@@ -45,8 +22,8 @@ func (s *secret) matches(pass []byte) bool {
 // connection as it was.
 func (c *connState) authenticate(user, pass []byte) error {
 	srv := c.srv
-	defaultOK := srv.pass.matches(pass) || srv.cfg.RequirePass == ""
-	adminOK := srv.adminPass.matches(pass)
+	defaultOK := srv.pass.Matches(pass) || srv.cfg.RequirePass == ""
+	adminOK := srv.adminPass.Matches(pass)
 	switch {
 	case string(user) == userDefault && defaultOK:
 		c.admin.Store(false)

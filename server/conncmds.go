@@ -51,48 +51,53 @@ func connectionCommands() []*command {
 			summary: "Resets the connection: name, authentication.", group: "connection", complexity: "O(1)",
 			flags: []string{"noscript", "loading", "stale", "fast", "no_auth"},
 		}},
-		{name: "client", minArgs: 2, maxArgs: -1, doc: cmdDoc{
-			summary: "Connection commands.", group: "connection", complexity: "Depends on subcommand.",
-		}, subs: subtable(
-			&command{name: "setname", minArgs: 3, maxArgs: 3, run: cmdClientSetName, doc: cmdDoc{
-				summary: "Sets the connection name.", group: "connection", complexity: "O(1)",
-				args: []docArg{{name: "connection-name", typ: "string"}}, flags: []string{"noscript", "loading", "stale"},
-			}},
-			&command{name: "getname", minArgs: 2, maxArgs: 2, run: cmdClientGetName, doc: cmdDoc{
-				summary: "Returns the connection name.", group: "connection", complexity: "O(1)",
-				flags: []string{"noscript", "loading", "stale"},
-			}},
-			&command{name: "id", minArgs: 2, maxArgs: 2, run: cmdClientID, doc: cmdDoc{
-				summary: "Returns the connection's id.", group: "connection", complexity: "O(1)",
-				flags: []string{"noscript", "loading", "stale"},
-			}},
-			&command{name: "info", minArgs: 2, maxArgs: 2, run: cmdClientInfo, doc: cmdDoc{
-				summary: "Describes this connection.", group: "connection", complexity: "O(1)",
-				flags: []string{"noscript", "loading", "stale"},
-			}},
-			&command{name: "list", minArgs: 2, maxArgs: -1, run: cmdClientList, doc: cmdDoc{
-				summary: "Describes every connection; filters are ignored.", group: "connection", complexity: "O(N) where N is the number of client connections",
-				flags: []string{"admin", "noscript", "loading", "stale"},
-			}},
-			&command{name: "setinfo", minArgs: 4, maxArgs: 4, run: cmdClientSetInfo, doc: cmdDoc{
-				summary: "Records the client library's name or version.", group: "connection", complexity: "O(1)",
-				args: []docArg{{name: "attr", typ: "oneof", sub: []docArg{
-					{name: "libname", typ: "string", token: "LIB-NAME"},
-					{name: "libver", typ: "string", token: "LIB-VER"},
-				}}},
-				flags: []string{"noscript", "loading", "stale"},
-			}},
-			&command{name: "help", minArgs: 2, maxArgs: 2, run: helpText(
-				"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-				"GETNAME", "    Return the name of the current connection.",
-				"ID", "    Return the ID of the current connection.",
-				"INFO", "    Return information about the current client connection.",
-				"LIST", "    Return information about client connections.",
-				"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
-				"SETNAME <name>", "    Assign the name <name> to the current connection.",
-			), doc: cmdDoc{summary: "Shows CLIENT help.", group: "connection", complexity: "O(1)"}},
-		)},
+		clientCommand(),
 	}
+}
+
+// clientCommand is CLIENT and its subcommands.
+func clientCommand() *command {
+	return &command{name: "client", minArgs: 2, maxArgs: -1, doc: cmdDoc{
+		summary: "Connection commands.", group: "connection", complexity: "Depends on subcommand.",
+	}, subs: subtable(
+		&command{name: "setname", minArgs: 3, maxArgs: 3, run: cmdClientSetName, doc: cmdDoc{
+			summary: "Sets the connection name.", group: "connection", complexity: "O(1)",
+			args: []docArg{{name: "connection-name", typ: "string"}}, flags: []string{"noscript", "loading", "stale"},
+		}},
+		&command{name: "getname", minArgs: 2, maxArgs: 2, run: cmdClientGetName, doc: cmdDoc{
+			summary: "Returns the connection name.", group: "connection", complexity: "O(1)",
+			flags: []string{"noscript", "loading", "stale"},
+		}},
+		&command{name: "id", minArgs: 2, maxArgs: 2, run: cmdClientID, doc: cmdDoc{
+			summary: "Returns the connection's id.", group: "connection", complexity: "O(1)",
+			flags: []string{"noscript", "loading", "stale"},
+		}},
+		&command{name: "info", minArgs: 2, maxArgs: 2, run: cmdClientInfo, doc: cmdDoc{
+			summary: "Describes this connection.", group: "connection", complexity: "O(1)",
+			flags: []string{"noscript", "loading", "stale"},
+		}},
+		&command{name: "list", minArgs: 2, maxArgs: -1, run: cmdClientList, doc: cmdDoc{
+			summary: "Describes every connection; filters are ignored.", group: "connection", complexity: "O(N) where N is the number of client connections",
+			flags: []string{"admin", "noscript", "loading", "stale"},
+		}},
+		&command{name: "setinfo", minArgs: 4, maxArgs: 4, run: cmdClientSetInfo, doc: cmdDoc{
+			summary: "Records the client library's name or version.", group: "connection", complexity: "O(1)",
+			args: []docArg{{name: "attr", typ: "oneof", sub: []docArg{
+				{name: "libname", typ: "string", token: "LIB-NAME"},
+				{name: "libver", typ: "string", token: "LIB-VER"},
+			}}},
+			flags: []string{"noscript", "loading", "stale"},
+		}},
+		&command{name: "help", minArgs: 2, maxArgs: 2, run: helpText(
+			"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"GETNAME", "    Return the name of the current connection.",
+			"ID", "    Return the ID of the current connection.",
+			"INFO", "    Return information about the current client connection.",
+			"LIST", "    Return information about client connections.",
+			"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
+			"SETNAME <name>", "    Assign the name <name> to the current connection.",
+		), doc: cmdDoc{summary: "Shows CLIENT help.", group: "connection", complexity: "O(1)"}},
+	)}
 }
 
 func cmdPing(_ *connState, args [][]byte) (any, error) {

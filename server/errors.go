@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/sluice-rl/sluice/limit"
@@ -16,9 +15,9 @@ func (e respError) Error() string { return string(e) }
 
 // The RESP error texts. Clients and tests match these byte for byte; most
 // are Redis 7.0's own wording so that tools written for Redis behave alike.
+// A refused cost or key is edge's error (edge.ErrCost, edge.Keys), the
+// same words at every door, answered after "ERR " by errorLine.
 const (
-	errCost           respError = "ERR cost must be a positive integer"
-	errKeyEmpty       respError = "ERR key must not be empty"
 	errInternal       respError = "ERR internal error"
 	errSyntax         respError = "ERR syntax error"
 	errNotInteger     respError = "ERR value is not an integer or out of range"
@@ -44,10 +43,6 @@ const (
 // Error texts that carry a value.
 func errArity(name string) respError {
 	return respError("ERR wrong number of arguments for '" + name + "' command")
-}
-
-func errKeyTooLong(max int) respError {
-	return respError("ERR key is too long (max " + strconv.Itoa(max) + " bytes)")
 }
 
 func errUnknownSubcommand(sub []byte, parent string) respError {

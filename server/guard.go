@@ -322,75 +322,87 @@ func (s *scanner) feed(b []byte) (boundary int, bad string) {
 		if s.n > s.max {
 			return boundary, errProtoTooLarge
 		}
-		ch := b[i]
-		switch s.state {
-		case stIdle:
-			if ch == '*' {
-				s.state, s.num, s.digits = stCount, 0, 0
-				continue
-			}
-			s.state, s.seps = stInline, 0
-			fallthrough
-		case stInline:
-			switch ch {
-			case '\n':
-				s.state = stIdle
-				boundary = i + 1
-				continue
-			case ' ', '"', '\'':
-				s.seps++
-			}
-			if s.seps*s.n > inlineCost*s.max {
-				return boundary, errProtoTooLarge
-			}
-		case stCount:
-			// Every bulk takes at least 6 bytes ("$0\r\n\r\n").
-			if bad := s.length(ch, s.num > 0, s.max/6, stCountLF, errProtoMultiBulk); bad != "" {
-				return boundary, bad
-			}
-		case stCountLF:
-			if ch != '\n' {
-				return boundary, errProtoMultiBulk
-			}
-			s.state, s.args = stDollar, s.num
-		case stDollar:
-			if ch != '$' {
-				return boundary, errProtoExpected + string(printable(ch)) + "'"
-			}
-			s.state, s.num, s.digits = stBulkLen, 0, 0
-		case stBulkLen:
-			// The header's CRLF, the payload and its CRLF follow: n+2+len+2
-			// bytes at most max.
-			if bad := s.length(ch, s.digits > 0, s.max-s.n-4, stBulkLenLF, errProtoBulk); bad != "" {
-				return boundary, bad
-			}
-		case stBulkLenLF:
-			if ch != '\n' {
-				return boundary, errProtoBulk
-			}
-			s.data = s.num
-			s.state = stDataCR
-			if s.data > 0 {
-				s.state = stData
-			}
-		case stDataCR:
-			if ch != '\r' {
-				return boundary, errProtoBulk
-			}
-			s.state = stDataLF
-		case stDataLF:
-			if ch != '\n' {
-				return boundary, errProtoBulk
-			}
-			s.args--
-			s.state = stDollar
-			if s.args == 0 {
-				s.state = stIdle
-				boundary = i + 1
-			}
+		end, bad := s.step(b[i])
+		if bad != "" {
+			return boundary, bad
+		}
+		if end {
+			boundary = i + 1
 		}
 	}
 	return boundary, ""
+}
+
+// step scans one byte of a request outside a bulk's payload (which feed
+// skips whole), already counted in s.n. It reports whether the byte ends
+// the request, or the error text if it breaks the protocol or a limit.
+func (s *scanner) step(ch byte) (end bool, bad string) {
+	switch s.state {
+	case stIdle:
+		if ch == '*' {
+			s.state, s.num, s.digits = stCount, 0, 0
+			return false, ""
+		}
+		s.state, s.seps = stInline, 0
+		fallthrough
+	case stInline:
+		switch ch {
+		case '\n':
+			s.state = stIdle
+			return true, ""
+		case ' ', '"', '\'':
+			s.seps++
+		}
+		if s.seps*s.n > inlineCost*s.max {
+			return false, errProtoTooLarge
+		}
+	case stCount:
+		// Every bulk takes at least 6 bytes ("$0\r\n\r\n").
+		if bad := s.length(ch, s.num > 0, s.max/6, stCountLF, errProtoMultiBulk); bad != "" {
+			return false, bad
+		}
+	case stCountLF:
+		if ch != '\n' {
+			return false, errProtoMultiBulk
+		}
+		s.state, s.args = stDollar, s.num
+	case stDollar:
+		if ch != '$' {
+			return false, errProtoExpected + string(printable(ch)) + "'"
+		}
+		s.state, s.num, s.digits = stBulkLen, 0, 0
+	case stBulkLen:
+		// The header's CRLF, the payload and its CRLF follow: n+2+len+2
+		// bytes at most max.
+		if bad := s.length(ch, s.digits > 0, s.max-s.n-4, stBulkLenLF, errProtoBulk); bad != "" {
+			return false, bad
+		}
+	case stBulkLenLF:
+		if ch != '\n' {
+			return false, errProtoBulk
+		}
+		s.data = s.num
+		s.state = stDataCR
+		if s.data > 0 {
+			s.state = stData
+		}
+	case stDataCR:
+		if ch != '\r' {
+			return false, errProtoBulk
+		}
+		s.state = stDataLF
+	case stDataLF:
+		if ch != '\n' {
+			return false, errProtoBulk
+		}
+		s.args--
+		s.state = stDollar
+		if s.args == 0 {
+			s.state = stIdle
+			return true, ""
+		}
+	}
+	return false, ""
 }
 
 // whole returns the length of the multibulk request at the start of b if

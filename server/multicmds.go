@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 
+	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -76,9 +77,9 @@ func cmdMTake(c *connState, args [][]byte) (any, error) {
 		if err := c.srv.checkKey(args[i]); err != nil {
 			return nil, err
 		}
-		cost, ok := parseCost(args[i+1])
+		cost, ok := edge.ParseCost(args[i+1])
 		if !ok {
-			return nil, errCost
+			return nil, edge.ErrCost
 		}
 		reqs = append(reqs, limit.Request{Key: string(args[i]), Cost: cost, Op: limit.OpTake})
 	}
@@ -112,11 +113,11 @@ func throttleRequest(c *connState, args [][]byte) (limit.Request, error) {
 	if !ok {
 		return limit.Request{}, errMaxBurst
 	}
-	count, ok := parseCost(args[3])
+	count, ok := edge.ParseCost(args[3])
 	if !ok {
 		return limit.Request{}, errCount
 	}
-	period, ok := parseCost(args[4])
+	period, ok := edge.ParseCost(args[4])
 	if !ok {
 		return limit.Request{}, errPeriod
 	}
@@ -133,12 +134,12 @@ func throttleRequest(c *connState, args [][]byte) (limit.Request, error) {
 	return limit.Request{Key: string(args[1]), Cost: quantity, Op: limit.OpTake, Policy: p}, nil
 }
 
-// parseCount accepts 0 or a positive integer written as parseCost reads it.
+// parseCount accepts 0 or a positive integer written as edge.ParseCost reads it.
 func parseCount(b []byte) (int64, bool) {
 	if len(b) == 1 && b[0] == '0' {
 		return 0, true
 	}
-	return parseCost(b)
+	return edge.ParseCost(b)
 }
 
 // cellReply is a decision in CL.THROTTLE's reply: limited, limit,

@@ -1,9 +1,9 @@
 package server
 
 import (
-	"math"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -33,30 +33,23 @@ func rateCommands() []*command {
 				args: []docArg{keyArg, costArg}, flags: []string{flag, "fast"}, firstKey: 1, lastKey: 1, keyStep: 1},
 		}
 	}
+	// RL.HOTKEYS and RL.REGIONS take no argument and list what this
+	// instance holds.
+	list := func(name string, run handler, complexity, summary string) *command {
+		return &command{
+			name: name, minArgs: 1, maxArgs: 1,
+			run: run,
+			doc: cmdDoc{summary: summary, group: "rate-limiting", complexity: complexity, flags: []string{"readonly"}},
+		}
+	}
 	return []*command{
 		take("rl.take", limit.OpTake, "write",
 			"Takes cost tokens (default 1) from the key's bucket if they exist. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by]."),
 		take("rl.peek", limit.OpPeek, "readonly", "Reports what RL.TAKE would decide, spending nothing."),
-		{
-			name: "rl.hotkeys", minArgs: 1, maxArgs: 1,
-			run: cmdHotKeys,
-			doc: cmdDoc{
-				summary:    "Lists the keys this instance treats as hot: an array of [key, k, policy, p, mode, m, rate, r/s, since_ms, unix ms].",
-				group:      "rate-limiting",
-				complexity: "O(N) where N is the number of hot keys",
-				flags:      []string{"readonly"},
-			},
-		},
-		{
-			name: "rl.regions", minArgs: 1, maxArgs: 1,
-			run: cmdRegions,
-			doc: cmdDoc{
-				summary:    "Lists this instance's region first, then the others seen on the demand boards: an array of [region, r, self, 0|1, keys, n, held, tokens, claimed, tokens, returned, tokens, demand, tokens/s, last_home_contact_ms, unix ms or -1].",
-				group:      "rate-limiting",
-				complexity: "O(N) where N is the number of global keys",
-				flags:      []string{"readonly"},
-			},
-		},
+		list("rl.hotkeys", cmdHotKeys, "O(N) where N is the number of hot keys",
+			"Lists the keys this instance treats as hot: an array of [key, k, policy, p, mode, m, rate, r/s, since_ms, unix ms]."),
+		list("rl.regions", cmdRegions, "O(N) where N is the number of global keys",
+			"Lists this instance's region first, then the others seen on the demand boards: an array of [region, r, self, 0|1, keys, n, held, tokens, claimed, tokens, returned, tokens, demand, tokens/s, last_home_contact_ms, unix ms or -1]."),
 		{
 			name: "rl.reset", minArgs: 2, maxArgs: 2,
 			flags: flagBarrier | flagAdmin,
@@ -82,8 +75,8 @@ func takeRequest(op limit.Op) batcher {
 		cost := int64(1)
 		if len(args) == 3 {
 			var ok bool
-			if cost, ok = parseCost(args[2]); !ok {
-				return limit.Request{}, errCost
+			if cost, ok = edge.ParseCost(args[2]); !ok {
+				return limit.Request{}, edge.ErrCost
 			}
 		}
 		return limit.Request{Key: string(args[1]), Cost: cost, Op: op}, nil
@@ -138,33 +131,5 @@ func cmdRegions(c *connState, _ [][]byte) (any, error) {
 	return out, nil
 }
 
-// checkKey validates a key argument.
-func (s *Server) checkKey(key []byte) error {
-	switch {
-	case len(key) == 0:
-		return errKeyEmpty
-	case len(key) > s.cfg.MaxKeyBytes:
-		return s.errKeyTooLong
-	}
-	return nil
-}
-
-// parseCost accepts a positive decimal integer that fits an int64, written
-// canonically: digits only, no sign, no leading zero, no spaces.
-func parseCost(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 19 || b[0] == '0' {
-		return 0, false
-	}
-	var n int64
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		d := int64(ch - '0')
-		if n > (math.MaxInt64-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	return n, true
-}
+// checkKey validates a key argument: not empty, at most MaxKeyBytes.
+func (s *Server) checkKey(key []byte) error { return s.keys.CheckBytes(key) }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -156,9 +157,9 @@ type HotKey struct {
 // Defaults of Config.
 const (
 	DefaultAddr            = "127.0.0.1:6380"
-	DefaultMaxClients      = 10000
+	DefaultMaxClients      = edge.DefaultMaxConnections
 	DefaultMaxRequestBytes = 64 << 10
-	DefaultMaxKeyBytes     = 1024
+	DefaultMaxKeyBytes     = edge.DefaultMaxKeyBytes
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultWriteTimeout    = 10 * time.Second
@@ -198,9 +199,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	errKeyTooLong respError
-	pass          secret // RequirePass
-	adminPass     secret // AdminPass
+	keys      edge.Keys   // MaxKeyBytes
+	pass      edge.Secret // RequirePass
+	adminPass edge.Secret // AdminPass
 
 	nextID     atomic.Int64
 	connected  atomic.Int64
@@ -266,17 +267,17 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		cfg:           cfg,
-		log:           log,
-		cmds:          newCommandTable(),
-		started:       time.Now(),
-		ctx:           ctx,
-		cancel:        cancel,
-		errKeyTooLong: errKeyTooLong(cfg.MaxKeyBytes),
-		pass:          newSecret(cfg.RequirePass),
-		adminPass:     newSecret(cfg.AdminPass),
-		idle:          make(chan struct{}, 1),
-		clients:       map[*connState]struct{}{},
+		cfg:       cfg,
+		log:       log,
+		cmds:      newCommandTable(),
+		started:   time.Now(),
+		ctx:       ctx,
+		cancel:    cancel,
+		keys:      edge.NewKeys(cfg.MaxKeyBytes),
+		pass:      edge.NewSecret(cfg.RequirePass),
+		adminPass: edge.NewSecret(cfg.AdminPass),
+		idle:      make(chan struct{}, 1),
+		clients:   map[*connState]struct{}{},
 	}, nil
 }
 

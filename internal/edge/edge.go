@@ -1,7 +1,3 @@
-// Package edge holds the bounds that every door of sluice (RESP, HTTP,
-// Envoy's gRPC) applies at its edge alike, so that one value is written
-// once and the doors cannot drift apart. It holds constants only and
-// imports nothing of sluice.
 package edge
 
 // MaxHeaderBytes bounds what a client may send as headers before its
@@ -11,3 +7,10 @@ package edge
 // any proxy's tracing headers, small enough that a connection cannot make
 // the door buffer megabytes before its password is checked.
 const MaxHeaderBytes = 16 << 10
+
+// DefaultMaxKeyBytes is every door's default bound on a key, in bytes.
+const DefaultMaxKeyBytes = 1024
+
+// DefaultMaxConnections is every door's default bound on the connections
+// served at once (RESP's --max-clients).
+const DefaultMaxConnections = 10000
