@@ -70,6 +70,10 @@ func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from i
 		return limit.Result{}, false, err
 	}
 	res, changed, err := decideAny(&fresh, p, cost, now, op, from)
+	// A return to another algorithm's state is not stored: its tokens came
+	// from a state that is gone (as state.lua's decide); a pool's fill is
+	// how its tokens come in.
+	changed = changed && (op != limit.OpReturn || k == kindPool)
 	if changed {
 		*st = fresh
 		if fresh != (State{}) {

@@ -103,7 +103,7 @@ const singleMain = `local raw, e = read(KEYS[1], %d)
 if raw == nil then return e end
 local a1, a3, op = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[5])
 local from = math.floor(op / 4)
-local res, new = %s(fields(raw, %d, a1, a3, now), a1, tonumber(ARGV[2]), a3, tonumber(ARGV[4]), op - from * 4, now, from)
+local res, new = decide(%s, raw, %d, a1, tonumber(ARGV[2]), a3, tonumber(ARGV[4]), op - from * 4, now, from)
 if new ~= nil then
   local ttl
   raw, ttl = after(raw, %d, new)
@@ -163,7 +163,7 @@ local function call(i, op)
   local id = tonumber(ARGV[b + 1])
   local k = KEYS[i]
   local a1, a3 = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
-  local res, new = algs[id](fields(raws[k], id, a1, a3, now), a1, tonumber(ARGV[b + 3]), a3, tonumber(ARGV[b + 5]), op, now, 0)
+  local res, new = decide(algs[id], raws[k], id, a1, tonumber(ARGV[b + 3]), a3, tonumber(ARGV[b + 5]), op, now, 0)
   if new ~= nil then
     raws[k], ttls[k] = after(raws[k], id, new)
     changed[k] = true
@@ -250,7 +250,7 @@ for i = 0, n - 1 do
     local id = p[1]
     local op = tonumber(ARGV[b + 4])
     local from = math.floor(op / 4)
-    local res, new = algs[id](fields(raws[k], id, p[2], p[4], now), p[2], p[3], p[4], tonumber(ARGV[b + 3]), op - from * 4, now, from)
+    local res, new = decide(algs[id], raws[k], id, p[2], p[3], p[4], tonumber(ARGV[b + 3]), op - from * 4, now, from)
     if new ~= nil then
       raws[k], ttls[k] = after(raws[k], id, new)
       if not changed[k] then

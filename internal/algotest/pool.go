@@ -161,4 +161,29 @@ var Pool = []Vector{
 			{Cost: 1, Op: limit.OpClaim, Policy: pl(10, 5, time.Second), Want: Want{true, 1, -1, 1800, 1}},
 		},
 	},
+	{
+		// A return to a state another algorithm wrote is not stored: its
+		// tokens came from a state that is gone. Before, a window's return
+		// to a spent bucket lowered the count to 0 and deleted the key,
+		// and the bucket read as full again (FuzzBatchAgreesWithGo: 14
+		// admitted at one instant against a limit of 7).
+		Name:   "a return to another algorithm's state gives nothing back",
+		Policy: tb(7, 1, time.Second),
+		Steps: []Step{
+			{Cost: 7, Want: Want{true, 0, -1, 7000, 0}},
+			{Cost: 5, Op: limit.OpReturn, Policy: fw(4, time.Second), Want: Want{true, 4, -1, 0, 0}},
+			{Cost: 7, Policy: tb(7, 1, time.Second), Want: Want{false, 0, 7000, 7000, 0}},
+		},
+	},
+	{
+		// The same the other way: a bucket's return does not replace the
+		// window's state (which the window would then read as spent).
+		Name:   "a return to another algorithm's state leaves that state alone",
+		Policy: fw(3, time.Second),
+		Steps: []Step{
+			{Cost: 1, Want: Want{true, 2, -1, 1000, 0}},
+			{Cost: 2, Op: limit.OpReturn, Policy: tb(5, 1, time.Second), Want: Want{true, 2, -1, 3000, 0}},
+			{Cost: 1, Policy: fw(3, time.Second), Want: Want{true, 1, -1, 1000, 0}},
+		},
+	},
 }
