@@ -18,7 +18,7 @@ import (
 // from several callers). Run with -benchmem: allocs/op ÷ decisions/op is
 // the allocations per decision; client-cpu-µs/decision is this process's
 // CPU (getrusage), the Go runtime included. The before/after figures of
-// pooling the per-request objects are in README.md ("The store path").
+// pooling the per-request objects are in docs/performance.md ("The client side of the store path").
 func BenchmarkDoAllocs(b *testing.B) {
 	node := redistest.NewSingle(b)
 	s, err := New(Config{URL: "redis://" + node.Addr, Timeout: 5 * time.Second})

@@ -122,7 +122,7 @@ func BenchmarkStore(b *testing.B) {
 
 // BenchmarkAutoPipeline is the same load through go-redis's experimental
 // AutoPipeline with default options: the alternative to our batcher that
-// the README compares (same cluster, same script, same concurrency).
+// docs/performance.md compares (same cluster, same script, same concurrency).
 func BenchmarkAutoPipeline(b *testing.B) {
 	c := redistest.NewCluster(b, localredis.Config{})
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, DisableIdentity: true})

@@ -28,7 +28,7 @@ import (
 // ns/op (a round trip, Redis included) it reports the client's own CPU per
 // decision (getrusage of this process, the Go runtime and GC included) and,
 // with -benchmem, allocations per pipeline. The figures and the decision
-// they led to are in README.md ("The store path").
+// they led to are in docs/performance.md ("The client side of the store path").
 func BenchmarkPipelineClient(b *testing.B) {
 	node := redistest.NewSingle(b)
 	ctx := context.Background()

@@ -32,7 +32,7 @@ import (
 //
 // Replication is asynchronous: the spends of the last moments before a
 // crash may not have reached the replica that is promoted, so a failover
-// can hand back a few tokens. README states it.
+// can hand back a few tokens. docs/sentinel.md states it.
 
 // newFailoverClient is the failover client of cfg, with the same timeouts
 // (sockets bounded by MaxTimeout, a command without a deadline given one of

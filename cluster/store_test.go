@@ -190,7 +190,7 @@ func TestClusterStore(t *testing.T) {
 	t.Run("memory per key", func(t *testing.T) {
 		// The budget of each algorithm's state in one key (a 25-byte string; a
 		// hash took 120 B for the bucket algorithms), with a key name
-		// of 14 bytes (sluice:{mem:t}); the README lists the figures.
+		// of 14 bytes (sluice:{mem:t}); docs/algorithms.md lists the figures.
 		for _, tc := range []struct {
 			alg    limit.Algorithm
 			budget int64

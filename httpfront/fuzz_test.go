@@ -17,7 +17,7 @@ import (
 // FuzzHTTPHandler drives the handler with arbitrary methods, paths,
 // queries, headers and bodies, over the real limiter on the in-process
 // store and over a Decider that answers errors. It must never panic, every
-// status must be one the README lists, every body must be JSON, and every
+// status must be one docs/http.md lists, every body must be JSON, and every
 // decision must carry its RateLimit headers.
 func FuzzHTTPHandler(f *testing.F) {
 	seeds := []struct{ method, target, header, body string }{

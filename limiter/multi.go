@@ -160,7 +160,7 @@ func pick(reqs []limit.Request, idx []int) ([]limit.Request, []limit.Result) {
 // takeGroup takes one group: with DoAll when the store is limit.Atomic,
 // even a group of one, so that an RL.MTAKE is decided the same way however
 // its keys fall into slots (a region decides its global keys by their
-// pools alone, never its floor, as the README says); else alone with Do.
+// pools alone, never its floor, as docs/regions.md says); else alone with Do.
 func (l *Limiter) takeGroup(ctx context.Context, reqs []limit.Request, out []limit.Result, spent []bool, g []int) {
 	sub, res := pick(reqs, g)
 	all := false

@@ -263,7 +263,7 @@ policies:
 }
 
 // RL.MTAKE of a global key is decided by the region's pool alone, never
-// its floor, as the README says, however its keys fall into slots. Before
+// its floor, as docs/regions.md says, however its keys fall into slots. Before
 // (issue 20, item 11): a group of one went the RL.TAKE way, where a
 // region that cannot reach home admits by the floor, and its refund went
 // to the pool.

@@ -144,7 +144,7 @@ type Slack struct {
 	// (1.5 lease TTLs plus margin): an admission from a lease spent bucket
 	// tokens up to that long before it.
 	Lease time.Duration
-	// Pool is the same for a region's pool of a global key (the README's
+	// Pool is the same for a region's pool of a global key (docs/architecture.md's
 	// bound for regions): a pooled token was claimed from home up to the
 	// allocator's horizon (two rounds) before it is admitted.
 	Pool time.Duration
