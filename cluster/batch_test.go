@@ -152,7 +152,7 @@ func BenchmarkAutoPipeline(b *testing.B) {
 					key := Key("bench:" + strconv.Itoa(i*7919%keys))
 					i++
 					v, err := ap.Do(ctx, "evalsha", sha, 1, key, bk.Capacity, bk.Refill, bk.Scale, 1, "0").Slice()
-					if err != nil || len(v) != 6 || v[0] != int64(1) {
+					if err != nil || len(v) != lua.ReplyInts || v[0] != int64(1) {
 						b.Fatalf("%v %v", v, err)
 					}
 				}

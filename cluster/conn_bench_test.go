@@ -72,7 +72,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 					}
 					return nil
 				})
-				if v, err := bcmd.Result(); err != nil || len(v) != 7*n || v[0] != 1 {
+				if v, err := bcmd.Result(); err != nil || len(v) != (1+lua.ReplyInts)*n || v[0] != 1 {
 					b.Fatalf("batch: %v %v", v, err)
 				}
 				for _, cmd := range cmds {
@@ -102,7 +102,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 				if err := c.roundTrip(d, vals); err != nil {
 					b.Fatal(err)
 				}
-				if v := vals[0]; len(v) != 7*n || v[0] != 1 {
+				if v := vals[0]; len(v) != (1+lua.ReplyInts)*n || v[0] != 1 {
 					b.Fatalf("batch: %v", v)
 				}
 				for _, v := range vals[1:] {
