@@ -3,14 +3,12 @@ package bench
 import (
 	"cmp"
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -304,55 +302,6 @@ func policyFile(comment string, timeout time.Duration, ps ...labPolicy) string {
 		if p.hot != "" {
 			fmt.Fprintf(&b, "    hot:\n      mode: %s\n      threshold: %d\n      split: %d\n", p.hot, p.threshold, p.split)
 		}
-	}
-	return b.String()
-}
-
-// labTemplateFiles are the labs' reports, one markdown template a lab:
-// the words and the tables are there, the numbers come from the report.
-//
-//go:embed templates/*.md.tmpl
-var labTemplateFiles embed.FS
-
-// labTemplates are labTemplateFiles parsed, with the functions that format
-// their numbers; parsed once, read only.
-var labTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"thousands": func(v any) string {
-		switch n := v.(type) {
-		case int:
-			return thousands(float64(n))
-		case int64:
-			return thousands(float64(n))
-		case float64:
-			return thousands(n)
-		}
-		return fmt.Sprint(v)
-	},
-	"ms": func(v any) string { // milliseconds, or a duration in milliseconds
-		if d, ok := v.(time.Duration); ok {
-			return ms(float64(d) / float64(time.Millisecond))
-		}
-		f, _ := v.(float64)
-		return ms(f)
-	},
-	"seconds":      func(d time.Duration) time.Duration { return d.Round(time.Second) },
-	"millis":       func(d time.Duration) time.Duration { return d.Round(time.Millisecond) },
-	"fixed":        fixed,
-	"cell":         cell,
-	"errorCell":    errorCell,
-	"formatCounts": formatCounts,
-	"joinInts":     joinInts,
-	"join":         strings.Join,
-	"redisKey":     redisKey,
-}).ParseFS(labTemplateFiles, "templates/*.md.tmpl"))
-
-// render fills the lab's template (templates/<lab>.md.tmpl) with its
-// report. The templates are fixed and tested, so a failure is a bug; it
-// is said in the text rather than panicking.
-func render(lab string, report any) string {
-	var b strings.Builder
-	if err := labTemplates.ExecuteTemplate(&b, lab+".md.tmpl", report); err != nil {
-		fmt.Fprintf(&b, "\n\n(bug: the %s report did not render: %v)\n", lab, err)
 	}
 	return b.String()
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -101,31 +99,4 @@ func maxDuration(d []time.Duration) time.Duration {
 		m = max(m, x)
 	}
 	return m
-}
-
-// ms renders milliseconds with the precision the value needs: 0.00021,
-// 0.113, 12.5.
-func ms(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "n/a"
-	case v < 0.01:
-		return fixed(v, 5)
-	case v < 10:
-		return fixed(v, 3)
-	}
-	return fixed(v, 1)
-}
-
-// cell escapes a table cell.
-func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-// errorCell is a table's cell of error replies: the count, and the first
-// one's text when there was one.
-func errorCell(n int64, first string) string {
-	s := thousands(float64(n))
-	if first != "" {
-		s += " (first: " + cell(first) + ")"
-	}
-	return s
 }

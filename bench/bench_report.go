@@ -100,13 +100,6 @@ func cpuSplit(s Summary) string {
 // CPURatio is Redis CPU per decision, sluice ÷ direct.
 func (r Row) CPURatio() float64 { return ratio(r.Sluice.RedisCPU, r.Direct.RedisCPU) }
 
-func ratio(a, b float64) float64 {
-	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
-		return math.NaN()
-	}
-	return a / b
-}
-
 // Machine describes where a benchmark ran.
 type Machine struct {
 	CPUs      int    // runtime.NumCPU
@@ -332,41 +325,4 @@ func (r *Report) write(stdout io.Writer, mdPath, svgPath string) error {
 		}
 	}
 	return nil
-}
-
-// thousands formats v rounded to an integer with comma separators; n/a for
-// NaN.
-func thousands(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	s := strconv.FormatInt(int64(math.Round(v)), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
-
-// fixed formats v with prec decimals; n/a for NaN.
-func fixed(v float64, prec int) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64)
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
