@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // ErrNoRedisBenchmark is returned (wrapped) by Run when redis-benchmark
@@ -45,13 +44,9 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 	if h.bin, err = exec.LookPath(c.RedisBenchmark); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoRedisBenchmark, err)
 	}
-	set, err := policy.Parse([]byte(Policy), "bench.yaml")
+	bucket, err := benchBucket()
 	if err != nil {
-		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
-	}
-	bucket, err := set.Lookup("bench").Bucket()
-	if err != nil {
-		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
+		return nil, err
 	}
 
 	rig, err := newRig(ctx, rigSpec{name: "bench", binary: c.Binary, cluster: c.Cluster, policy: Policy}, progress)

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // Scenario names a key pattern.
@@ -72,6 +75,20 @@ policies:
     period: 1s
     on_store_error: closed
 `
+
+// benchBucket is the bucket of Policy's "bench" policy, which both sides
+// of a run decide with.
+func benchBucket() (limit.Bucket, error) {
+	set, err := policy.Parse([]byte(Policy), "bench.yaml")
+	if err != nil {
+		return limit.Bucket{}, fmt.Errorf("bench: the built-in policy: %w", err)
+	}
+	bucket, err := set.Lookup("bench").Bucket()
+	if err != nil {
+		return limit.Bucket{}, fmt.Errorf("bench: the built-in policy: %w", err)
+	}
+	return bucket, nil
+}
 
 // Config says what Run measures. The zero value measures the defaults
 // below against a new local cluster and a new sluice child process.

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // The doors of RunFronts.
@@ -94,20 +92,60 @@ var dialers = map[string]func(addr string) (caller, error){
 // RunFronts runs the doors of cfg and reports them side by side.
 func RunFronts(ctx context.Context, cfg FrontConfig, progress io.Writer) (*FrontReport, error) {
 	began := time.Now()
-	if cfg.Clients <= 0 {
-		cfg.Clients = DefaultClients
+	extra, err := cfg.resolve()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Requests <= 0 {
-		cfg.Requests = DefaultRequests
+	f, err := startFronts(ctx, cfg, extra, progress)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Keyspace <= 0 {
-		cfg.Keyspace = DefaultKeyspace
+	defer f.close()
+	rep := &FrontReport{Config: cfg}
+	if rep.Direct, err = f.direct(ctx); err != nil {
+		return nil, err
 	}
+	row, err := f.counted(ctx, "RL.TAKE", f.take)
+	if err != nil {
+		return nil, err
+	}
+	rep.Rows = append(rep.Rows, row)
+	f.rig.logf("RL.TAKE by redis-benchmark: %.0f req/s, p50 %s ms, p99 %s ms", row.RPS, ms(row.P50), ms(row.P99))
+	for _, door := range cfg.Doors {
+		row, err := f.door(ctx, door)
+		if err != nil {
+			return nil, err
+		}
+		rep.Rows = append(rep.Rows, row)
+		f.rig.logf("%s door: %.0f req/s, p50 %s ms, p99 %s ms", door, row.RPS, ms(row.P50), ms(row.P99))
+	}
+	switch cfg.Peer {
+	case "":
+	case PeerGubernator:
+		row, err := runGubernator(ctx, cfg, f.rig.logf)
+		if err != nil {
+			return nil, f.rig.errorf("peer gubernator: %w", err)
+		}
+		rep.Rows = append(rep.Rows, row)
+		f.rig.logf("gubernator: %.0f req/s, p50 %s ms, p99 %s ms", row.RPS, ms(row.P50), ms(row.P99))
+	default:
+		return nil, fmt.Errorf("bench: --peer %q: only %s", cfg.Peer, PeerGubernator)
+	}
+	rep.Machine = f.rig.machine(cfg.Now(), f.tool)
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
+
+// resolve applies the defaults of cfg's zero fields and checks its doors;
+// extra are the flags that open them on the sluice child.
+func (cfg *FrontConfig) resolve() (extra []string, err error) {
+	orDefault(&cfg.Clients, DefaultClients)
+	orDefault(&cfg.Requests, DefaultRequests)
+	orDefault(&cfg.Keyspace, DefaultKeyspace)
 	if cfg.RedisBenchmark == "" {
 		cfg.RedisBenchmark = "redis-benchmark"
 	}
 	orNow(&cfg.Now)
-	var extra []string
 	for _, d := range cfg.Doors {
 		switch {
 		case d == DoorRESP:
@@ -117,114 +155,125 @@ func RunFronts(ctx context.Context, cfg FrontConfig, progress io.Writer) (*Front
 			extra = append(extra, "--"+d, "127.0.0.1:0")
 		}
 	}
-	set, err := policy.Parse([]byte(Policy), "bench.yaml")
-	if err != nil {
-		return nil, err
-	}
-	bucket, err := set.Lookup("bench").Bucket()
-	if err != nil {
-		return nil, err
-	}
-	tool := "a Go load generator (one decision in flight per caller) and " + benchmarkVersion(cfg.RedisBenchmark)
-	rig, err := newRig(ctx, rigSpec{name: "bench front", binary: cfg.Binary, cluster: cfg.Cluster, policy: Policy, now: cfg.Now, tool: tool}, progress)
-	if err != nil {
-		return nil, err
-	}
-	defer rig.close()
-	st, err := openStore(ctx, rig.seeds, bucket)
-	if err != nil {
-		return nil, err
-	}
-	defer st.close()
-	ch, err := startChild(ctx, rig.bin, rig.seeds, rig.policy, extra...)
-	if err != nil {
-		return nil, err
-	}
-	rig.children = append(rig.children, ch)
-	sl := redis.NewClient(&redis.Options{Addr: ch.addr, MaxRetries: -1, DisableIdentity: true, Protocol: 2})
-	rig.clients = append(rig.clients, sl)
-	rig.sluice = sluiceVersion(ctx, sl)
-	bin := cfg.RedisBenchmark
+	return extra, nil
+}
 
-	rep := &FrontReport{Config: cfg}
-	seedHost, seedPort, err := splitAddr(st.seeds[0])
-	if err != nil {
-		return nil, err
-	}
-	direct := st.directUniform(seedHost, seedPort, cfg.Keyspace)
-	direct.Clients, direct.Requests = cfg.Clients, cfg.Requests
-	res, took, err := runBenchmark(ctx, bin, direct, DefaultRunTimeout)
-	if err != nil {
-		return nil, rig.errorf("direct EVALSHA: %w", err)
-	}
-	rep.Direct = FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: cfg.Requests, Elapsed: took, RPS: res.RPS, P50: res.P50, P99: res.P99}
-	rig.logf("direct EVALSHA: %.0f req/s, p50 %s ms, p99 %s ms", res.RPS, ms(res.P50), ms(res.P99))
+// fronts is what RunFronts runs on: the rig, the store, the one sluice
+// child with its doors open and a client of its RESP door.
+type fronts struct {
+	cfg  FrontConfig
+	rig  *rig
+	st   *store
+	ch   *child
+	sl   *redis.Client
+	tool string // the report's machine line
+}
 
-	host, port, err := splitAddr(ch.addr)
+// startFronts sets up the rig (the cluster unless cfg names one), opens
+// the store and starts the sluice child with the doors of extra. The
+// caller must call close.
+func startFronts(ctx context.Context, cfg FrontConfig, extra []string, progress io.Writer) (*fronts, error) {
+	bucket, err := benchBucket()
 	if err != nil {
 		return nil, err
 	}
-	take := invocation{Host: host, Port: port, Clients: cfg.Clients, Requests: cfg.Requests, Pipeline: 1, Keyspace: cfg.Keyspace,
+	f := &fronts{cfg: cfg, tool: "a Go load generator (one decision in flight per caller) and " + benchmarkVersion(cfg.RedisBenchmark)}
+	if f.rig, err = newRig(ctx, rigSpec{name: "bench front", binary: cfg.Binary, cluster: cfg.Cluster, policy: Policy, now: cfg.Now, tool: f.tool}, progress); err != nil {
+		return nil, err
+	}
+	if f.st, err = openStore(ctx, f.rig.seeds, bucket); err != nil {
+		f.close()
+		return nil, err
+	}
+	if f.ch, err = startChild(ctx, f.rig.bin, f.rig.seeds, f.rig.policy, extra...); err != nil {
+		f.close()
+		return nil, err
+	}
+	f.rig.children = append(f.rig.children, f.ch)
+	f.sl = redis.NewClient(&redis.Options{Addr: f.ch.addr, MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+	f.rig.clients = append(f.rig.clients, f.sl)
+	f.rig.sluice = sluiceVersion(ctx, f.sl)
+	return f, nil
+}
+
+// close stops what startFronts started, by pid.
+func (f *fronts) close() {
+	if f.st != nil {
+		f.st.close()
+	}
+	f.rig.close()
+}
+
+// direct is redis-benchmark sending EVALSHA straight at the shards.
+func (f *fronts) direct(ctx context.Context) (FrontRow, error) {
+	direct, err := f.st.directUniform(f.cfg.Keyspace)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	direct.Clients, direct.Requests = f.cfg.Clients, f.cfg.Requests
+	res, took, err := runBenchmark(ctx, f.cfg.RedisBenchmark, direct, DefaultRunTimeout)
+	if err != nil {
+		return FrontRow{}, f.rig.errorf("direct EVALSHA: %w", err)
+	}
+	f.rig.logf("direct EVALSHA: %.0f req/s, p50 %s ms, p99 %s ms", res.RPS, ms(res.P50), ms(res.P99))
+	return FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: f.cfg.Requests, Elapsed: took, RPS: res.RPS, P50: res.P50, P99: res.P99}, nil
+}
+
+// take is redis-benchmark sending RL.TAKE through the RESP door.
+func (f *fronts) take(ctx context.Context) (FrontRow, error) {
+	host, port, err := splitAddr(f.ch.addr)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	take := invocation{Host: host, Port: port, Clients: f.cfg.Clients, Requests: f.cfg.Requests, Pipeline: 1, Keyspace: f.cfg.Keyspace,
 		Command: []string{"RL.TAKE", "key:__rand_int__", "1"}}
-	before, err := storeDecisions(ctx, sl)
+	res, took, err := runBenchmark(ctx, f.cfg.RedisBenchmark, take, DefaultRunTimeout)
 	if err != nil {
-		return nil, err
+		return FrontRow{}, err
 	}
-	if res, took, err = runBenchmark(ctx, bin, take, DefaultRunTimeout); err != nil {
-		return nil, rig.errorf("RL.TAKE: %w", err)
-	}
-	after, err := storeDecisions(ctx, sl)
-	if err != nil {
-		return nil, err
-	}
-	rep.Rows = append(rep.Rows, FrontRow{Door: "resp (RL.TAKE)", Tool: "redis-benchmark", Requests: cfg.Requests, Elapsed: took,
-		RPS: res.RPS, P50: res.P50, P99: res.P99, Store: after - before})
-	rig.logf("RL.TAKE by redis-benchmark: %.0f req/s, p50 %s ms, p99 %s ms", res.RPS, ms(res.P50), ms(res.P99))
+	return FrontRow{Door: "resp (RL.TAKE)", Tool: "redis-benchmark", Requests: f.cfg.Requests, Elapsed: took, RPS: res.RPS, P50: res.P50, P99: res.P99}, nil
+}
 
-	for _, door := range cfg.Doors {
-		addr := ch.addr
-		if door != DoorRESP {
-			if addr, err = ch.logged(doorRE(door), defaultStartupTimeout); err != nil {
-				return nil, err
-			}
+// door drives one door with the Go load generator; the store must have
+// decided every request.
+func (f *fronts) door(ctx context.Context, door string) (FrontRow, error) {
+	addr := f.ch.addr
+	if door != DoorRESP {
+		var err error
+		if addr, err = f.ch.logged(doorRE(door), defaultStartupTimeout); err != nil {
+			return FrontRow{}, err
 		}
-		if err := loopbackOnly(addr); err != nil {
-			return nil, err
-		}
-		before, err := storeDecisions(ctx, sl)
-		if err != nil {
-			return nil, err
-		}
-		row, err := driveDoor(ctx, door, addr, cfg)
-		if err != nil {
-			return nil, rig.errorf("%s door: %w", door, err)
-		}
-		after, err := storeDecisions(ctx, sl)
-		if err != nil {
-			return nil, err
-		}
-		row.Store = after - before
-		if row.Store < int64(row.Requests) {
-			return nil, rig.errorf("%s door: the store decided %d of %d requests", door, row.Store, row.Requests)
-		}
-		rep.Rows = append(rep.Rows, row)
-		rig.logf("%s door: %.0f req/s, p50 %s ms, p99 %s ms", door, row.RPS, ms(row.P50), ms(row.P99))
 	}
-	switch cfg.Peer {
-	case "":
-	case PeerGubernator:
-		row, err := runGubernator(ctx, cfg, rig.logf)
-		if err != nil {
-			return nil, rig.errorf("peer gubernator: %w", err)
-		}
-		rep.Rows = append(rep.Rows, row)
-		rig.logf("gubernator: %.0f req/s, p50 %s ms, p99 %s ms", row.RPS, ms(row.P50), ms(row.P99))
-	default:
-		return nil, fmt.Errorf("bench: --peer %q: only %s", cfg.Peer, PeerGubernator)
+	if err := loopbackOnly(addr); err != nil {
+		return FrontRow{}, err
 	}
-	rep.Machine = rig.machine(cfg.Now(), tool)
-	rep.Elapsed = time.Since(began)
-	return rep, nil
+	row, err := f.counted(ctx, door+" door", func(ctx context.Context) (FrontRow, error) { return driveDoor(ctx, door, addr, f.cfg) })
+	if err != nil {
+		return FrontRow{}, err
+	}
+	if row.Store < int64(row.Requests) {
+		return FrontRow{}, f.rig.errorf("%s door: the store decided %d of %d requests", door, row.Store, row.Requests)
+	}
+	return row, nil
+}
+
+// counted runs drive with sluice's decided_by_store read around it, the
+// difference the row's Store; what names the run in drive's error.
+func (f *fronts) counted(ctx context.Context, what string, drive func(context.Context) (FrontRow, error)) (FrontRow, error) {
+	before, err := storeDecisions(ctx, f.sl)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	row, err := drive(ctx)
+	if err != nil {
+		return FrontRow{}, f.rig.errorf("%s: %w", what, err)
+	}
+	after, err := storeDecisions(ctx, f.sl)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	row.Store = after - before
+	return row, nil
 }
 
 // runGubernator starts gubernator, drives it like a door and stops it.

@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/lua"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // Defaults and bounds of LatencyLabConfig.
@@ -87,16 +86,12 @@ type LatencyLabReport struct {
 // not throughput.
 func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 	c := rep.Config
-	set, err := policy.Parse([]byte(rig.rules), rig.policy)
+	set, err := rig.policySet()
 	if err != nil {
-		return rig.errorf("the policy: %w", err)
+		return err
 	}
 	pol := set.Match("acme")
-	bucket, err := pol.Bucket()
-	if err != nil {
-		return rig.errorf("the policy: %w", err)
-	}
-	st, err := openStore(ctx, rig.seeds, bucket)
+	st, err := rig.openStore(ctx, pol)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // Defaults and bounds of OverloadLabConfig.
@@ -348,17 +346,13 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 	if most+overloadLabSpareFiles > rep.Files {
 		return rig.errorf("%d clients need %d open files in redis-benchmark, but ulimit -n is %d", most, most+overloadLabSpareFiles, rep.Files)
 	}
-	set, err := policy.Parse([]byte(rig.rules), rig.policy)
+	set, err := rig.policySet()
 	if err != nil {
-		return rig.errorf("the policy: %w", err)
+		return err
 	}
 	tenant := set.Lookup("tenant")
 	rep.TenantLimit, rep.TenantRate, rep.TenantShare = tenant.Limit, tenant.Rate, tenant.LocalShare
-	bucket, err := set.Lookup("uniform").Bucket()
-	if err != nil {
-		return rig.errorf("the policy: %w", err)
-	}
-	st, err := openStore(ctx, rig.seeds, bucket)
+	st, err := rig.openStore(ctx, set.Lookup("uniform"))
 	if err != nil {
 		return err
 	}
@@ -397,11 +391,10 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 		rig.logf("warm-up: %d requests at %d clients, %.0f req/s", in.Requests, in.Clients, rep.Warmup.RPS)
 	}
 
-	seedHost, seedPort, err := splitAddr(st.seeds[0])
+	direct, err := st.directUniform(c.Keyspace)
 	if err != nil {
 		return err
 	}
-	direct := st.directUniform(seedHost, seedPort, c.Keyspace)
 	for i, n := range c.Clients {
 		for _, side := range []string{OverloadSluice, OverloadDirect} {
 			in := uniform

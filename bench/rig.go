@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -260,6 +261,33 @@ func orNow(now *func() time.Time) {
 	if *now == nil {
 		*now = time.Now
 	}
+}
+
+// orDefault sets *v to def when it is zero or less: a config's "zero
+// means the default".
+func orDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// policySet parses the rig's policy file.
+func (r *rig) policySet() (*policy.Set, error) {
+	set, err := policy.Parse([]byte(r.rules), r.policy)
+	if err != nil {
+		return nil, r.errorf("the policy: %w", err)
+	}
+	return set, nil
+}
+
+// openStore opens the rig's cluster as a store of pol's bucket: the
+// script loaded on every primary. The caller must close it.
+func (r *rig) openStore(ctx context.Context, pol *limit.Policy) (*store, error) {
+	bucket, err := pol.Bucket()
+	if err != nil {
+		return nil, r.errorf("the policy: %w", err)
+	}
+	return openStore(ctx, r.seeds, bucket)
 }
 
 // labPolicy is one policy of an experiment's policy file.
