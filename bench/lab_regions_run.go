@@ -441,94 +441,129 @@ func sumInfo(infos []regionInfo, name string) int64 {
 func (rep *RegionsLabReport) cutOff(ctx context.Context, rig *rig, w *regionsWorld, loads []regionLoad, key string) error {
 	c := rep.Config
 	eu := regionsLabNames[0]
-	link := w.home.Link(eu)
-	cut := RegionsLabCut{Region: eu, Mode: c.CutMode, Settle: c.Settle, Cut: c.Cut, After: c.After,
-		FloorLimit: c.Floor * float64(c.Limit), FloorRate: c.Floor * float64(c.Rate)}
-	cut.FloorBound = cut.FloorLimit + cut.FloorRate*c.Cut.Seconds()
+	k := &regionsCut{c: c, rig: rig, link: w.home.Link(eu), loads: loads, key: key,
+		cut: RegionsLabCut{Region: eu, Mode: c.CutMode, Settle: c.Settle, Cut: c.Cut, After: c.After,
+			FloorLimit: c.Floor * float64(c.Limit), FloorRate: c.Floor * float64(c.Rate)}}
+	k.cut.FloorBound = k.cut.FloorLimit + k.cut.FloorRate*c.Cut.Seconds()
 	for i := range loads {
 		loads[i].after = loads[i].before // no shift
 	}
-	var mu sync.Mutex
-	var errs []error
-	var atCut, atEnd []regionInfo
-	var cutAt, endAt time.Time
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
-	set := func(on bool) {
-		if c.CutMode == "reset" {
-			link.Cut(on)
-		} else {
-			link.Stall(on)
-		}
-	}
 	events := []event{
-		{after: c.Settle, do: func() {
-			var err error
-			if atCut, err = readRegions(ctx, loads[0]); err != nil {
-				fail(err)
-			}
-			// What eu's pool of this key holds: RL.PEEK of a global
-			// key reads the region's pool while home answers (it
-			// reports the floor only when the region decides alone);
-			// RL.REGIONS sums every key's.
-			for _, cl := range loads[0].clients {
-				v, err := cl.Do(ctx, "RL.PEEK", key).Slice()
-				if err == nil {
-					err = checkTake(v)
-				}
-				if err != nil {
-					fail(fmt.Errorf("RL.PEEK %s: %w", key, err))
-					break
-				}
-				cut.HeldAtCut = max(cut.HeldAtCut, v[2].(int64))
-			}
-			set(true)
-			cutAt = time.Now()
-			rig.logf("      %s cut off from home (%s)", eu, c.CutMode)
-		}},
-		{after: c.Settle + c.Cut, do: func() {
-			var err error
-			if atEnd, err = readRegions(ctx, loads[0]); err != nil {
-				fail(err)
-			}
-			set(false)
-			endAt = time.Now()
-			rig.logf("      %s reaches home again", eu)
-			// How long until eu says home answers again, polled while
-			// the load goes on.
-			cut.HomeReachableAgain = -1
-			_ = poll(ctx, 20*time.Millisecond, c.After-100*time.Millisecond, func() (bool, error) {
-				ri, err := readRegion(ctx, loads[0].clients[0])
-				if err == nil && ri.fields["region_home_reachable"] == "1" {
-					cut.HomeReachableAgain = time.Since(endAt)
-					return true, nil
-				}
-				return false, nil
-			})
-		}},
+		{after: c.Settle, do: func() { k.begin(ctx) }},
+		{after: c.Settle + c.Cut, do: func() { k.end(ctx) }},
 	}
 	total := c.Settle + c.Cut + c.After
 	rig.logf("[4/4] %s cut off: %v of load (70/30), %s cut off from home for %v after %v", RegionsAsync, total, eu, c.Cut, c.Settle)
 	res := drivePaced(ctx, rep.spec(key, loads, total, 0, events))
-	if len(errs) > 0 {
-		return rig.errorf("cut-off: %w", errs[0])
+	if len(k.errs) > 0 {
+		return rig.errorf("cut-off: %w", k.errs[0])
 	}
-	if cutAt.IsZero() || endAt.IsZero() {
+	if k.cutAt.IsZero() || k.endAt.IsZero() {
 		return rig.errorf("cut-off: the load ended before the cut did (%v)", ctx.Err())
 	}
 	last, err := readRegions(ctx, loads[0])
 	if err != nil {
 		return rig.errorf("cut-off: %w", err)
 	}
+	k.fill(res, last)
+	cut := k.cut
+	rep.Cut = cut
+	rig.logf("[4/4] cut off: %s admitted %d of %d sent during the cut (pool %d, floor %d) against floor %.0f + held %d; %s admitted %d of a refill of %.0f; errors %d; 2 s before %d, 2 s after %d (fair %.0f); debited %d; home reachable again after %v",
+		eu, cut.Admitted, cut.Sent, cut.PoolAdmitted, cut.FloorAdmitted, cut.FloorBound, cut.HeldAtCut, regionsLabNames[1], cut.Other, cut.OtherBudget,
+		cut.Errors, cut.Before, cut.AfterReturn, cut.Fair, cut.Debited, cut.HomeReachableAgain.Round(time.Millisecond))
+	return nil
+}
+
+// regionsCut is one cut-off phase: eu's link to home, the loads, what the
+// events read (eu's counters at the cut and at its end) and the errors
+// they met, and the cut's row as it fills.
+type regionsCut struct {
+	c     RegionsLabConfig
+	rig   *rig
+	link  delayproxy.Links
+	loads []regionLoad
+	key   string
+	cut   RegionsLabCut
+
+	mu           sync.Mutex
+	errs         []error
+	atCut, atEnd []regionInfo
+	cutAt, endAt time.Time
+}
+
+func (k *regionsCut) fail(err error) {
+	k.mu.Lock()
+	k.errs = append(k.errs, err)
+	k.mu.Unlock()
+}
+
+// set cuts eu off from home (on) or lets it through again, as CutMode says.
+func (k *regionsCut) set(on bool) {
+	if k.c.CutMode == "reset" {
+		k.link.Cut(on)
+	} else {
+		k.link.Stall(on)
+	}
+}
+
+// begin is the cut: eu's counters and what its pool of the key holds
+// are read, then eu is cut off.
+func (k *regionsCut) begin(ctx context.Context) {
+	var err error
+	if k.atCut, err = readRegions(ctx, k.loads[0]); err != nil {
+		k.fail(err)
+	}
+	// What eu's pool of this key holds: RL.PEEK of a global
+	// key reads the region's pool while home answers (it
+	// reports the floor only when the region decides alone);
+	// RL.REGIONS sums every key's.
+	for _, cl := range k.loads[0].clients {
+		v, err := cl.Do(ctx, "RL.PEEK", k.key).Slice()
+		if err == nil {
+			err = checkTake(v)
+		}
+		if err != nil {
+			k.fail(fmt.Errorf("RL.PEEK %s: %w", k.key, err))
+			break
+		}
+		k.cut.HeldAtCut = max(k.cut.HeldAtCut, v[2].(int64))
+	}
+	k.set(true)
+	k.cutAt = time.Now()
+	k.rig.logf("      %s cut off from home (%s)", k.cut.Region, k.c.CutMode)
+}
+
+// end lets eu reach home again, its counters read first, and times how
+// long until eu says home answers again, polled while the load goes on.
+func (k *regionsCut) end(ctx context.Context) {
+	var err error
+	if k.atEnd, err = readRegions(ctx, k.loads[0]); err != nil {
+		k.fail(err)
+	}
+	k.set(false)
+	k.endAt = time.Now()
+	k.rig.logf("      %s reaches home again", k.cut.Region)
+	k.cut.HomeReachableAgain = -1
+	_ = poll(ctx, 20*time.Millisecond, k.c.After-100*time.Millisecond, func() (bool, error) {
+		ri, err := readRegion(ctx, k.loads[0].clients[0])
+		if err == nil && ri.fields["region_home_reachable"] == "1" {
+			k.cut.HomeReachableAgain = time.Since(k.endAt)
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// fill computes the cut's row from the load's tallies and eu's counters
+// (last: once the load is over).
+func (k *regionsCut) fill(res pacedResult, last []regionInfo) {
+	c, cut := k.c, &k.cut
 	t, o := res.regions[0], res.regions[1]
 	cut.Sent = t.sentBetween(res.bin, c.Settle, c.Settle+c.Cut)
 	cut.Admitted = t.admittedBetween(res.bin, c.Settle, c.Settle+c.Cut)
-	cut.PoolAdmitted = sumInfo(atEnd, "region_pool_admitted") - sumInfo(atCut, "region_pool_admitted")
-	cut.FloorAdmitted = sumInfo(atEnd, "region_floor_admitted") - sumInfo(atCut, "region_floor_admitted")
-	cut.Debited = sumInfo(last, "region_tokens_debited") - sumInfo(atCut, "region_tokens_debited")
+	cut.PoolAdmitted = sumInfo(k.atEnd, "region_pool_admitted") - sumInfo(k.atCut, "region_pool_admitted")
+	cut.FloorAdmitted = sumInfo(k.atEnd, "region_floor_admitted") - sumInfo(k.atCut, "region_floor_admitted")
+	cut.Debited = sumInfo(last, "region_tokens_debited") - sumInfo(k.atCut, "region_tokens_debited")
 	cut.Other = o.admittedBetween(res.bin, c.Settle, c.Settle+c.Cut)
 	cut.OtherBudget = float64(c.Rate) * c.Cut.Seconds()
 	cut.Before = t.admittedBetween(res.bin, c.Settle-regionsAfterWindow, c.Settle)
@@ -541,9 +576,4 @@ func (rep *RegionsLabReport) cutOff(ctx context.Context, rig *rig, w *regionsWor
 			cut.FirstError = g.FirstError
 		}
 	}
-	rep.Cut = cut
-	rig.logf("[4/4] cut off: %s admitted %d of %d sent during the cut (pool %d, floor %d) against floor %.0f + held %d; %s admitted %d of a refill of %.0f; errors %d; 2 s before %d, 2 s after %d (fair %.0f); debited %d; home reachable again after %v",
-		eu, cut.Admitted, cut.Sent, cut.PoolAdmitted, cut.FloorAdmitted, cut.FloorBound, cut.HeldAtCut, regionsLabNames[1], cut.Other, cut.OtherBudget,
-		cut.Errors, cut.Before, cut.AfterReturn, cut.Fair, cut.Debited, cut.HomeReachableAgain.Round(time.Millisecond))
-	return nil
 }
