@@ -334,17 +334,9 @@ func (rep *OverloadLabReport) Markdown() string { return render("overload", rep)
 // each tenant count, on a fresh key each.
 func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 	c := rep.Config
-	bin, err := exec.LookPath(c.RedisBenchmark)
+	bin, err := rep.preflight(ctx, rig)
 	if err != nil {
-		return rig.errorf("%w: %v", ErrNoRedisBenchmark, err)
-	}
-	rep.Files, err = childFiles(ctx)
-	if err != nil {
-		return rig.errorf("%w", err)
-	}
-	most := slices.Max(slices.Concat(c.Clients, c.TenantClients))
-	if most+overloadLabSpareFiles > rep.Files {
-		return rig.errorf("%d clients need %d open files in redis-benchmark, but ulimit -n is %d", most, most+overloadLabSpareFiles, rep.Files)
+		return err
 	}
 	set, err := rig.policySet()
 	if err != nil {
@@ -372,8 +364,7 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 			return rig.errorf("RL.TAKE %s = %v: want limit %d decided by the store: sluice does not run the lab's policy", key, v, want)
 		}
 	}
-	addr := rig.children[0].addr
-	host, port, err := splitAddr(addr)
+	host, port, err := splitAddr(rig.children[0].addr)
 	if err != nil {
 		return err
 	}
@@ -390,8 +381,37 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 		}
 		rig.logf("warm-up: %d requests at %d clients, %.0f req/s", in.Requests, in.Clients, rep.Warmup.RPS)
 	}
+	if err := rep.uniformSteps(ctx, rig, d, uniform); err != nil {
+		return err
+	}
+	if err := rep.tenantSteps(ctx, rig, d, host, port, stamp); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
 
-	direct, err := st.directUniform(c.Keyspace)
+// preflight finds redis-benchmark and checks that the largest client
+// count gets its open files.
+func (rep *OverloadLabReport) preflight(ctx context.Context, rig *rig) (bin string, err error) {
+	c := rep.Config
+	if bin, err = exec.LookPath(c.RedisBenchmark); err != nil {
+		return "", rig.errorf("%w: %v", ErrNoRedisBenchmark, err)
+	}
+	if rep.Files, err = childFiles(ctx); err != nil {
+		return "", rig.errorf("%w", err)
+	}
+	most := slices.Max(slices.Concat(c.Clients, c.TenantClients))
+	if most+overloadLabSpareFiles > rep.Files {
+		return "", rig.errorf("%d clients need %d open files in redis-benchmark, but ulimit -n is %d", most, most+overloadLabSpareFiles, rep.Files)
+	}
+	return bin, nil
+}
+
+// uniformSteps runs uniform keys at each client count, through sluice and
+// then straight at the shards.
+func (rep *OverloadLabReport) uniformSteps(ctx context.Context, rig *rig, d overloadDriver, uniform invocation) error {
+	c := rep.Config
+	direct, err := d.store.directUniform(c.Keyspace)
 	if err != nil {
 		return err
 	}
@@ -416,7 +436,13 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 				i+1, len(c.Clients), n, side, row.RPS, ms(row.P50), ms(row.P99), row.decidedLog(), row.Connections, row.Peak, row.Elapsed.Round(10*time.Millisecond))
 		}
 	}
+	return nil
+}
 
+// tenantSteps runs the one tenant key at each tenant count, a fresh key
+// each, through sluice at host:port.
+func (rep *OverloadLabReport) tenantSteps(ctx context.Context, rig *rig, d overloadDriver, host, port string, stamp int64) error {
+	c := rep.Config
 	for i, n := range c.TenantClients {
 		key := fmt.Sprintf("tenant:%d:%d", stamp, n)
 		in := invocation{Host: host, Port: port, Clients: n, Requests: c.Requests, Pipeline: 1, Command: []string{"RL.TAKE", key, "1"}}
@@ -429,7 +455,7 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 		rig.logf("[%d/%d] tenant %5d clients: admitted %d of a budget of %.0f (+ local share %.0f): %s; decided_by %s; breaker openings %d; %.0f req/s",
 			i+1, len(c.TenantClients), n, row.Admitted, row.Budget, row.LocalShare, row.Verdict(), formatCounts(row.DecidedBy), row.BreakerOpens, row.RPS)
 	}
-	return ctx.Err()
+	return nil
 }
 
 // childFiles is the open-files limit a child of this process gets: Go
