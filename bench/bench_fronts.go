@@ -158,9 +158,9 @@ func (cfg *FrontConfig) resolve() (extra []string, err error) {
 	return extra, nil
 }
 
-// fronts is what RunFronts runs on: the rig, the store, the one sluice
+// frontRun is what RunFronts runs on: the rig, the store, the one sluice
 // child with its doors open and a client of its RESP door.
-type fronts struct {
+type frontRun struct {
 	cfg  FrontConfig
 	rig  *rig
 	st   *store
@@ -172,12 +172,12 @@ type fronts struct {
 // startFronts sets up the rig (the cluster unless cfg names one), opens
 // the store and starts the sluice child with the doors of extra. The
 // caller must call close.
-func startFronts(ctx context.Context, cfg FrontConfig, extra []string, progress io.Writer) (*fronts, error) {
+func startFronts(ctx context.Context, cfg FrontConfig, extra []string, progress io.Writer) (*frontRun, error) {
 	bucket, err := benchBucket()
 	if err != nil {
 		return nil, err
 	}
-	f := &fronts{cfg: cfg, tool: "a Go load generator (one decision in flight per caller) and " + benchmarkVersion(cfg.RedisBenchmark)}
+	f := &frontRun{cfg: cfg, tool: "a Go load generator (one decision in flight per caller) and " + benchmarkVersion(cfg.RedisBenchmark)}
 	if f.rig, err = newRig(ctx, rigSpec{name: "bench front", binary: cfg.Binary, cluster: cfg.Cluster, policy: Policy, now: cfg.Now, tool: f.tool}, progress); err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func startFronts(ctx context.Context, cfg FrontConfig, extra []string, progress 
 }
 
 // close stops what startFronts started, by pid.
-func (f *fronts) close() {
+func (f *frontRun) close() {
 	if f.st != nil {
 		f.st.close()
 	}
@@ -205,7 +205,7 @@ func (f *fronts) close() {
 }
 
 // direct is redis-benchmark sending EVALSHA straight at the shards.
-func (f *fronts) direct(ctx context.Context) (FrontRow, error) {
+func (f *frontRun) direct(ctx context.Context) (FrontRow, error) {
 	direct, err := f.st.directUniform(f.cfg.Keyspace)
 	if err != nil {
 		return FrontRow{}, err
@@ -220,7 +220,7 @@ func (f *fronts) direct(ctx context.Context) (FrontRow, error) {
 }
 
 // take is redis-benchmark sending RL.TAKE through the RESP door.
-func (f *fronts) take(ctx context.Context) (FrontRow, error) {
+func (f *frontRun) take(ctx context.Context) (FrontRow, error) {
 	host, port, err := splitAddr(f.ch.addr)
 	if err != nil {
 		return FrontRow{}, err
@@ -236,7 +236,7 @@ func (f *fronts) take(ctx context.Context) (FrontRow, error) {
 
 // door drives one door with the Go load generator; the store must have
 // decided every request.
-func (f *fronts) door(ctx context.Context, door string) (FrontRow, error) {
+func (f *frontRun) door(ctx context.Context, door string) (FrontRow, error) {
 	addr := f.ch.addr
 	if door != DoorRESP {
 		var err error
@@ -259,7 +259,7 @@ func (f *fronts) door(ctx context.Context, door string) (FrontRow, error) {
 
 // counted runs drive with sluice's decided_by_store read around it, the
 // difference the row's Store; what names the run in drive's error.
-func (f *fronts) counted(ctx context.Context, what string, drive func(context.Context) (FrontRow, error)) (FrontRow, error) {
+func (f *frontRun) counted(ctx context.Context, what string, drive func(context.Context) (FrontRow, error)) (FrontRow, error) {
 	before, err := storeDecisions(ctx, f.sl)
 	if err != nil {
 		return FrontRow{}, err
