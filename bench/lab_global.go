@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 )
@@ -155,25 +154,3 @@ func (r *GlobalLabReport) run(ctx context.Context, rig *rig) error {
 
 // Markdown renders the seed lab's table with the measured numbers.
 func (r *GlobalLabReport) Markdown() string { return render("global", r) }
-
-// labGlobal is `sluice lab global`.
-func labGlobal() Lab {
-	return Lab{Name: "global", About: "is the limit global? 1 sluice, 2 sluices on the cluster, 2 embedded sluices",
-		Usage: `The seed lab's experiment 1: one tenant key, a token bucket of capacity 100
-refilled 50/s, through 1 sluice process in front of the Redis Cluster, 2
-processes in front of it (one shared bucket) and 2 processes in embedded
-mode (each its own in-process bucket), for --duration each. Prints allowed,
-rejected, expected (100 + 50 × elapsed, one shared bucket) and a verdict
-computed from their ratio as a markdown table. Without --cluster it starts
-a local 3+3 Redis Cluster (redis-server and redis-cli on PATH); it starts
-this binary as 'sluice serve' for each process.
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			rep := &GlobalLabReport{}
-			c := &rep.Config
-			return rigFlags(rep, func() {
-				clusterSeeds(fs, &c.Cluster)
-				fs.DurationVar(&c.Duration, "duration", c.Duration, "load per row")
-				loadFlags(fs, "row", &c.MaxRequests, &c.Workers, nil)
-			})
-		}}
-}

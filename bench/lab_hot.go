@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -420,34 +418,3 @@ type HotLabReport struct {
 // Markdown renders the report: the table, what its columns mean and the
 // policy.
 func (r *HotLabReport) Markdown() string { return render("hot", r) }
-
-// labHot is `sluice lab hot`.
-func labHot() Lab {
-	return Lab{Name: "hot", About: "one hot key through two sluice instances, once per hot-key mode (strict, split, lease)",
-		Usage: `The hot-tenant experiment: one key (hot:tenant) at the machine's top rate
-through two sluice instances in front of one Redis Cluster, once per hot-key
-mode, with the same policy otherwise (limit 1000, rate 500/1s,
-on_store_error closed, hot threshold 1000 requests/s per instance, split 8).
-Prints requests/s, p99, admitted against the budget (limit + rate × elapsed)
-and the decided_by counts as a markdown table. Without --cluster it starts a
-local 3+3 Redis Cluster (needs redis-server and redis-cli on PATH); it starts
-this binary as 'sluice serve' for each instance and stops it after each mode.
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			rep := &HotLabReport{}
-			c := &rep.Config
-			return rigFlags(rep, func() {
-				fs.Func("modes", "hot-key `modes` to run, in order: strict (hot mode off), split, lease (default strict,split,lease)", func(s string) error {
-					c.Modes = nil
-					for _, m := range strings.Split(s, ",") {
-						c.Modes = append(c.Modes, HotLabMode(strings.TrimSpace(m)))
-					}
-					return nil
-				})
-				loadFlags(fs, "mode", &c.MaxRequests, &c.Workers, &c.Instances)
-				fs.DurationVar(&c.Duration, "duration", c.Duration, "load per mode")
-				fs.IntVar(&c.Pipeline, "pipeline", c.Pipeline, "RL.TAKE commands per pipeline")
-				fs.IntVar(&c.Split, "split", c.Split, "sub-buckets of the split mode")
-				clusterSeeds(fs, &c.Cluster)
-			})
-		}}
-}

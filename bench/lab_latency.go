@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -218,22 +217,3 @@ func (r *LatencyLabReport) Markdown() string { return render("latency", r) }
 
 // Warmup is the untimed decisions on each path before the samples.
 func (r *LatencyLabReport) Warmup() int { return latencyLabWarmup }
-
-// labLatency is `sluice lab latency`.
-func labLatency() Lab {
-	return Lab{Name: "latency", About: "p50/p99 of one decision: in process, embedded, through the cluster, EVALSHA",
-		Usage: `The seed lab's latency table: one client, one decision at a time, --samples
-per path: the Go token bucket in this process, RL.TAKE through sluice in
-embedded mode, RL.TAKE through sluice in front of the Redis Cluster, and
-EVALSHA of sluice's script straight to the primary that owns the key.
-Prints p50 and p99 per path. Without --cluster it starts a local 3+3 Redis
-Cluster.
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			rep := &LatencyLabReport{}
-			c := &rep.Config
-			return rigFlags(rep, func() {
-				clusterSeeds(fs, &c.Cluster)
-				fs.IntVar(&c.Samples, "samples", c.Samples, fmt.Sprintf("timed decisions per path (at most %d)", MaxLatencyLabSamples))
-			})
-		}}
-}

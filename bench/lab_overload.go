@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -487,41 +486,4 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "n/a"
-}
-
-// labOverload is `sluice lab overload`.
-func labOverload() Lab {
-	return Lab{Name: "overload", About: "50 → 5,000 redis-benchmark clients through one sluice and straight at the shards; one tenant in the surge",
-		Usage: `A surge is not an outage: one sluice process (policy timeout --timeout) in
-front of a Redis Cluster, every node up, and redis-benchmark with uniform
-keys (RL.TAKE key:__rand_int__ 1) at each of --clients, then the same
-script by EVALSHA straight at the shards (--cluster). Prints per count and
-side requests/s, p50/p99 and, for sluice, the share decided by the store, at
-the door by overload and by the failure policy, and the breaker openings;
-then one tenant key (limit 100, rate 50/s, on_store_error open) at each of
---tenant-clients: admitted against the budget (limit + rate × window) and
-the local share. Every client must connect (needs ulimit -n above the
-largest count). Without --cluster it starts a local 3+3 Redis Cluster
-(redis-server, redis-cli and redis-benchmark on PATH).
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			rep := &OverloadLabReport{}
-			c := &rep.Config
-			return rigFlags(rep, func() {
-				for _, l := range []struct {
-					name string
-					dst  *[]int
-				}{{"clients", &c.Clients}, {"tenant-clients", &c.TenantClients}} {
-					fs.Func(l.name, fmt.Sprintf("client `counts`, in order (default %s)", commaInts(*l.dst)), func(s string) error {
-						n, err := intList(s)
-						*l.dst = n
-						return err
-					})
-				}
-				fs.IntVar(&c.Requests, "requests", c.Requests, "redis-benchmark -n of every step and side")
-				fs.IntVar(&c.Warmup, "warmup", c.Warmup, "requests through sluice before the first step")
-				fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "the policy file's store deadline")
-				fs.IntVar(&c.Keyspace, "keyspace", c.Keyspace, "redis-benchmark -r of the uniform steps")
-				clusterSeeds(fs, &c.Cluster)
-			})
-		}}
 }

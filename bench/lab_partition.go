@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"strings"
@@ -284,26 +283,4 @@ func (r *PartitionLabReport) ShareOf(mode string) float64 {
 		}
 	}
 	return math.NaN()
-}
-
-// labPartition is `sluice lab partition`.
-func labPartition() Lab {
-	return Lab{Name: "partition", About: "the owning primary frozen (SIGSTOP) under load, once per on_store_error",
-		Usage: `The seed lab's experiment 2: 2 sluice processes in front of a local 3+3
-Redis Cluster (cluster-node-timeout 60s, so nothing fails over); the primary
-owning three keys (on_store_error open, closed, local with local_share 0.5;
-capacity 100, refill 50/s) is stopped with SIGSTOP for --pause while the
-keys are sent RL.TAKE through both processes, then resumed with SIGCONT.
-Prints allowed, rejected, error replies, slowest reply, decided_by, the time
-to strict decisions again and a verdict per policy. It always starts its
-own cluster (it must signal a node).
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			rep := &PartitionLabReport{}
-			c := &rep.Config
-			return rigFlags(rep, func() {
-				fs.DurationVar(&c.Pause, "pause", c.Pause, "how long the primary stays stopped, under load")
-				fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "the policy file's store deadline")
-				loadFlags(fs, "policy", &c.MaxRequests, &c.Workers, &c.Instances)
-			})
-		}}
 }

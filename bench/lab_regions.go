@@ -3,7 +3,6 @@ package bench
 import (
 	"cmp"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"time"
@@ -431,43 +430,4 @@ func (rep *RegionsLabReport) Targets() []RegionsLabTarget {
 		Met:      c.Within(),
 	})
 	return out
-}
-
-// labRegions is `sluice lab regions`.
-func labRegions() Lab {
-	return Lab{Name: "regions", About: "two regions and a home 80 ms away: one synchronous store vs per-region budgets reconciled in the background; a shift of demand; a region cut off",
-		Usage: `Issue 15's experiment: three local Redis Clusters (regions eu and us, 3
-primaries each; home, 3 primaries with a replica each), every home node
-behind a delay proxy (--rtt round trip between a region and home), two
-sluice processes per region. Paced load of one key, --demand requests/s,
-70 % from eu and 30 % from us, then 30/70 halfway, in three setups: one
-global synchronous store (every process's --cluster is home), purely
-regional (each region its own budget on its own cluster: the latency
-baseline) and per-region + async reconcile (scope: global, --region,
---home-cluster). Prints requests/s, p50/p99 per region and admitted against
-the global budget (limit + rate × elapsed) side by side, the admissions per
-second around the shift and how long the allocation took to follow it, the
-allocation counters, then eu cut off from home for --cut while us is not:
-what eu admitted against its floor plus what it held, the error replies and
-what it admitted once home returned. Needs redis-server and redis-cli on
-PATH; starts this binary as 'sluice serve' for every process.
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			rep := &RegionsLabReport{}
-			c := &rep.Config
-			return rigFlags(rep, func() {
-				fs.DurationVar(&c.RTT, "rtt", c.RTT, "round trip between a region and home (each proxy delays half of it each way)")
-				fs.DurationVar(&c.Duration, "duration", c.Duration, "load of the synchronous and of the per-region setups, the shift halfway")
-				fs.DurationVar(&c.Baseline, "baseline", c.Baseline, "load of the purely regional setup")
-				fs.DurationVar(&c.Cut, "cut", c.Cut, "how long eu is cut off from home")
-				fs.DurationVar(&c.Settle, "settle", c.Settle, "load before the cut")
-				fs.DurationVar(&c.After, "after", c.After, "load after home returns (at least 2s)")
-				fs.StringVar(&c.CutMode, "cut-mode", c.CutMode, "how eu is cut off: stall (bytes held: timeouts) or reset (connections reset)")
-				fs.Int64Var(&c.Limit, "limit", c.Limit, "the global budget's burst")
-				fs.Int64Var(&c.Rate, "rate", c.Rate, "the global budget's refill, per second")
-				fs.Float64Var(&c.Demand, "demand", c.Demand, "requests per second over both regions")
-				fs.Float64Var(&c.Floor, "floor", c.Floor, "region_floor: the share of limit and rate a region cut off from home admits")
-				fs.IntVar(&c.Workers, "workers", c.Workers, "load goroutines per region, one request in flight each")
-				fs.Int64Var(&c.MaxRequests, "max-requests", c.MaxRequests, "at most this many requests per setup")
-			})
-		}}
 }

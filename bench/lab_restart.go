@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -379,27 +378,3 @@ func (l *restartLab) failover(ctx context.Context) (RestartLabRow, error) {
 
 // Markdown renders the rows.
 func (r *RestartLabReport) Markdown() string { return render("restart", r) }
-
-// labRestart is `sluice lab restart`.
-func labRestart() Lab {
-	return Lab{Name: "restart", About: "SCRIPT FLUSH, a restart, a failover of the owning primary under load",
-		Usage: `The seed lab's "survives a Redis restart": 2 sluice processes in front of a
-local 3+3 Redis Cluster decide one key while its primary meets, in turn,
-SCRIPT FLUSH; SIGKILL and a restart --down later with no data and no scripts
-(failover held off); SIGKILL with its replica promoted (cluster-node-timeout
---node-timeout). Prints per event the requests until decisions are strict
-again, error replies (there must be none), NOSCRIPT replies and EVAL reloads
-on the owner, the time to strict decisions and decided_by. It always starts
-its own cluster (it must kill a node).
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			rep := &RestartLabReport{}
-			c := &rep.Config
-			return rigFlags(rep, func() {
-				loadFlags(fs, "event", &c.MaxRequests, &c.Workers, &c.Instances)
-				fs.DurationVar(&c.Down, "down", c.Down, "how long the killed primary stays down before its restart")
-				fs.DurationVar(&c.Window, "window", c.Window, "the least time the load runs after each event")
-				fs.DurationVar(&c.NodeTimeout, "node-timeout", c.NodeTimeout, "cluster-node-timeout for the failover")
-				fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "the policy file's store deadline")
-			})
-		}}
-}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -267,29 +266,4 @@ func (r *SoakReport) Markdown() string {
 		fmt.Fprintf(&b, "| %v | %d | %d | %d | %.1f | %d | %s |\n", s.At, s.Decisions, s.Errors, s.Goroutines, float64(s.RSSKiB)/1024, s.FDs, s.Fault)
 	}
 	return b.String()
-}
-
-// labSoak is `sluice lab soak`.
-func labSoak() Lab {
-	return Lab{Name: "soak", About: "minutes of mixed load and faults; sluice's goroutines, RSS and open files",
-		Usage: `Mixed keys (a hot leased key and keys of every on_store_error) under load
-for --duration against a local 3+3 Redis Cluster, while faults are injected
-in turn every --fault: SCRIPT FLUSH on every node, a primary paused for a
-second, a flood of 500 connects and disconnects. Samples sluice's
-goroutines, RSS and open file descriptors every --sample, which must end
-where they started once the load is gone, and prints them as a table.
-`, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
-			var cfg SoakConfig
-			fs.DurationVar(&cfg.Duration, "duration", DefaultSoakDuration, "how long the load runs")
-			fs.DurationVar(&cfg.Sample, "sample", DefaultSoakSample, "between samples")
-			fs.DurationVar(&cfg.Fault, "fault", DefaultSoakFault, "between faults")
-			fs.IntVar(&cfg.Workers, "workers", DefaultSoakWorkers, "client goroutines")
-			return func(ctx context.Context, progress io.Writer) (Markdowner, error) {
-				rep, err := Soak(ctx, cfg, progress)
-				if err != nil {
-					return nil, err
-				}
-				return rep, nil
-			}, nil
-		}}
 }
