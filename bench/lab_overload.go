@@ -215,31 +215,27 @@ func percent(share float64) string {
 // cells of the main table; the direct side has no failure policy, so only
 // the store decides and there is no breaker.
 func (r OverloadLabRow) StoreCell() string {
-	if r.Direct() {
-		return "100 % (no failure policy)"
-	}
-	return percent(r.Split().Share(r.Split().Store))
+	return r.shareCell(r.Split().Store, "100 % (no failure policy)")
 }
 
-func (r OverloadLabRow) OverloadCell() string {
-	if r.Direct() {
-		return "—"
-	}
-	return percent(r.Split().Share(r.Split().Overload))
-}
+func (r OverloadLabRow) OverloadCell() string { return r.shareCell(r.Split().Overload, "—") }
 
-func (r OverloadLabRow) FallbackCell() string {
-	if r.Direct() {
-		return "—"
-	}
-	return percent(r.Split().Share(r.Split().Fallback))
-}
+func (r OverloadLabRow) FallbackCell() string { return r.shareCell(r.Split().Fallback, "—") }
 
 func (r OverloadLabRow) BreakerCell() string {
 	if r.Direct() {
 		return "—"
 	}
 	return thousands(float64(r.BreakerOpens))
+}
+
+// shareCell is n as a share of the row's decisions; direct on the direct
+// side.
+func (r OverloadLabRow) shareCell(n int64, direct string) string {
+	if r.Direct() {
+		return direct
+	}
+	return percent(r.Split().Share(n))
 }
 
 // decidedLog is the row's decisions for a progress line.

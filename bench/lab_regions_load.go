@@ -46,12 +46,10 @@ type event struct {
 
 // regionTally is what one region's requests saw.
 type regionTally struct {
-	sent, admitted, rejected, errors int64
-	wrongLimit                       int64
-	by                               map[string]int64
-	firstErr                         error
-	lat                              []time.Duration
-	sentBins, admittedBins           []int64 // by the time each request was sent
+	takeTally
+	sent                   int64
+	lat                    []time.Duration
+	sentBins, admittedBins []int64 // by the time each request was sent
 }
 
 // pacedResult is a paced load's tallies, one per region, in the order of
@@ -116,7 +114,7 @@ type pacer struct {
 }
 
 func (p *pacer) tally() *regionTally {
-	return &regionTally{by: map[string]int64{}, sentBins: make([]int64, p.nbins), admittedBins: make([]int64, p.nbins)}
+	return &regionTally{takeTally: takeTally{by: map[string]int64{}}, sentBins: make([]int64, p.nbins), admittedBins: make([]int64, p.nbins)}
 }
 
 // rate is rl's requests/s at an offset from the start.
@@ -188,45 +186,21 @@ func (p *pacer) nextTurn(rl regionLoad, next time.Duration, r float64) time.Dura
 	return next
 }
 
+// count tallies one reply to a request sent at, lat before it came.
 func (t *regionTally) count(v []any, err error, at, lat time.Duration, spec pacedSpec) {
 	b := min(int(at/spec.bin), len(t.sentBins)-1)
 	t.sent++
 	t.sentBins[b]++
 	t.lat = append(t.lat, lat)
-	if err == nil {
-		err = checkTake(v)
-	}
-	if err != nil {
-		t.errors++
-		if t.firstErr == nil {
-			t.firstErr = err
-		}
-		return
-	}
-	if v[0] == int64(1) {
-		t.admitted++
+	if t.takeTally.count(v, err, spec.limit) {
 		t.admittedBins[b]++
-	} else {
-		t.rejected++
 	}
-	if v[1] != spec.limit {
-		t.wrongLimit++
-	}
-	t.by[v[5].(string)]++
 }
 
+// merge adds o's tally to t's.
 func (t *regionTally) merge(o *regionTally) {
+	t.takeTally.merge(&o.takeTally)
 	t.sent += o.sent
-	t.admitted += o.admitted
-	t.rejected += o.rejected
-	t.errors += o.errors
-	t.wrongLimit += o.wrongLimit
-	for k, v := range o.by {
-		t.by[k] += v
-	}
-	if t.firstErr == nil {
-		t.firstErr = o.firstErr
-	}
 	t.lat = append(t.lat, o.lat...)
 	for i := range t.sentBins {
 		t.sentBins[i] += o.sentBins[i]
