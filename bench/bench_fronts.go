@@ -302,22 +302,13 @@ func loopbackOnly(addr string) error {
 
 // Markdown is the report as a markdown table, requests/s as a ratio of
 // direct EVALSHA's.
-func (rep *FrontReport) Markdown() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# sluice bench --front: the doors side by side\n\nMachine: %s.\n\n", rep.Machine)
-	fmt.Fprintf(&b, "%d concurrent callers, one decision in flight each, %d requests per row, uniform keys over %d; a policy that admits everything, so every decision runs the token bucket in Redis and writes. The whole run took %v.\n\n",
-		rep.Config.Clients, rep.Config.Requests, rep.Config.Keyspace, rep.Elapsed.Round(time.Second))
-	b.WriteString("| door | driven by | requests/s | ÷ direct EVALSHA | p50 ms | p99 ms | decided by the store |\n|---|---|--:|--:|--:|--:|--:|\n")
-	row := func(r FrontRow, store string) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Door, r.Tool, thousands(r.RPS), fixed(rep.Ratio(r), 2), ms(r.P50), ms(r.P99), store)
+func (rep *FrontReport) Markdown() string { return render("fronts", rep) }
+
+// StoreCell is the row's decisions by the store; a peer has its own
+// memory instead.
+func (r FrontRow) StoreCell() string {
+	if r.Store < 0 {
+		return "— (its own memory)"
 	}
-	row(rep.Direct, "—")
-	for _, r := range rep.Rows {
-		store := thousands(float64(r.Store))
-		if r.Store < 0 {
-			store = "— (its own memory)"
-		}
-		row(r, store)
-	}
-	return b.String()
+	return thousands(float64(r.Store))
 }

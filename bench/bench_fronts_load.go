@@ -25,7 +25,7 @@ var dialers = map[string]func(addr string) (caller, error){
 	DoorHTTP: dialHTTP,
 	// PeerGubernator is driven by RunFronts' Peer, not as a door.
 	PeerGubernator: dialGubernator,
-	// DoorGRPC registers itself in front_grpc.go.
+	// DoorGRPC registers itself in bench_fronts_grpc.go.
 }
 
 // driveDoor runs cfg.Requests decisions through door at addr from cfg.Clients

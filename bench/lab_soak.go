@@ -259,11 +259,7 @@ func procUsage(pid int) (rssKiB int64, fds int) {
 }
 
 // Markdown renders the samples as a table.
-func (r *SoakReport) Markdown() string {
-	var b strings.Builder
-	b.WriteString("| t | decisions | error replies | goroutines | RSS MiB | open fds | fault since last sample |\n|--:|--:|--:|--:|--:|--:|---|\n")
-	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %v | %d | %d | %d | %.1f | %d | %s |\n", s.At, s.Decisions, s.Errors, s.Goroutines, float64(s.RSSKiB)/1024, s.FDs, s.Fault)
-	}
-	return b.String()
-}
+func (r *SoakReport) Markdown() string { return render("soak", r) }
+
+// RSSMiB is the resident set in MiB.
+func (s SoakSample) RSSMiB() float64 { return float64(s.RSSKiB) / 1024 }

@@ -82,15 +82,16 @@ func errorCell(n int64, first string) string {
 	return s
 }
 
-// labTemplateFiles are the labs' reports, one markdown template a lab:
-// the words and the tables are there, the numbers come from the report.
+// reportTemplateFiles are the reports, one markdown template each (a lab,
+// sluice bench, bench --front, the soak): the words and the tables are
+// there, the numbers come from the report.
 //
 //go:embed templates/*.md.tmpl
-var labTemplateFiles embed.FS
+var reportTemplateFiles embed.FS
 
-// labTemplates are labTemplateFiles parsed, with the functions that format
-// their numbers; parsed once, read only.
-var labTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+// reportTemplates are reportTemplateFiles parsed, with the functions that
+// format their numbers; parsed once, read only.
+var reportTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"thousands": func(v any) string {
 		switch n := v.(type) {
 		case int:
@@ -110,6 +111,10 @@ var labTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 		return ms(f)
 	},
 	"seconds":      func(d time.Duration) time.Duration { return d.Round(time.Second) },
+	"tenMillis":    func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) },
+	"inc":          func(i int) int { return i + 1 },
+	"plural":       plural,
+	"cpuSplit":     cpuSplit,
 	"millis":       func(d time.Duration) time.Duration { return d.Round(time.Millisecond) },
 	"fixed":        fixed,
 	"cell":         cell,
@@ -118,15 +123,15 @@ var labTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"joinInts":     joinInts,
 	"join":         strings.Join,
 	"redisKey":     redisKey,
-}).ParseFS(labTemplateFiles, "templates/*.md.tmpl"))
+}).ParseFS(reportTemplateFiles, "templates/*.md.tmpl"))
 
-// render fills the lab's template (templates/<lab>.md.tmpl) with its
-// report. The templates are fixed and tested, so a failure is a bug; it
-// is said in the text rather than panicking.
-func render(lab string, report any) string {
+// render fills the template templates/<name>.md.tmpl with its report.
+// The templates are fixed and tested (the goldens in testdata/), so a
+// failure is a bug; it is said in the text rather than panicking.
+func render(name string, report any) string {
 	var b strings.Builder
-	if err := labTemplates.ExecuteTemplate(&b, lab+".md.tmpl", report); err != nil {
-		fmt.Fprintf(&b, "\n\n(bug: the %s report did not render: %v)\n", lab, err)
+	if err := reportTemplates.ExecuteTemplate(&b, name+".md.tmpl", report); err != nil {
+		fmt.Fprintf(&b, "\n\n(bug: the %s report did not render: %v)\n", name, err)
 	}
 	return b.String()
 }
