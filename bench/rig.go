@@ -85,7 +85,8 @@ type labConfig interface {
 // limit global?), *PartitionLabReport (the owning primary frozen),
 // *RestartLabReport (flushed, restarted, failed over), *LatencyLabReport
 // (what one decision costs), *HotLabReport (one hot key in each hot-key
-// mode).
+// mode), *OverloadLabReport (a surge of clients), *RegionsLabReport
+// (per-region budgets of a global one).
 type Experiment interface {
 	Markdown() string
 	config() labConfig
