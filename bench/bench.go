@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // ErrNoRedisBenchmark is returned (wrapped) by Run when redis-benchmark
@@ -45,13 +44,9 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 	if h.bin, err = exec.LookPath(c.RedisBenchmark); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoRedisBenchmark, err)
 	}
-	set, err := policy.Parse([]byte(Policy), "bench.yaml")
+	bucket, err := benchBucket()
 	if err != nil {
-		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
-	}
-	bucket, err := set.Lookup("bench").Bucket()
-	if err != nil {
-		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
+		return nil, err
 	}
 
 	rig, err := newRig(ctx, rigSpec{name: "bench", binary: c.Binary, cluster: c.Cluster, policy: Policy}, progress)
@@ -63,45 +58,12 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 		return nil, err
 	}
 	defer h.store.close()
-	if rig.rc != nil {
-		var ownPids []int
-		for _, n := range rig.rc.Nodes() {
-			ownPids = append(ownPids, n.Pid)
-		}
-		slices.Sort(ownPids)
-		if !slices.Equal(ownPids, h.store.pids) {
-			return nil, fmt.Errorf("bench: the cluster's nodes report pids %v, but its processes are %v", h.store.pids, ownPids)
-		}
-	}
-
-	addr := c.SluiceAddr
-	if addr == "" {
-		if _, err := rig.startSluice(ctx, 1, rig.seeds, rig.policy, 0); err != nil {
-			return nil, err
-		}
-		h.child = rig.children[0]
-		addr = h.child.addr
-	}
-	if h.front, err = newFront(ctx, addr); err != nil {
+	if err := h.checkPids(rig); err != nil {
 		return nil, err
 	}
-	defer h.front.close()
-	if h.child != nil && h.front.pid != h.child.pid() {
-		return nil, fmt.Errorf("bench: sluice at %s reports pid %d, but the child is %d", addr, h.front.pid, h.child.pid())
-	}
-	if !c.NoEmbedded {
-		// The embedded side: the same binary and policy file, no store.
-		if _, err := rig.startSluice(ctx, 1, nil, rig.policy, 0); err != nil {
-			return nil, err
-		}
-		emb := rig.children[len(rig.children)-1]
-		if h.embedded, err = newFront(ctx, emb.addr); err != nil {
-			return nil, err
-		}
-		defer h.embedded.close()
-		if h.embedded.pid != emb.pid() {
-			return nil, fmt.Errorf("bench: the embedded sluice at %s reports pid %d, but the child is %d", emb.addr, h.embedded.pid, emb.pid())
-		}
+	defer h.closeSides()
+	if err := h.startSides(ctx, rig); err != nil {
+		return nil, err
 	}
 
 	rep := &Report{
@@ -122,6 +84,68 @@ func Run(ctx context.Context, cfg Config, stdout, progress io.Writer) (*Report, 
 		return rep, err
 	}
 	return rep, rep.write(stdout, c.MarkdownPath, c.SVGPath)
+}
+
+// checkPids checks, on a cluster the rig started, that its nodes report
+// the pids of its processes: the CPU read from /proc is theirs.
+func (h *harness) checkPids(rig *rig) error {
+	if rig.rc == nil {
+		return nil
+	}
+	var ownPids []int
+	for _, n := range rig.rc.Nodes() {
+		ownPids = append(ownPids, n.Pid)
+	}
+	slices.Sort(ownPids)
+	if !slices.Equal(ownPids, h.store.pids) {
+		return fmt.Errorf("bench: the cluster's nodes report pids %v, but its processes are %v", h.store.pids, ownPids)
+	}
+	return nil
+}
+
+// startSides connects to the sluice side (SluiceAddr, or a child the rig
+// starts) and, unless NoEmbedded, starts the embedded side: the same
+// binary and policy file, no store. Each must report its child's pid.
+func (h *harness) startSides(ctx context.Context, rig *rig) error {
+	addr := h.cfg.SluiceAddr
+	if addr == "" {
+		if _, err := rig.startSluice(ctx, 1, rig.seeds, rig.policy, 0); err != nil {
+			return err
+		}
+		h.child = rig.children[0]
+		addr = h.child.addr
+	}
+	var err error
+	if h.front, err = newFront(ctx, addr); err != nil {
+		return err
+	}
+	if h.child != nil && h.front.pid != h.child.pid() {
+		return fmt.Errorf("bench: sluice at %s reports pid %d, but the child is %d", addr, h.front.pid, h.child.pid())
+	}
+	if h.cfg.NoEmbedded {
+		return nil
+	}
+	if _, err := rig.startSluice(ctx, 1, nil, rig.policy, 0); err != nil {
+		return err
+	}
+	emb := rig.children[len(rig.children)-1]
+	if h.embedded, err = newFront(ctx, emb.addr); err != nil {
+		return err
+	}
+	if h.embedded.pid != emb.pid() {
+		return fmt.Errorf("bench: the embedded sluice at %s reports pid %d, but the child is %d", emb.addr, h.embedded.pid, emb.pid())
+	}
+	return nil
+}
+
+// closeSides closes the clients of the sides startSides connected to.
+func (h *harness) closeSides() {
+	if h.embedded != nil {
+		h.embedded.close()
+	}
+	if h.front != nil {
+		h.front.close()
+	}
 }
 
 // harness holds what the runs need.

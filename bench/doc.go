@@ -22,15 +22,41 @@
 // (INFO commandstats), so a benchmark cannot quietly measure fallback
 // answers or one shard.
 //
-// RunLab runs the experiments of `sluice lab` on one rig (rig.go): it
-// starts the cluster (or takes the user's), writes the policy file, starts
-// and stops the sluice processes, drives the load (drive) and collects the
-// replies, and renders the report from templates/<lab>.md.tmpl. A lab file
-// holds only its experiment: its config, its rows, the fault it injects.
-// The experiments: global (is the limit global?), partition (the owning
+// RunLab runs the experiments of `sluice lab` on one rig: it starts the
+// cluster (or takes the user's), writes the policy file, starts and stops
+// the sluice processes, drives the load (drive) and collects the replies,
+// and renders the report from templates/<lab>.md.tmpl. A lab file holds
+// only its experiment: its config, its rows, the fault it injects. The
+// experiments: global (is the limit global?), partition (the owning
 // primary frozen), restart (flushed, restarted, failed over), latency
-// (what one decision costs), hot (one hot key in each hot-key mode); Soak
-// runs mixed load with faults on the same rig.
+// (what one decision costs), hot (one hot key in each hot-key mode),
+// overload (a surge of clients), regions (per-region budgets of a global
+// one); Soak runs mixed load with faults on the same rig.
+//
+// The package is one house of rooms, each a set of files named for it:
+//
+//   - rig*.go, the one rig: RunLab, the cluster, the policy file and the
+//     sluice processes stopped by pid (rig.go, rig_child.go), the cluster as
+//     a store with its script loaded (rig_store.go), the load (rig_load.go),
+//     redis-benchmark runs and their output (rig_redisbench.go), CPU from
+//     /proc (rig_proc.go).
+//   - report_*.go, the one report writer: the labs' Markdown templates and
+//     the number formats they use (report_render.go), the SVG chart
+//     (report_svg.go).
+//   - cli.go, the command lines of `sluice bench` and every `sluice lab`
+//     experiment, declared on the flag set cmd/sluice parses.
+//   - bench*.go, `sluice bench`: Run and its report (bench.go,
+//     bench_config.go, bench_report.go); RunFronts, the doors driven side by
+//     side (bench_fronts*.go).
+//   - lab_<name>*.go, one experiment each (a large one in several files,
+//     all named for it).
+//   - results/, the checked-in reports, each written by its command with
+//     --out bench/results/<name>.md (and `sluice bench --svg
+//     bench/results/results.svg`).
+//
+// One package, not sub-packages: every experiment uses the rig's and the
+// report writer's unexported pieces, which a bench/rig or bench/report
+// would have to export to no reader's gain; the file names show the rooms.
 //
 // What it must not do: put wall-clock thresholds in tests, signal a process
 // it did not start (the sluice child and the cluster are stopped by their

@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/lua"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // Defaults and bounds of LatencyLabConfig.
@@ -86,16 +85,12 @@ type LatencyLabReport struct {
 // not throughput.
 func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 	c := rep.Config
-	set, err := policy.Parse([]byte(rig.rules), rig.policy)
+	set, err := rig.policySet()
 	if err != nil {
-		return rig.errorf("the policy: %w", err)
+		return err
 	}
 	pol := set.Match("acme")
-	bucket, err := pol.Bucket()
-	if err != nil {
-		return rig.errorf("the policy: %w", err)
-	}
-	st, err := openStore(ctx, rig.seeds, bucket)
+	st, err := rig.openStore(ctx, pol)
 	if err != nil {
 		return err
 	}
@@ -103,17 +98,6 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 	key := fmt.Sprintf("acme:latency:%d", c.Now().UnixNano())
 	if rep.Owner, err = st.owner(ctx, redisKey(key)); err != nil {
 		return err
-	}
-	add := func(row LatencyLabRow, lat []time.Duration, allowed int, err error) error {
-		if err != nil {
-			return rig.errorf("%s: %w", row.Path, err)
-		}
-		row.Samples, row.Allowed = len(lat), allowed
-		row.Max = float64(maxDuration(lat)) / float64(time.Millisecond)
-		row.P50, row.P99 = Percentile(lat, 50), Percentile(lat, 99)
-		rep.Rows = append(rep.Rows, row)
-		rig.logf("%s: p50 %s ms, p99 %s ms, max %s ms over %d samples (%d allowed)", row.Path, ms(row.P50), ms(row.P99), ms(row.Max), row.Samples, row.Allowed)
-		return nil
 	}
 
 	// (a) the decision itself, in this process.
@@ -124,7 +108,7 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 		s.Do(ctx, reqs, out)
 		return out[0].Allowed, out[0].Err
 	})
-	if err := add(LatencyLabRow{Path: "in-process Go decision (local.Store.Do)", Note: "no I/O; but per process: wrong at 2+ processes"}, lat, allowed, err); err != nil {
+	if err := rep.add(rig, LatencyLabRow{Path: "in-process Go decision (local.Store.Do)", Note: "no I/O; but per process: wrong at 2+ processes"}, lat, allowed, err); err != nil {
 		return err
 	}
 
@@ -141,20 +125,49 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 		if err != nil {
 			return err
 		}
-		lat, allowed, err := timeCalls(ctx, c.Samples, func() (bool, error) {
-			v, err := takeOnce(ctx, clients[0], key)
-			if err == nil && v[1] != c.Limit {
-				err = fmt.Errorf("RL.TAKE %s = %v: limit %v, want %d: sluice does not run the lab's policy", key, v, v[1], c.Limit)
-			}
-			return err == nil && v[0] == int64(1), err
-		})
+		lat, allowed, err := rep.takes(ctx, clients[0], key)
 		rig.stopSluice()
-		if err := add(LatencyLabRow{Path: arm.path, Note: arm.note}, lat, allowed, err); err != nil {
+		if err := rep.add(rig, LatencyLabRow{Path: arm.path, Note: arm.note}, lat, allowed, err); err != nil {
 			return err
 		}
 	}
 
 	// (d) sluice's script straight to the owner, as the seed lab does.
+	lat, allowed, err = rep.evalsha(ctx, st, key)
+	if err := rep.add(rig, LatencyLabRow{Path: "EVALSHA straight to the owning primary", Note: "one hop + the script, as the seed lab measures; no batching, no failure policy"}, lat, allowed, err); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// add is one path's row, from its timed calls, or the error that ended
+// them.
+func (rep *LatencyLabReport) add(rig *rig, row LatencyLabRow, lat []time.Duration, allowed int, err error) error {
+	if err != nil {
+		return rig.errorf("%s: %w", row.Path, err)
+	}
+	row.Samples, row.Allowed = len(lat), allowed
+	row.Max = float64(maxDuration(lat)) / float64(time.Millisecond)
+	row.P50, row.P99 = Percentile(lat, 50), Percentile(lat, 99)
+	rep.Rows = append(rep.Rows, row)
+	rig.logf("%s: p50 %s ms, p99 %s ms, max %s ms over %d samples (%d allowed)", row.Path, ms(row.P50), ms(row.P99), ms(row.Max), row.Samples, row.Allowed)
+	return nil
+}
+
+// takes times RL.TAKE key through c, a sluice process's client.
+func (rep *LatencyLabReport) takes(ctx context.Context, c *redis.Client, key string) ([]time.Duration, int, error) {
+	want := rep.Config.Limit
+	return timeCalls(ctx, rep.Config.Samples, func() (bool, error) {
+		v, err := takeOnce(ctx, c, key)
+		if err == nil && v[1] != want {
+			err = fmt.Errorf("RL.TAKE %s = %v: limit %v, want %d: sluice does not run the lab's policy", key, v, v[1], want)
+		}
+		return err == nil && v[0] == int64(1), err
+	})
+}
+
+// evalsha times sluice's script by EVALSHA straight to key's owner.
+func (rep *LatencyLabReport) evalsha(ctx context.Context, st *store, key string) ([]time.Duration, int, error) {
 	oc := redis.NewClient(&redis.Options{Addr: rep.Owner, MaxRetries: -1, DisableIdentity: true, Protocol: 2, PoolSize: 1})
 	defer oc.Close()
 	args := make([]any, 0, 5)
@@ -162,7 +175,7 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 		args = append(args, a)
 	}
 	rk := []string{redisKey(key)}
-	lat, allowed, err = timeCalls(ctx, c.Samples, func() (bool, error) {
+	return timeCalls(ctx, rep.Config.Samples, func() (bool, error) {
 		v, err := oc.EvalSha(ctx, st.sha, rk, args...).Slice()
 		if err != nil {
 			return false, fmt.Errorf("EVALSHA on %s: %w", rep.Owner, err)
@@ -172,10 +185,6 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 		}
 		return v[0] == int64(1), nil
 	})
-	if err := add(LatencyLabRow{Path: "EVALSHA straight to the owning primary", Note: "one hop + the script, as the seed lab measures; no batching, no failure policy"}, lat, allowed, err); err != nil {
-		return err
-	}
-	return ctx.Err()
 }
 
 // timeCalls runs call a warm-up's worth of times, then n times, timing

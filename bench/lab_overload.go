@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // Defaults and bounds of OverloadLabConfig.
@@ -217,31 +215,27 @@ func percent(share float64) string {
 // cells of the main table; the direct side has no failure policy, so only
 // the store decides and there is no breaker.
 func (r OverloadLabRow) StoreCell() string {
-	if r.Direct() {
-		return "100 % (no failure policy)"
-	}
-	return percent(r.Split().Share(r.Split().Store))
+	return r.shareCell(r.Split().Store, "100 % (no failure policy)")
 }
 
-func (r OverloadLabRow) OverloadCell() string {
-	if r.Direct() {
-		return "—"
-	}
-	return percent(r.Split().Share(r.Split().Overload))
-}
+func (r OverloadLabRow) OverloadCell() string { return r.shareCell(r.Split().Overload, "—") }
 
-func (r OverloadLabRow) FallbackCell() string {
-	if r.Direct() {
-		return "—"
-	}
-	return percent(r.Split().Share(r.Split().Fallback))
-}
+func (r OverloadLabRow) FallbackCell() string { return r.shareCell(r.Split().Fallback, "—") }
 
 func (r OverloadLabRow) BreakerCell() string {
 	if r.Direct() {
 		return "—"
 	}
 	return thousands(float64(r.BreakerOpens))
+}
+
+// shareCell is n as a share of the row's decisions; direct on the direct
+// side.
+func (r OverloadLabRow) shareCell(n int64, direct string) string {
+	if r.Direct() {
+		return direct
+	}
+	return percent(r.Split().Share(n))
 }
 
 // decidedLog is the row's decisions for a progress line.
@@ -335,29 +329,17 @@ func (rep *OverloadLabReport) Markdown() string { return render("overload", rep)
 // each tenant count, on a fresh key each.
 func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 	c := rep.Config
-	bin, err := exec.LookPath(c.RedisBenchmark)
+	bin, err := rep.preflight(ctx, rig)
 	if err != nil {
-		return rig.errorf("%w: %v", ErrNoRedisBenchmark, err)
+		return err
 	}
-	rep.Files, err = childFiles(ctx)
+	set, err := rig.policySet()
 	if err != nil {
-		return rig.errorf("%w", err)
-	}
-	most := slices.Max(slices.Concat(c.Clients, c.TenantClients))
-	if most+overloadLabSpareFiles > rep.Files {
-		return rig.errorf("%d clients need %d open files in redis-benchmark, but ulimit -n is %d", most, most+overloadLabSpareFiles, rep.Files)
-	}
-	set, err := policy.Parse([]byte(rig.rules), rig.policy)
-	if err != nil {
-		return rig.errorf("the policy: %w", err)
+		return err
 	}
 	tenant := set.Lookup("tenant")
 	rep.TenantLimit, rep.TenantRate, rep.TenantShare = tenant.Limit, tenant.Rate, tenant.LocalShare
-	bucket, err := set.Lookup("uniform").Bucket()
-	if err != nil {
-		return rig.errorf("the policy: %w", err)
-	}
-	st, err := openStore(ctx, rig.seeds, bucket)
+	st, err := rig.openStore(ctx, set.Lookup("uniform"))
 	if err != nil {
 		return err
 	}
@@ -377,8 +359,7 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 			return rig.errorf("RL.TAKE %s = %v: want limit %d decided by the store: sluice does not run the lab's policy", key, v, want)
 		}
 	}
-	addr := rig.children[0].addr
-	host, port, err := splitAddr(addr)
+	host, port, err := splitAddr(rig.children[0].addr)
 	if err != nil {
 		return err
 	}
@@ -395,12 +376,40 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 		}
 		rig.logf("warm-up: %d requests at %d clients, %.0f req/s", in.Requests, in.Clients, rep.Warmup.RPS)
 	}
+	if err := rep.uniformSteps(ctx, rig, d, uniform); err != nil {
+		return err
+	}
+	if err := rep.tenantSteps(ctx, rig, d, host, port, stamp); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
 
-	seedHost, seedPort, err := splitAddr(st.seeds[0])
+// preflight finds redis-benchmark and checks that the largest client
+// count gets its open files.
+func (rep *OverloadLabReport) preflight(ctx context.Context, rig *rig) (bin string, err error) {
+	c := rep.Config
+	if bin, err = exec.LookPath(c.RedisBenchmark); err != nil {
+		return "", rig.errorf("%w: %v", ErrNoRedisBenchmark, err)
+	}
+	if rep.Files, err = childFiles(ctx); err != nil {
+		return "", rig.errorf("%w", err)
+	}
+	most := slices.Max(slices.Concat(c.Clients, c.TenantClients))
+	if most+overloadLabSpareFiles > rep.Files {
+		return "", rig.errorf("%d clients need %d open files in redis-benchmark, but ulimit -n is %d", most, most+overloadLabSpareFiles, rep.Files)
+	}
+	return bin, nil
+}
+
+// uniformSteps runs uniform keys at each client count, through sluice and
+// then straight at the shards.
+func (rep *OverloadLabReport) uniformSteps(ctx context.Context, rig *rig, d overloadDriver, uniform invocation) error {
+	c := rep.Config
+	direct, err := d.store.directUniform(c.Keyspace)
 	if err != nil {
 		return err
 	}
-	direct := st.directUniform(seedHost, seedPort, c.Keyspace)
 	for i, n := range c.Clients {
 		for _, side := range []string{OverloadSluice, OverloadDirect} {
 			in := uniform
@@ -422,7 +431,13 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 				i+1, len(c.Clients), n, side, row.RPS, ms(row.P50), ms(row.P99), row.decidedLog(), row.Connections, row.Peak, row.Elapsed.Round(10*time.Millisecond))
 		}
 	}
+	return nil
+}
 
+// tenantSteps runs the one tenant key at each tenant count, a fresh key
+// each, through sluice at host:port.
+func (rep *OverloadLabReport) tenantSteps(ctx context.Context, rig *rig, d overloadDriver, host, port string, stamp int64) error {
+	c := rep.Config
 	for i, n := range c.TenantClients {
 		key := fmt.Sprintf("tenant:%d:%d", stamp, n)
 		in := invocation{Host: host, Port: port, Clients: n, Requests: c.Requests, Pipeline: 1, Command: []string{"RL.TAKE", key, "1"}}
@@ -435,7 +450,7 @@ func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {
 		rig.logf("[%d/%d] tenant %5d clients: admitted %d of a budget of %.0f (+ local share %.0f): %s; decided_by %s; breaker openings %d; %.0f req/s",
 			i+1, len(c.TenantClients), n, row.Admitted, row.Budget, row.LocalShare, row.Verdict(), formatCounts(row.DecidedBy), row.BreakerOpens, row.RPS)
 	}
-	return ctx.Err()
+	return nil
 }
 
 // childFiles is the open-files limit a child of this process gets: Go

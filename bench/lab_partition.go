@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
 // Defaults of PartitionLabConfig.
@@ -170,56 +172,14 @@ func (rep *PartitionLabReport) run(ctx context.Context, rig *rig) error {
 		return err
 	}
 	rep.Pids = rig.pids()
-	keys := make([]string, len(partitionModes))
-	for i, m := range partitionModes {
-		keys[i] = m + ":{acme}"
-		for _, cl := range clients {
-			if err := mustStore(ctx, cl, keys[i]); err != nil {
-				return rig.errorf("%w", err)
-			}
-		}
-	}
-	owner, err := rig.rc.PrimaryForKey(ctx, cluster.Key(keys[0]))
+	keys, owner, err := rep.owner(ctx, rig, clients)
 	if err != nil {
 		return err
 	}
-	for _, k := range keys[1:] {
-		if o, err := rig.rc.PrimaryForKey(ctx, cluster.Key(k)); err != nil || o != owner {
-			return rig.errorf("%s is not on %s with %s (%v)", k, owner.Addr, keys[0], err)
-		}
-	}
-	rep.Owner = owner.Addr
-
-	rig.logf("SIGSTOP %s (pid %d), the owner of %s, for %v", owner.Addr, owner.Pid, strings.Join(keys, ", "), c.Pause)
-	if err := owner.Pause(); err != nil {
+	loads, back, err := rep.pausedLoad(ctx, rig, owner, clients, keys)
+	if err != nil {
 		return err
 	}
-	paused := time.Now()
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = owner.Resume()
-		}
-	}()
-	loads := make([]loadResult, len(keys))
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		wg.Go(func() {
-			loads[i] = drive(ctx, clients, loadSpec{
-				key: k, workers: c.Workers, pipeline: 1,
-				duration: c.Pause, maxRequests: c.MaxRequests, limit: c.Limit,
-			})
-		})
-	}
-	wg.Wait()
-	if err := owner.Resume(); err != nil {
-		return err
-	}
-	resumed = true
-	back := time.Now()
-	rep.Paused = back.Sub(paused)
-	rig.logf("SIGCONT %s after %v", owner.Addr, rep.Paused.Round(time.Millisecond))
-
 	for i, m := range partitionModes {
 		ld := loads[i]
 		row := PartitionLabRow{Mode: m, Key: keys[i], Allowed: ld.admitted, Rejected: ld.rejected, Errors: ld.errors,
@@ -245,6 +205,67 @@ func (rep *PartitionLabReport) run(ctx context.Context, rig *rig) error {
 			row.Strict.Round(time.Millisecond), row.Verdict())
 	}
 	return ctx.Err()
+}
+
+// owner checks that the three keys, one per mode, are decided by the
+// store through every client and live on one primary, which it returns.
+func (rep *PartitionLabReport) owner(ctx context.Context, rig *rig, clients []*redis.Client) ([]string, *localredis.Node, error) {
+	keys := make([]string, len(partitionModes))
+	for i, m := range partitionModes {
+		keys[i] = m + ":{acme}"
+		for _, cl := range clients {
+			if err := mustStore(ctx, cl, keys[i]); err != nil {
+				return nil, nil, rig.errorf("%w", err)
+			}
+		}
+	}
+	owner, err := rig.rc.PrimaryForKey(ctx, cluster.Key(keys[0]))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range keys[1:] {
+		if o, err := rig.rc.PrimaryForKey(ctx, cluster.Key(k)); err != nil || o != owner {
+			return nil, nil, rig.errorf("%s is not on %s with %s (%v)", k, owner.Addr, keys[0], err)
+		}
+	}
+	rep.Owner = owner.Addr
+	return keys, owner, nil
+}
+
+// pausedLoad stops owner with SIGSTOP, drives every key at once through
+// every client for Config.Pause and resumes it with SIGCONT; back is when.
+func (rep *PartitionLabReport) pausedLoad(ctx context.Context, rig *rig, owner *localredis.Node, clients []*redis.Client, keys []string) (loads []loadResult, back time.Time, err error) {
+	c := rep.Config
+	rig.logf("SIGSTOP %s (pid %d), the owner of %s, for %v", owner.Addr, owner.Pid, strings.Join(keys, ", "), c.Pause)
+	if err := owner.Pause(); err != nil {
+		return nil, back, err
+	}
+	paused := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = owner.Resume()
+		}
+	}()
+	loads = make([]loadResult, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			loads[i] = drive(ctx, clients, loadSpec{
+				key: k, workers: c.Workers, pipeline: 1,
+				duration: c.Pause, maxRequests: c.MaxRequests, limit: c.Limit,
+			})
+		})
+	}
+	wg.Wait()
+	if err := owner.Resume(); err != nil {
+		return nil, back, err
+	}
+	resumed = true
+	back = time.Now()
+	rep.Paused = back.Sub(paused)
+	rig.logf("SIGCONT %s after %v", owner.Addr, rep.Paused.Round(time.Millisecond))
+	return loads, back, nil
 }
 
 // Markdown renders the seed lab's partition rows with the measured numbers.

@@ -46,12 +46,10 @@ type event struct {
 
 // regionTally is what one region's requests saw.
 type regionTally struct {
-	sent, admitted, rejected, errors int64
-	wrongLimit                       int64
-	by                               map[string]int64
-	firstErr                         error
-	lat                              []time.Duration
-	sentBins, admittedBins           []int64 // by the time each request was sent
+	takeTally
+	sent                   int64
+	lat                    []time.Duration
+	sentBins, admittedBins []int64 // by the time each request was sent
 }
 
 // pacedResult is a paced load's tallies, one per region, in the order of
@@ -71,70 +69,17 @@ type pacedResult struct {
 // late for its next turn sends at once, and one more than a second behind
 // skips the turns it missed (counted in late) rather than bursting.
 func drivePaced(ctx context.Context, spec pacedSpec) pacedResult {
-	nbins := int(spec.duration/spec.bin) + 2
-	res := pacedResult{start: time.Now(), bin: spec.bin}
-	var sent, late atomic.Int64
-	var last atomic.Int64 // ns after start of the last reply
+	p := &pacer{spec: spec, nbins: int(spec.duration/spec.bin) + 2, start: time.Now()}
+	res := pacedResult{start: p.start, bin: spec.bin}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, rl := range spec.regions {
-		t := &regionTally{by: map[string]int64{}, sentBins: make([]int64, nbins), admittedBins: make([]int64, nbins)}
+		t := p.tally()
 		res.regions = append(res.regions, t)
-		rate := func(at time.Duration) float64 {
-			if spec.shift > 0 && at >= spec.shift {
-				return rl.after
-			}
-			return rl.before
-		}
 		for w := range spec.workers {
 			c := rl.clients[w%len(rl.clients)]
 			wg.Go(func() {
-				mine := &regionTally{by: map[string]int64{}, sentBins: make([]int64, nbins), admittedBins: make([]int64, nbins)}
-				r0 := rate(0)
-				next := time.Duration(0)
-				if r0 > 0 {
-					next = time.Duration(float64(w) / r0 * float64(time.Second))
-				}
-				for ctx.Err() == nil && next < spec.duration {
-					r := rate(next)
-					if r <= 0 {
-						next = max(next+spec.bin, spec.shift)
-						continue
-					}
-					if err := sleep(ctx, time.Until(res.start.Add(next))); err != nil {
-						break
-					}
-					if sent.Add(1) > spec.maxRequests {
-						break
-					}
-					at := time.Since(res.start)
-					v, err := c.Do(ctx, "RL.TAKE", spec.key, 1).Slice()
-					lat := time.Since(res.start) - at
-					mine.count(v, err, at, lat, spec)
-					done := int64(at + lat)
-					for {
-						old := last.Load()
-						if done <= old || last.CompareAndSwap(old, done) {
-							break
-						}
-					}
-					was := next
-					next += time.Duration(float64(spec.workers) / r * float64(time.Second))
-					if spec.shift > 0 && was < spec.shift && next > spec.shift {
-						// Keep the worker's place in its interval
-						// across the shift, so that the new rate
-						// holds from the shift on, not one old
-						// interval later.
-						if r2 := rate(spec.shift); r2 > 0 {
-							next = spec.shift + time.Duration(float64(next-spec.shift)*r/r2)
-						}
-					}
-					if behind := time.Since(res.start) - next; behind > time.Second {
-						skipped := int64(behind.Seconds() * r / float64(spec.workers))
-						late.Add(skipped)
-						next += time.Duration(float64(skipped) * float64(spec.workers) / r * float64(time.Second))
-					}
-				}
+				mine := p.worker(ctx, rl, w, c)
 				mu.Lock()
 				t.merge(mine)
 				mu.Unlock()
@@ -145,7 +90,7 @@ func drivePaced(ctx context.Context, spec pacedSpec) pacedResult {
 	go func() {
 		defer close(events)
 		for _, e := range spec.at {
-			if sleep(ctx, time.Until(res.start.Add(e.after))) != nil {
+			if sleep(ctx, time.Until(p.start.Add(e.after))) != nil {
 				return
 			}
 			e.do()
@@ -153,50 +98,109 @@ func drivePaced(ctx context.Context, spec pacedSpec) pacedResult {
 	}()
 	wg.Wait()
 	<-events
-	res.elapsed = time.Duration(last.Load())
-	res.late = late.Load()
+	res.elapsed = time.Duration(p.last.Load())
+	res.late = p.late.Load()
 	return res
 }
 
+// pacer is one drivePaced run, shared by its workers.
+type pacer struct {
+	spec  pacedSpec
+	nbins int
+	start time.Time
+	sent  atomic.Int64 // requests, over every region
+	late  atomic.Int64 // turns skipped
+	last  atomic.Int64 // ns after start of the last reply
+}
+
+func (p *pacer) tally() *regionTally {
+	return &regionTally{takeTally: takeTally{by: map[string]int64{}}, sentBins: make([]int64, p.nbins), admittedBins: make([]int64, p.nbins)}
+}
+
+// rate is rl's requests/s at an offset from the start.
+func (p *pacer) rate(rl regionLoad, at time.Duration) float64 {
+	if p.spec.shift > 0 && at >= p.spec.shift {
+		return rl.after
+	}
+	return rl.before
+}
+
+// worker is worker w of region rl, sending on c until the load's end; it
+// returns what its requests saw.
+func (p *pacer) worker(ctx context.Context, rl regionLoad, w int, c *redis.Client) *regionTally {
+	spec := p.spec
+	mine := p.tally()
+	r0 := p.rate(rl, 0)
+	next := time.Duration(0)
+	if r0 > 0 {
+		next = time.Duration(float64(w) / r0 * float64(time.Second))
+	}
+	for ctx.Err() == nil && next < spec.duration {
+		r := p.rate(rl, next)
+		if r <= 0 {
+			next = max(next+spec.bin, spec.shift)
+			continue
+		}
+		if err := sleep(ctx, time.Until(p.start.Add(next))); err != nil {
+			break
+		}
+		if p.sent.Add(1) > spec.maxRequests {
+			break
+		}
+		at := time.Since(p.start)
+		v, err := c.Do(ctx, "RL.TAKE", spec.key, 1).Slice()
+		lat := time.Since(p.start) - at
+		mine.count(v, err, at, lat, spec)
+		done := int64(at + lat)
+		for {
+			old := p.last.Load()
+			if done <= old || p.last.CompareAndSwap(old, done) {
+				break
+			}
+		}
+		next = p.nextTurn(rl, next, r)
+	}
+	return mine
+}
+
+// nextTurn is when a worker whose turn was at next, at rate r, sends
+// again.
+func (p *pacer) nextTurn(rl regionLoad, next time.Duration, r float64) time.Duration {
+	spec := p.spec
+	was := next
+	next += time.Duration(float64(spec.workers) / r * float64(time.Second))
+	if spec.shift > 0 && was < spec.shift && next > spec.shift {
+		// Keep the worker's place in its interval
+		// across the shift, so that the new rate
+		// holds from the shift on, not one old
+		// interval later.
+		if r2 := p.rate(rl, spec.shift); r2 > 0 {
+			next = spec.shift + time.Duration(float64(next-spec.shift)*r/r2)
+		}
+	}
+	if behind := time.Since(p.start) - next; behind > time.Second {
+		skipped := int64(behind.Seconds() * r / float64(spec.workers))
+		p.late.Add(skipped)
+		next += time.Duration(float64(skipped) * float64(spec.workers) / r * float64(time.Second))
+	}
+	return next
+}
+
+// count tallies one reply to a request sent at, lat before it came.
 func (t *regionTally) count(v []any, err error, at, lat time.Duration, spec pacedSpec) {
 	b := min(int(at/spec.bin), len(t.sentBins)-1)
 	t.sent++
 	t.sentBins[b]++
 	t.lat = append(t.lat, lat)
-	if err == nil {
-		err = checkTake(v)
-	}
-	if err != nil {
-		t.errors++
-		if t.firstErr == nil {
-			t.firstErr = err
-		}
-		return
-	}
-	if v[0] == int64(1) {
-		t.admitted++
+	if t.takeTally.count(v, err, spec.limit) {
 		t.admittedBins[b]++
-	} else {
-		t.rejected++
 	}
-	if v[1] != spec.limit {
-		t.wrongLimit++
-	}
-	t.by[v[5].(string)]++
 }
 
+// merge adds o's tally to t's.
 func (t *regionTally) merge(o *regionTally) {
+	t.takeTally.merge(&o.takeTally)
 	t.sent += o.sent
-	t.admitted += o.admitted
-	t.rejected += o.rejected
-	t.errors += o.errors
-	t.wrongLimit += o.wrongLimit
-	for k, v := range o.by {
-		t.by[k] += v
-	}
-	if t.firstErr == nil {
-		t.firstErr = o.firstErr
-	}
 	t.lat = append(t.lat, o.lat...)
 	for i := range t.sentBins {
 		t.sentBins[i] += o.sentBins[i]

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -204,7 +203,7 @@ func (rep *RegionsLabReport) startSetup(ctx context.Context, rig *rig, w *region
 		}
 		l := regionLoad{name: name, before: c.Demand * regionsLabBefore[i], after: c.Demand * regionsLabAfter[i]}
 		for range regionsInstances {
-			cl, err := rig.startRegionSluice(ctx, seeds, w.policies[setup], c.Workers/regionsInstances, extra...)
+			cl, err := rig.startOne(ctx, seeds, w.policies[setup], regionsClient(c.Workers/regionsInstances), extra...)
 			if err != nil {
 				return nil, err
 			}
@@ -228,24 +227,10 @@ func (rep *RegionsLabReport) startSetup(ctx context.Context, rig *rig, w *region
 	return loads, nil
 }
 
-// startRegionSluice starts one `sluice serve` in front of seeds with
-// extra flags and returns a client with a pool for workers goroutines.
-func (r *rig) startRegionSluice(ctx context.Context, seeds []string, config string, workers int, extra ...string) (*redis.Client, error) {
-	ch, err := startChild(ctx, r.bin, seeds, config, extra...)
-	if err != nil {
-		return nil, err
-	}
-	r.children = append(r.children, ch)
-	c := redis.NewClient(&redis.Options{
-		Addr: ch.addr, PoolSize: workers + 2, MinIdleConns: workers,
-		MaxRetries: -1, DisableIdentity: true, Protocol: 2,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-	})
-	r.clients = append(r.clients, c)
-	if r.sluice == "unknown" {
-		r.sluice = sluiceVersion(ctx, c)
-	}
-	return c, nil
+// regionsClient is the client of a region's sluice process: a pool for
+// workers goroutines and timeouts longer than a cut-off stall.
+func regionsClient(workers int) redis.Options {
+	return redis.Options{PoolSize: workers + 2, MinIdleConns: workers, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 }
 
 // spec is the paced load of one row on key.
@@ -424,126 +409,4 @@ func allocation(ctx context.Context, loads []regionLoad) ([]RegionsLabAlloc, err
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// sumInfo sums one INFO counter over infos.
-func sumInfo(infos []regionInfo, name string) int64 {
-	var n int64
-	for _, ri := range infos {
-		n += ri.int(name)
-	}
-	return n
-}
-
-// cutOff runs the cut-off phase on the per-region setup's processes: a
-// fresh key under 70/30 load for Settle, eu cut off from home for Cut,
-// then After with home back.
-func (rep *RegionsLabReport) cutOff(ctx context.Context, rig *rig, w *regionsWorld, loads []regionLoad, key string) error {
-	c := rep.Config
-	eu := regionsLabNames[0]
-	link := w.home.Link(eu)
-	cut := RegionsLabCut{Region: eu, Mode: c.CutMode, Settle: c.Settle, Cut: c.Cut, After: c.After,
-		FloorLimit: c.Floor * float64(c.Limit), FloorRate: c.Floor * float64(c.Rate)}
-	cut.FloorBound = cut.FloorLimit + cut.FloorRate*c.Cut.Seconds()
-	for i := range loads {
-		loads[i].after = loads[i].before // no shift
-	}
-	var mu sync.Mutex
-	var errs []error
-	var atCut, atEnd []regionInfo
-	var cutAt, endAt time.Time
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
-	set := func(on bool) {
-		if c.CutMode == "reset" {
-			link.Cut(on)
-		} else {
-			link.Stall(on)
-		}
-	}
-	events := []event{
-		{after: c.Settle, do: func() {
-			var err error
-			if atCut, err = readRegions(ctx, loads[0]); err != nil {
-				fail(err)
-			}
-			// What eu's pool of this key holds: RL.PEEK of a global
-			// key reads the region's pool while home answers (it
-			// reports the floor only when the region decides alone);
-			// RL.REGIONS sums every key's.
-			for _, cl := range loads[0].clients {
-				v, err := cl.Do(ctx, "RL.PEEK", key).Slice()
-				if err == nil {
-					err = checkTake(v)
-				}
-				if err != nil {
-					fail(fmt.Errorf("RL.PEEK %s: %w", key, err))
-					break
-				}
-				cut.HeldAtCut = max(cut.HeldAtCut, v[2].(int64))
-			}
-			set(true)
-			cutAt = time.Now()
-			rig.logf("      %s cut off from home (%s)", eu, c.CutMode)
-		}},
-		{after: c.Settle + c.Cut, do: func() {
-			var err error
-			if atEnd, err = readRegions(ctx, loads[0]); err != nil {
-				fail(err)
-			}
-			set(false)
-			endAt = time.Now()
-			rig.logf("      %s reaches home again", eu)
-			// How long until eu says home answers again, polled while
-			// the load goes on.
-			cut.HomeReachableAgain = -1
-			_ = poll(ctx, 20*time.Millisecond, c.After-100*time.Millisecond, func() (bool, error) {
-				ri, err := readRegion(ctx, loads[0].clients[0])
-				if err == nil && ri.fields["region_home_reachable"] == "1" {
-					cut.HomeReachableAgain = time.Since(endAt)
-					return true, nil
-				}
-				return false, nil
-			})
-		}},
-	}
-	total := c.Settle + c.Cut + c.After
-	rig.logf("[4/4] %s cut off: %v of load (70/30), %s cut off from home for %v after %v", RegionsAsync, total, eu, c.Cut, c.Settle)
-	res := drivePaced(ctx, rep.spec(key, loads, total, 0, events))
-	if len(errs) > 0 {
-		return rig.errorf("cut-off: %w", errs[0])
-	}
-	if cutAt.IsZero() || endAt.IsZero() {
-		return rig.errorf("cut-off: the load ended before the cut did (%v)", ctx.Err())
-	}
-	last, err := readRegions(ctx, loads[0])
-	if err != nil {
-		return rig.errorf("cut-off: %w", err)
-	}
-	t, o := res.regions[0], res.regions[1]
-	cut.Sent = t.sentBetween(res.bin, c.Settle, c.Settle+c.Cut)
-	cut.Admitted = t.admittedBetween(res.bin, c.Settle, c.Settle+c.Cut)
-	cut.PoolAdmitted = sumInfo(atEnd, "region_pool_admitted") - sumInfo(atCut, "region_pool_admitted")
-	cut.FloorAdmitted = sumInfo(atEnd, "region_floor_admitted") - sumInfo(atCut, "region_floor_admitted")
-	cut.Debited = sumInfo(last, "region_tokens_debited") - sumInfo(atCut, "region_tokens_debited")
-	cut.Other = o.admittedBetween(res.bin, c.Settle, c.Settle+c.Cut)
-	cut.OtherBudget = float64(c.Rate) * c.Cut.Seconds()
-	cut.Before = t.admittedBetween(res.bin, c.Settle-regionsAfterWindow, c.Settle)
-	cut.AfterReturn = t.admittedBetween(res.bin, c.Settle+c.Cut, c.Settle+c.Cut+regionsAfterWindow)
-	cut.Fair = regionsLabBefore[0] * float64(c.Rate) * regionsAfterWindow.Seconds()
-	cut.Regions = regionLines(res)
-	for _, g := range cut.Regions {
-		cut.Errors += g.Errors
-		if cut.FirstError == "" {
-			cut.FirstError = g.FirstError
-		}
-	}
-	rep.Cut = cut
-	rig.logf("[4/4] cut off: %s admitted %d of %d sent during the cut (pool %d, floor %d) against floor %.0f + held %d; %s admitted %d of a refill of %.0f; errors %d; 2 s before %d, 2 s after %d (fair %.0f); debited %d; home reachable again after %v",
-		eu, cut.Admitted, cut.Sent, cut.PoolAdmitted, cut.FloorAdmitted, cut.FloorBound, cut.HeldAtCut, regionsLabNames[1], cut.Other, cut.OtherBudget,
-		cut.Errors, cut.Before, cut.AfterReturn, cut.Fair, cut.Debited, cut.HomeReachableAgain.Round(time.Millisecond))
-	return nil
 }

@@ -3,19 +3,18 @@ package bench
 import (
 	"cmp"
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -86,7 +85,8 @@ type labConfig interface {
 // limit global?), *PartitionLabReport (the owning primary frozen),
 // *RestartLabReport (flushed, restarted, failed over), *LatencyLabReport
 // (what one decision costs), *HotLabReport (one hot key in each hot-key
-// mode).
+// mode), *OverloadLabReport (a surge of clients), *RegionsLabReport
+// (per-region budgets of a global one).
 type Experiment interface {
 	Markdown() string
 	config() labConfig
@@ -228,16 +228,10 @@ func (r *rig) startSluice(ctx context.Context, n int, seeds []string, config str
 	var out []*redis.Client
 	first := len(r.children)
 	for range n {
-		ch, err := startChild(ctx, r.bin, seeds, config)
+		c, err := r.startOne(ctx, seeds, config, redis.Options{PoolSize: workers + 1, MinIdleConns: workers})
 		if err != nil {
 			return nil, err
 		}
-		r.children = append(r.children, ch)
-		c := redis.NewClient(&redis.Options{
-			Addr: ch.addr, PoolSize: workers + 1, MinIdleConns: workers,
-			MaxRetries: -1, DisableIdentity: true, Protocol: 2,
-		})
-		r.clients = append(r.clients, c)
 		out = append(out, c)
 	}
 	store := "embedded"
@@ -245,10 +239,27 @@ func (r *rig) startSluice(ctx context.Context, n int, seeds []string, config str
 		store = "cluster " + strings.Join(seeds, ",")
 	}
 	r.logf("started %d × %s serve (%s) --config %s: pids %v", n, r.bin, store, config, r.pids()[first:])
-	if r.sluice == "unknown" && len(out) > 0 {
-		r.sluice = sluiceVersion(ctx, out[0])
-	}
 	return out, nil
+}
+
+// startOne starts one `sluice serve` in front of seeds with the policy
+// file at config and extra flags, and returns a client of it with opts
+// (Addr, and RESP2 without retries or CLIENT SETINFO, set here). The rig
+// stops the process and closes the client; the first client started
+// reads the rig's sluice version.
+func (r *rig) startOne(ctx context.Context, seeds []string, config string, opts redis.Options, extra ...string) (*redis.Client, error) {
+	ch, err := startChild(ctx, r.bin, seeds, config, extra...)
+	if err != nil {
+		return nil, err
+	}
+	r.children = append(r.children, ch)
+	opts.Addr, opts.MaxRetries, opts.DisableIdentity, opts.Protocol = ch.addr, -1, true, 2
+	c := redis.NewClient(&opts)
+	r.clients = append(r.clients, c)
+	if r.sluice == "unknown" {
+		r.sluice = sluiceVersion(ctx, c)
+	}
+	return c, nil
 }
 
 // machine describes where the experiment ran; tool says how the load was
@@ -262,6 +273,33 @@ func orNow(now *func() time.Time) {
 	if *now == nil {
 		*now = time.Now
 	}
+}
+
+// orDefault sets *v to def when it is zero or less: a config's "zero
+// means the default".
+func orDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// policySet parses the rig's policy file.
+func (r *rig) policySet() (*policy.Set, error) {
+	set, err := policy.Parse([]byte(r.rules), r.policy)
+	if err != nil {
+		return nil, r.errorf("the policy: %w", err)
+	}
+	return set, nil
+}
+
+// openStore opens the rig's cluster as a store of pol's bucket: the
+// script loaded on every primary. The caller must close it.
+func (r *rig) openStore(ctx context.Context, pol *limit.Policy) (*store, error) {
+	bucket, err := pol.Bucket()
+	if err != nil {
+		return nil, r.errorf("the policy: %w", err)
+	}
+	return openStore(ctx, r.seeds, bucket)
 }
 
 // labPolicy is one policy of an experiment's policy file.
@@ -304,55 +342,6 @@ func policyFile(comment string, timeout time.Duration, ps ...labPolicy) string {
 		if p.hot != "" {
 			fmt.Fprintf(&b, "    hot:\n      mode: %s\n      threshold: %d\n      split: %d\n", p.hot, p.threshold, p.split)
 		}
-	}
-	return b.String()
-}
-
-// labTemplateFiles are the labs' reports, one markdown template a lab:
-// the words and the tables are there, the numbers come from the report.
-//
-//go:embed templates/*.md.tmpl
-var labTemplateFiles embed.FS
-
-// labTemplates are labTemplateFiles parsed, with the functions that format
-// their numbers; parsed once, read only.
-var labTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"thousands": func(v any) string {
-		switch n := v.(type) {
-		case int:
-			return thousands(float64(n))
-		case int64:
-			return thousands(float64(n))
-		case float64:
-			return thousands(n)
-		}
-		return fmt.Sprint(v)
-	},
-	"ms": func(v any) string { // milliseconds, or a duration in milliseconds
-		if d, ok := v.(time.Duration); ok {
-			return ms(float64(d) / float64(time.Millisecond))
-		}
-		f, _ := v.(float64)
-		return ms(f)
-	},
-	"seconds":      func(d time.Duration) time.Duration { return d.Round(time.Second) },
-	"millis":       func(d time.Duration) time.Duration { return d.Round(time.Millisecond) },
-	"fixed":        fixed,
-	"cell":         cell,
-	"errorCell":    errorCell,
-	"formatCounts": formatCounts,
-	"joinInts":     joinInts,
-	"join":         strings.Join,
-	"redisKey":     redisKey,
-}).ParseFS(labTemplateFiles, "templates/*.md.tmpl"))
-
-// render fills the lab's template (templates/<lab>.md.tmpl) with its
-// report. The templates are fixed and tested, so a failure is a bug; it
-// is said in the text rather than panicking.
-func render(lab string, report any) string {
-	var b strings.Builder
-	if err := labTemplates.ExecuteTemplate(&b, lab+".md.tmpl", report); err != nil {
-		fmt.Fprintf(&b, "\n\n(bug: the %s report did not render: %v)\n", lab, err)
 	}
 	return b.String()
 }
@@ -405,4 +394,94 @@ func (p linePrefix) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// The bucket of the seed lab's experiments: capacity 100, refill 50/s.
+const (
+	DefaultLabLimit = 100
+	DefaultLabRate  = 50 // per second
+)
+
+// labBudget is what one bucket of limit tokens refilled at rate per second
+// admits in elapsed when it starts full: limit + rate × elapsed.
+func labBudget(limit, rate int64, elapsed time.Duration) float64 {
+	return float64(limit) + float64(rate)*elapsed.Seconds()
+}
+
+// sluiceVersion asks a sluice process for its version; "unknown" if it
+// does not say.
+func sluiceVersion(ctx context.Context, c *redis.Client) string {
+	if info, err := c.Do(ctx, "INFO", "server").Text(); err == nil {
+		if v := infoFields(info)["sluice_version"]; v != "" {
+			return v
+		}
+	}
+	return "unknown"
+}
+
+// redisVersion asks the cluster for redis_version; "unknown" if it does
+// not answer.
+func redisVersion(ctx context.Context, seeds []string) string {
+	if len(seeds) == 0 {
+		return "none"
+	}
+	c := redis.NewClient(&redis.Options{Addr: seeds[0], MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	if info, err := c.Info(ctx, "server").Result(); err == nil {
+		if v := infoFields(info)["redis_version"]; v != "" {
+			return v
+		}
+	}
+	return "unknown"
+}
+
+// takeOnce sends one RL.TAKE key 1 and returns the reply.
+func takeOnce(ctx context.Context, c *redis.Client, key string) ([]any, error) {
+	v, err := c.Do(ctx, "RL.TAKE", key, 1).Slice()
+	if err == nil {
+		err = checkTake(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("RL.TAKE %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// mustStore takes one token of key through c and fails unless the store
+// decided it: the experiment starts from strict decisions.
+func mustStore(ctx context.Context, c *redis.Client, key string) error {
+	v, err := takeOnce(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if v[5] != limit.ByStore {
+		return fmt.Errorf("RL.TAKE %s = %v before the fault: want decided_by %s", key, v, limit.ByStore)
+	}
+	return nil
+}
+
+// waitStore sends RL.TAKE key through c every 5 ms until the store decides
+// it, and returns when that reply came. An error reply or within passing
+// ends it with an error.
+func waitStore(ctx context.Context, c *redis.Client, key string, within time.Duration) (time.Time, error) {
+	var at time.Time
+	var last []any
+	err := poll(ctx, 5*time.Millisecond, within, func() (bool, error) {
+		v, err := takeOnce(ctx, c, key)
+		at, last = time.Now(), v
+		return err == nil && v[5] == limit.ByStore, err
+	})
+	if errors.Is(err, errNotYet) {
+		err = fmt.Errorf("%s: no strict decision within %v: %v", key, within, last)
+	}
+	return at, err
+}
+
+// maxDuration is the largest of d, 0 when empty.
+func maxDuration(d []time.Duration) time.Duration {
+	var m time.Duration
+	for _, x := range d {
+		m = max(m, x)
+	}
+	return m
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // Scenario names a key pattern.
@@ -72,6 +75,20 @@ policies:
     period: 1s
     on_store_error: closed
 `
+
+// benchBucket is the bucket of Policy's "bench" policy, which both sides
+// of a run decide with.
+func benchBucket() (limit.Bucket, error) {
+	set, err := policy.Parse([]byte(Policy), "bench.yaml")
+	if err != nil {
+		return limit.Bucket{}, fmt.Errorf("bench: the built-in policy: %w", err)
+	}
+	bucket, err := set.Lookup("bench").Bucket()
+	if err != nil {
+		return limit.Bucket{}, fmt.Errorf("bench: the built-in policy: %w", err)
+	}
+	return bucket, nil
+}
 
 // Config says what Run measures. The zero value measures the defaults
 // below against a new local cluster and a new sluice child process.
@@ -152,10 +169,19 @@ type Config struct {
 	Now func() time.Time
 }
 
-// resolve returns cfg with every default applied, or an error naming the
-// first bad field.
+// resolve returns cfg with every default applied, or an error naming
+// every bad field.
 func (cfg Config) resolve() (Config, error) {
 	c := cfg
+	c.defaults()
+	if err := c.check(); err != nil {
+		return Config{}, fmt.Errorf("bench: %w", err)
+	}
+	return c, nil
+}
+
+// defaults applies the defaults of the zero fields in place.
+func (c *Config) defaults() {
 	if c.Clients == 0 {
 		c.Clients = DefaultClients
 	}
@@ -197,6 +223,10 @@ func (cfg Config) resolve() (Config, error) {
 	if c.RedisBenchmark == "" {
 		c.RedisBenchmark = "redis-benchmark"
 	}
+}
+
+// check names every bad field of a config whose defaults are applied.
+func (c *Config) check() error {
 	var errs []error
 	if c.Clients < 1 {
 		errs = append(errs, fmt.Errorf("clients must be at least 1, got %d", c.Clients))
@@ -219,7 +249,7 @@ func (cfg Config) resolve() (Config, error) {
 		errs = append(errs, fmt.Errorf("threads must not be negative, got %d", c.Threads))
 	}
 	if c.Warmup < 0 {
-		errs = append(errs, fmt.Errorf("warmup must be -1, 0 or positive, got %d", cfg.Warmup))
+		errs = append(errs, fmt.Errorf("warmup must be -1, 0 or positive, got %d", c.Warmup))
 	}
 	for _, s := range c.Scenarios {
 		if s != Uniform && s != Hot && s != HotLease {
@@ -232,10 +262,7 @@ func (cfg Config) resolve() (Config, error) {
 	if c.SluiceAddr != "" && len(c.Cluster) == 0 {
 		errs = append(errs, errors.New("a running sluice needs the cluster it uses: set Cluster too"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, fmt.Errorf("bench: %w", err)
-	}
-	return c, nil
+	return errors.Join(errs...)
 }
 
 // requests is -n for a run at pipeline depth p.

@@ -163,9 +163,13 @@ func (s *store) args() []string {
 // straight at the shards at pipeline 1, uniform keys over keyspace: --cluster
 // replaces {tag} with a hash tag of a slot that the client's node owns, so
 // each client's keys stay on its node.
-func (s *store) directUniform(seedHost, seedPort string, keyspace int) invocation {
+func (s *store) directUniform(keyspace int) (invocation, error) {
+	seedHost, seedPort, err := splitAddr(s.seeds[0])
+	if err != nil {
+		return invocation{}, err
+	}
 	return invocation{Cluster: true, Host: seedHost, Port: seedPort, Pipeline: 1, Keyspace: keyspace,
-		Command: append([]string{"EVALSHA", s.sha, "1", cluster.Prefix + "{tag}:__rand_int__"}, s.args()...)}
+		Command: append([]string{"EVALSHA", s.sha, "1", cluster.Prefix + "{tag}:__rand_int__"}, s.args()...)}, nil
 }
 
 // sanity runs the script once through the cluster client and checks the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -97,5 +99,26 @@ func TestNiceAxis(t *testing.T) {
 		if step != tt.step || top != tt.max {
 			t.Errorf("niceAxis(%v) = %v, %v; want %v, %v", tt.top, step, top, tt.step, tt.max)
 		}
+	}
+}
+
+// The chart of sampleReport, byte for byte (go test -run TestSVGGolden
+// -update rewrites it).
+func TestSVGGolden(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("testdata", "bench.golden.svg")
+	got := sampleReport().SVG()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("the chart differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }

@@ -77,35 +77,41 @@ func (r *Report) SVG() string {
 
 	groupW := (width - svgLeft - svgRight) / groups // wider than svgGroupW when the chart is at its minimum width
 	for i, row := range r.Rows {
-		gx := svgLeft + i*groupW + (groupW-2*svgBarW-svgBarGap)/2
-		highest := float64(plotBottom)
-		for j, bar := range []struct {
-			v     float64
-			color string
-		}{{row.Sluice.RPS, colorSluice}, {row.Direct.RPS, colorDirect}} {
-			x := gx + j*(svgBarW+svgBarGap)
-			label := "n/a"
-			if !math.IsNaN(bar.v) {
-				yy := y(bar.v)
-				highest = math.Min(highest, yy)
-				w(`<rect x="%d" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s</title></rect>`+"\n",
-					x, yy, svgBarW, float64(plotBottom)-yy, bar.color, esc(thousands(bar.v)+" req/s"))
-				label = short(bar.v)
-			}
-			ly := math.Min(y(zeroIfNaN(bar.v)), float64(plotBottom)) - 5
-			w(`<text x="%d" y="%.1f" text-anchor="middle" font-size="11">%s</text>`+"\n", x+svgBarW/2, ly, esc(label))
-		}
-		cx := gx + svgBarW + svgBarGap/2
-		w(`<text x="%d" y="%.1f" text-anchor="middle" font-weight="bold">%s</text>`+"\n",
-			cx, highest-22, esc("sluice/direct "+fixed(row.Ratio(), 2)))
-		w(`<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>`+"\n", cx, plotBottom+20, esc(string(row.Scenario)))
-		w(`<text x="%d" y="%d" text-anchor="middle" fill="%s">%s</text>`+"\n", cx, plotBottom+36, colorSubtle,
-			esc(fmt.Sprintf("pipeline %d", row.Pipeline)))
+		svgGroup(w, row, svgLeft+i*groupW+(groupW-2*svgBarW-svgBarGap)/2, plotBottom, y)
 	}
 	w(`<text x="%d" y="%d" fill="%s" font-size="11">%s</text>`+"\n", svgLeft, height-12, colorSubtle,
 		esc("Both sides run the same token-bucket script, which writes on every request. uniform: random keys, every shard; hot: one key, one shard."))
 	w("</svg>\n")
 	return b.String()
+}
+
+// svgGroup draws one row's bars, sluice and direct, from x = gx: each
+// value above its bar, the ratio above the group, the scenario and depth
+// below; y maps requests/s to the plot's height.
+func svgGroup(w func(format string, args ...any), row Row, gx, plotBottom int, y func(float64) float64) {
+	highest := float64(plotBottom)
+	for j, bar := range []struct {
+		v     float64
+		color string
+	}{{row.Sluice.RPS, colorSluice}, {row.Direct.RPS, colorDirect}} {
+		x := gx + j*(svgBarW+svgBarGap)
+		label := "n/a"
+		if !math.IsNaN(bar.v) {
+			yy := y(bar.v)
+			highest = math.Min(highest, yy)
+			w(`<rect x="%d" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s</title></rect>`+"\n",
+				x, yy, svgBarW, float64(plotBottom)-yy, bar.color, esc(thousands(bar.v)+" req/s"))
+			label = short(bar.v)
+		}
+		ly := math.Min(y(zeroIfNaN(bar.v)), float64(plotBottom)) - 5
+		w(`<text x="%d" y="%.1f" text-anchor="middle" font-size="11">%s</text>`+"\n", x+svgBarW/2, ly, esc(label))
+	}
+	cx := gx + svgBarW + svgBarGap/2
+	w(`<text x="%d" y="%.1f" text-anchor="middle" font-weight="bold">%s</text>`+"\n",
+		cx, highest-22, esc("sluice/direct "+fixed(row.Ratio(), 2)))
+	w(`<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>`+"\n", cx, plotBottom+20, esc(string(row.Scenario)))
+	w(`<text x="%d" y="%d" text-anchor="middle" fill="%s">%s</text>`+"\n", cx, plotBottom+36, colorSubtle,
+		esc(fmt.Sprintf("pipeline %d", row.Pipeline)))
 }
 
 // niceAxis returns a tick step of 1, 2 or 5 × 10^k giving about five ticks

@@ -24,16 +24,63 @@ type loadSpec struct {
 	stop        <-chan struct{} // closed: no new request; nil never is
 }
 
-// loadResult is what the replies of one arm said.
-type loadResult struct {
+// takeTally counts RL.TAKE replies: the decisions, by allowed, limit and
+// decided_by, and the errors. The zero value needs by made.
+type takeTally struct {
 	admitted, rejected, errors int64
-	wrongLimit                 int64 // replies whose limit is not loadSpec.limit
-	perClient                  []int64
-	admittedPerClient          []int64
+	wrongLimit                 int64 // replies whose limit is not the policy's
 	by                         map[string]int64
 	firstErr                   error
-	lat                        []time.Duration // round trip of each pipeline
-	first, last                time.Time       // first request sent, last reply received
+}
+
+// count tallies one reply: an error (error reply, broken connection or a
+// malformed reply) or a decision with its limit and decided_by; it
+// reports whether the reply admitted.
+func (t *takeTally) count(v []any, err error, limit int64) (admitted bool) {
+	if err == nil {
+		err = checkTake(v)
+	}
+	if err != nil {
+		t.errors++
+		if t.firstErr == nil {
+			t.firstErr = err
+		}
+		return false
+	}
+	admitted = v[0] == int64(1)
+	if admitted {
+		t.admitted++
+	} else {
+		t.rejected++
+	}
+	if v[1] != limit {
+		t.wrongLimit++
+	}
+	t.by[v[5].(string)]++
+	return admitted
+}
+
+// merge adds o's counts to t's; t's first error stays first.
+func (t *takeTally) merge(o *takeTally) {
+	t.admitted += o.admitted
+	t.rejected += o.rejected
+	t.errors += o.errors
+	t.wrongLimit += o.wrongLimit
+	for k, v := range o.by {
+		t.by[k] += v
+	}
+	if t.firstErr == nil {
+		t.firstErr = o.firstErr
+	}
+}
+
+// loadResult is what the replies of one arm said.
+type loadResult struct {
+	takeTally         // wrongLimit: against loadSpec.limit
+	perClient         []int64
+	admittedPerClient []int64
+	lat               []time.Duration // round trip of each pipeline
+	first, last       time.Time       // first request sent, last reply received
 }
 
 // elapsed runs from the first request sent to the last reply received; 0
@@ -55,12 +102,9 @@ func (ld loadResult) firstError() string {
 
 // worker is the tally of one goroutine, merged when all are done.
 type worker struct {
-	admitted, rejected, errors int64
-	wrongLimit                 int64
-	by                         map[string]int64
-	firstErr                   error
-	lat                        []time.Duration
-	first, last                time.Time
+	takeTally
+	lat         []time.Duration
+	first, last time.Time
 }
 
 // drive sends pipelines of RL.TAKE spec.key 1 from spec.workers
@@ -75,28 +119,19 @@ func drive(ctx context.Context, clients []*redis.Client, spec loadSpec) loadResu
 	for ci, c := range clients {
 		workers[ci] = make([]*worker, spec.workers)
 		for wi := range spec.workers {
-			w := &worker{by: map[string]int64{}}
+			w := &worker{takeTally: takeTally{by: map[string]int64{}}}
 			workers[ci][wi] = w
 			wg.Go(func() { w.run(ctx, c, spec, end, &sent) })
 		}
 	}
 	wg.Wait()
 
-	out := loadResult{by: map[string]int64{}, perClient: make([]int64, len(clients)), admittedPerClient: make([]int64, len(clients))}
+	out := loadResult{takeTally: takeTally{by: map[string]int64{}}, perClient: make([]int64, len(clients)), admittedPerClient: make([]int64, len(clients))}
 	for ci, ws := range workers {
 		for _, w := range ws {
-			out.admitted += w.admitted
-			out.rejected += w.rejected
-			out.errors += w.errors
+			out.merge(&w.takeTally)
 			out.perClient[ci] += w.admitted + w.rejected + w.errors
 			out.admittedPerClient[ci] += w.admitted
-			for k, v := range w.by {
-				out.by[k] += v
-			}
-			out.wrongLimit += w.wrongLimit
-			if out.firstErr == nil {
-				out.firstErr = w.firstErr
-			}
 			out.lat = append(out.lat, w.lat...)
 			if !w.first.IsZero() && (out.first.IsZero() || w.first.Before(out.first)) {
 				out.first = w.first
@@ -128,7 +163,8 @@ func (w *worker) run(ctx context.Context, c *redis.Client, spec loadSpec, end ti
 		w.last = time.Now()
 		w.lat = append(w.lat, w.last.Sub(start))
 		for _, cmd := range cmds {
-			w.count(cmd, spec.limit)
+			v, err := cmd.Slice()
+			w.count(v, err, spec.limit)
 		}
 	}
 }
@@ -141,31 +177,6 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// count tallies one reply: an error (error reply, broken connection or a
-// malformed reply) or a decision with its limit and decided_by.
-func (w *worker) count(cmd *redis.Cmd, limit int64) {
-	v, err := cmd.Slice()
-	if err == nil {
-		err = checkTake(v)
-	}
-	if err != nil {
-		w.errors++
-		if w.firstErr == nil {
-			w.firstErr = err
-		}
-		return
-	}
-	if v[0] == int64(1) {
-		w.admitted++
-	} else {
-		w.rejected++
-	}
-	if v[1] != limit {
-		w.wrongLimit++
-	}
-	w.by[v[5].(string)]++
 }
 
 var errTakeShape = errors.New("bench: RL.TAKE reply is not [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by]")

@@ -121,8 +121,7 @@ type gubernatorCaller struct {
 }
 
 func dialGubernator(addr string) (caller, error) {
-	tr := &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, IdleConnTimeout: time.Minute, DisableCompression: true}
-	return gubernatorCaller{c: &http.Client{Transport: tr}, url: "http://" + addr + "/v1/GetRateLimits"}, nil
+	return gubernatorCaller{c: keepAlive(), url: "http://" + addr + "/v1/GetRateLimits"}, nil
 }
 
 func (g gubernatorCaller) take(ctx context.Context, key string) error {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -99,13 +98,6 @@ func cpuSplit(s Summary) string {
 
 // CPURatio is Redis CPU per decision, sluice ÷ direct.
 func (r Row) CPURatio() float64 { return ratio(r.Sluice.RedisCPU, r.Direct.RedisCPU) }
-
-func ratio(a, b float64) float64 {
-	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
-		return math.NaN()
-	}
-	return a / b
-}
 
 // Machine describes where a benchmark ran.
 type Machine struct {
@@ -210,80 +202,11 @@ func Median(v []float64) float64 {
 
 // Markdown renders the report: the summary table, what its columns mean,
 // the command lines and every run.
-func (r *Report) Markdown() string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("# sluice bench: RL.TAKE through sluice vs EVALSHA straight at the shards\n\n")
-	w("Machine: %s.\n\n", r.Machine)
-	threads := plural(r.Threads, "redis-benchmark thread")
-	w("%d clients, %s, uniform keyspace %s, %d primaries (+ replicas); each cell ran %s on each side, %s, and shows the **median** of the rounds; the whole run took %s.\n\n",
-		r.Clients, threads, thousands(float64(r.Keyspace)), len(r.Primaries), plural(r.Rounds, "round"), r.sideOrder(), r.Elapsed.Round(time.Second))
-	w("| scenario | pipeline | requests | sluice req/s | embedded req/s | direct req/s | sluice/direct | sluice p50 / p99 ms | embedded p50 / p99 ms | direct p50 / p99 ms | Redis CPU µs/decision, sluice (primaries + replicas) | Redis CPU µs/decision, direct (primaries + replicas) | Redis CPU sluice/direct | sluice CPU µs/decision | embedded sluice CPU µs/decision | store path's sluice CPU µs/decision (sluice − embedded) | commands per store pipeline, sluice | decisions per script call, sluice |\n")
-	w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, row := range r.Rows {
-		w("| %s | %d | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			row.Scenario, row.Pipeline, thousands(float64(row.Sluice.Requests)),
-			thousands(row.Sluice.RPS), thousands(row.Embedded.RPS), thousands(row.Direct.RPS), fixed(row.Ratio(), 2),
-			fixed(row.Sluice.P50, 3), fixed(row.Sluice.P99, 3), fixed(row.Embedded.P50, 3), fixed(row.Embedded.P99, 3),
-			fixed(row.Direct.P50, 3), fixed(row.Direct.P99, 3),
-			cpuSplit(row.Sluice), cpuSplit(row.Direct), fixed(row.CPURatio(), 2),
-			fixed(row.Sluice.SluiceCPU, 1), fixed(row.Embedded.SluiceCPU, 1), fixed(row.StoreCPU(), 1),
-			fixed(row.Sluice.PerPipeline, 1), fixed(row.Sluice.PerCall, 1))
-	}
-	w("\n")
-	w("- **sluice**: `RL.TAKE key 1` to one sluice in front of the cluster, with one catch-all policy that admits everything " +
-		"(limit and rate 1,000,000,000 per 1s), so every decision runs the token-bucket algorithm and writes; sluice decides a node's batch " +
-		"with one call of its batch script (the last column: decisions per script call), and sends a node's calls in pipelines (commands per store pipeline; both from sluice's INFO `node_…` lines). " +
-		"**embedded**: the same `RL.TAKE` to a second sluice process, the same binary and policy file with no store (embedded mode, decided in process): " +
-		"the front end's ceiling, so sluice CPU minus embedded CPU is what the store path costs sluice per decision. " +
-		"**direct**: `EVALSHA` of sluice's single-key token-bucket script with the same bucket arguments, sent by redis-benchmark straight to the owning primary.\n")
-	w("- **uniform**: random keys out of the keyspace on every shard; **hot**: one key, so one shard does all the work.\n")
-	if r.hasScenario(HotLease) {
-		w("- **hot-lease**: the hot direct run against `RL.TAKE %s 1` through sluice, whose policy for that key (same shard as the hot key) "+
-			"has the same limit and rate and `hot: {mode: lease, threshold: 1000}`: once the key is hot, sluice spends tokens leased in batches "+
-			"instead of running the script per request. Checked instead of the store count: decided by the store + by lease = requests (INFO `decided_by_*`). "+
-			"Decided by lease: %s.\n", HotLeaseKey, r.leaseShares())
-	}
-	w("- **Redis CPU µs/decision**: user + system CPU of every redis-server of the cluster (primaries and replicas, from /proc/<pid>/stat) during the run, divided by the requests.\n")
-	w("- **sluice CPU µs/decision**: the same for the sluice process (for the embedded sluice process on the embedded side). redis-benchmark shares the machine with both, so on a small machine every number is also a measure of contention.\n")
-	w("- Checked for every run: no error reply (redis-benchmark stops at the first), every sluice request decided by the store (INFO `decided_by_store`), every embedded one in process (`decided_by_embedded`), " +
-		"the primaries ran the script at least once per request (INFO commandstats), a direct uniform run reached every primary, and a hot run reached the key's owner.\n")
-	if !r.RedisCPU {
-		w("- Redis CPU is n/a: the cluster's processes are not readable on this machine.\n")
-	}
-	if !r.SluiceCPU {
-		w("- sluice CPU is n/a: the sluice process is not readable on this machine.\n")
-	}
-	w("\n## Commands\n\n")
-	seen := map[string]bool{}
-	for _, run := range r.Runs {
-		id := fmt.Sprintf("%s P%d %s", run.Scenario, run.Pipeline, run.Side)
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		w("- %s: `%s`\n", id, run.Command)
-	}
-	w("\n## Every run\n\n")
-	w("Script calls per primary: %s.\n\n", strings.Join(r.Primaries, ", "))
-	w("| # | round | scenario | pipeline | side | req/s | p50 ms | p99 ms | max ms | Redis CPU µs/decision | sluice CPU µs/decision | commands per store pipeline | decisions per script call | script calls per primary | time |\n")
-	w("|--:|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for i, run := range r.Runs {
-		calls := make([]string, len(run.ScriptCalls))
-		for j, c := range run.ScriptCalls {
-			calls[j] = strconv.FormatInt(c, 10)
-		}
-		w("| %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			i+1, run.Round, run.Scenario, run.Pipeline, run.Side, thousands(run.RPS),
-			fixed(run.P50, 3), fixed(run.P99, 3), fixed(run.Max, 3), fixed(run.RedisCPU, 1), fixed(run.SluiceCPU, 1),
-			fixed(run.PerPipeline, 1), fixed(run.PerCall, 1), strings.Join(calls, " / "), run.Elapsed.Round(10*time.Millisecond))
-	}
-	return b.String()
-}
+func (r *Report) Markdown() string { return render("bench", r) }
 
-// sideOrder is the order the sides ran in each cell: "sluice, embedded,
+// SideOrder is the order the sides ran in each cell: "sluice, embedded,
 // then direct".
-func (r *Report) sideOrder() string {
+func (r *Report) SideOrder() string {
 	var ran []string
 	for _, side := range sides {
 		if slices.ContainsFunc(r.Runs, func(t Trial) bool { return t.Side == side }) {
@@ -301,9 +224,34 @@ func (r *Report) hasScenario(sc Scenario) bool {
 	return slices.ContainsFunc(r.Runs, func(t Trial) bool { return t.Scenario == sc })
 }
 
-// leaseShares lists, per hot-lease sluice run, the share of requests
+// HasLease reports whether the hot-lease scenario ran.
+func (r *Report) HasLease() bool { return r.hasScenario(HotLease) }
+
+// LeaseKey is the sluice side's key of the hot-lease scenario.
+func (r *Report) LeaseKey() string { return HotLeaseKey }
+
+// RunCommand is the command line of one scenario, depth and side (ID:
+// "uniform P1 sluice").
+type RunCommand struct{ ID, Command string }
+
+// Commands are the command lines of the runs, each once, in the order
+// they first ran.
+func (r *Report) Commands() []RunCommand {
+	var out []RunCommand
+	seen := map[string]bool{}
+	for _, run := range r.Runs {
+		id := fmt.Sprintf("%s P%d %s", run.Scenario, run.Pipeline, run.Side)
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, RunCommand{ID: id, Command: run.Command})
+		}
+	}
+	return out
+}
+
+// LeaseShares lists, per hot-lease sluice run, the share of requests
 // decided by lease: "P16 round 1: 97.1 %, …".
-func (r *Report) leaseShares() string {
+func (r *Report) LeaseShares() string {
 	var parts []string
 	for _, run := range r.Runs {
 		if run.Scenario == HotLease && run.Side == Sluice {
@@ -332,41 +280,4 @@ func (r *Report) write(stdout io.Writer, mdPath, svgPath string) error {
 		}
 	}
 	return nil
-}
-
-// thousands formats v rounded to an integer with comma separators; n/a for
-// NaN.
-func thousands(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	s := strconv.FormatInt(int64(math.Round(v)), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
-
-// fixed formats v with prec decimals; n/a for NaN.
-func fixed(v float64, prec int) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64)
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

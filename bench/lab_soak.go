@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,18 +84,10 @@ policies:
 // the sluice process's goroutines, RSS and open file descriptors, which
 // must end where they started once the load is gone.
 func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport, error) {
-	if cfg.Duration <= 0 {
-		cfg.Duration = DefaultSoakDuration
-	}
-	if cfg.Sample <= 0 {
-		cfg.Sample = DefaultSoakSample
-	}
-	if cfg.Fault <= 0 {
-		cfg.Fault = DefaultSoakFault
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = DefaultSoakWorkers
-	}
+	orDefault(&cfg.Duration, DefaultSoakDuration)
+	orDefault(&cfg.Sample, DefaultSoakSample)
+	orDefault(&cfg.Fault, DefaultSoakFault)
+	orDefault(&cfg.Workers, DefaultSoakWorkers)
 	if progress == nil {
 		progress = io.Discard
 	}
@@ -109,53 +100,117 @@ func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport,
 	if err != nil {
 		return nil, err
 	}
-	ch, rdb := rig.children[0], clients[0]
-
-	var decisions, errs atomic.Int64
-	var firstErr atomic.Value
+	s := &soak{rig: rig, ch: rig.children[0], rdb: clients[0], progress: progress, rep: &SoakReport{}}
 	lctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
+	wait := s.load(lctx, cfg.Workers)
+	s.start = time.Now()
+	s.sample(ctx, "start")
+	s.faultsUntil(ctx, lctx, cfg)
+	wait()
+	// The load is gone: wait for idle connections to be closed by the
+	// client pool, then take the final sample.
+	_ = s.rdb.Close()
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.ch.addr, PoolSize: 1, MaxRetries: -1})
+	defer s.rdb.Close()
+	_ = poll(ctx, 100*time.Millisecond, 10*time.Second, func() (bool, error) {
+		return infoInt(ctx, s.rdb, "connected_clients") <= 1, nil
+	})
+	s.sample(ctx, "load stopped")
+	if e, ok := s.firstErr.Load().(string); ok {
+		s.rep.Faults = append(s.rep.Faults, "first error reply: "+e)
+	}
+	return s.rep, nil
+}
+
+// soak is one Soak run: the sluice child, a client of it, the load's
+// counters and the report.
+type soak struct {
+	rig       *rig
+	ch        *child
+	rdb       *redis.Client
+	progress  io.Writer
+	rep       *SoakReport
+	start     time.Time
+	decisions atomic.Int64
+	errs      atomic.Int64
+	firstErr  atomic.Value // the first error reply's text
+}
+
+// load starts workers sending RL.TAKE of the mixed keys until lctx ends;
+// wait returns when they have stopped.
+func (s *soak) load(lctx context.Context, workers int) (wait func()) {
 	var wg sync.WaitGroup
 	prefixes := []string{"hot:1", "open:", "closed:", "user:"}
-	for w := range cfg.Workers {
+	for w := range workers {
 		wg.Go(func() {
 			for i := 0; lctx.Err() == nil; i++ {
 				key := prefixes[(w+i)%len(prefixes)]
 				if key != "hot:1" {
 					key += strconv.Itoa((i * 7919) % 100_000)
 				}
-				err := rdb.Do(lctx, "RL.TAKE", key, 1).Err()
+				err := s.rdb.Do(lctx, "RL.TAKE", key, 1).Err()
 				switch {
 				case err == nil:
-					decisions.Add(1)
+					s.decisions.Add(1)
 				case lctx.Err() != nil:
 				default:
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
+					s.errs.Add(1)
+					s.firstErr.CompareAndSwap(nil, err.Error())
 				}
 			}
 		})
 	}
+	return wg.Wait
+}
 
-	rep := &SoakReport{}
-	start := time.Now()
-	sample := func(fault string) {
-		s := SoakSample{At: time.Since(start).Round(time.Second), Decisions: decisions.Load(), Errors: errs.Load(), Fault: fault}
-		s.Goroutines = infoInt(ctx, rdb, "goroutines")
-		s.RSSKiB, s.FDs = procUsage(ch.pid())
-		rep.Samples = append(rep.Samples, s)
-		fmt.Fprintf(progress, "soak: %v decisions=%d errors=%d goroutines=%d rss=%d KiB fds=%d %s\n",
-			s.At, s.Decisions, s.Errors, s.Goroutines, s.RSSKiB, s.FDs, fault)
+// sample takes one look at the sluice process; fault is what was injected
+// since the last.
+func (s *soak) sample(ctx context.Context, fault string) {
+	smp := SoakSample{At: time.Since(s.start).Round(time.Second), Decisions: s.decisions.Load(), Errors: s.errs.Load(), Fault: fault}
+	smp.Goroutines = infoInt(ctx, s.rdb, "goroutines")
+	smp.RSSKiB, smp.FDs = procUsage(s.ch.pid())
+	s.rep.Samples = append(s.rep.Samples, smp)
+	fmt.Fprintf(s.progress, "soak: %v decisions=%d errors=%d goroutines=%d rss=%d KiB fds=%d %s\n",
+		smp.At, smp.Decisions, smp.Errors, smp.Goroutines, smp.RSSKiB, smp.FDs, fault)
+}
+
+// faultsUntil samples every cfg.Sample and injects the next fault every
+// cfg.Fault until lctx, the load's, ends.
+func (s *soak) faultsUntil(ctx, lctx context.Context, cfg SoakConfig) {
+	faults := s.faults(ctx)
+	tick := time.NewTicker(cfg.Sample)
+	defer tick.Stop()
+	nextFault, fi := time.Now().Add(cfg.Fault), 0
+	pending := ""
+	for lctx.Err() == nil {
+		select {
+		case <-tick.C:
+			s.sample(ctx, pending)
+			pending = ""
+		case <-lctx.Done():
+		}
+		if time.Now().After(nextFault) && lctx.Err() == nil {
+			f := faults[fi%len(faults)]()
+			s.rep.Faults = append(s.rep.Faults, f)
+			pending = strings.TrimSpace(pending + " " + f)
+			fi++
+			nextFault = time.Now().Add(cfg.Fault)
+		}
 	}
-	faults := []func() string{
+}
+
+// faults are the soak's faults, in turn; each says what it did.
+func (s *soak) faults(ctx context.Context) []func() string {
+	return []func() string{
 		func() string {
-			if err := rig.rc.ScriptFlushAll(ctx); err != nil {
+			if err := s.rig.rc.ScriptFlushAll(ctx); err != nil {
 				return "script flush failed: " + err.Error()
 			}
 			return "SCRIPT FLUSH on every node"
 		},
 		func() string {
-			n, err := rig.rc.PrimaryForKey(ctx, "sluice:{hot:1}")
+			n, err := s.rig.rc.PrimaryForKey(ctx, "sluice:{hot:1}")
 			if err != nil {
 				return "pause failed: " + err.Error()
 			}
@@ -166,64 +221,26 @@ func Soak(ctx context.Context, cfg SoakConfig, progress io.Writer) (*SoakReport,
 		},
 		func() string {
 			for range 500 {
-				cl := redis.NewClient(&redis.Options{Addr: ch.addr, MaxRetries: -1})
+				cl := redis.NewClient(&redis.Options{Addr: s.ch.addr, MaxRetries: -1})
 				_ = cl.Ping(ctx).Err()
 				_ = cl.Close()
 			}
 			return "500 connects and disconnects"
 		},
 	}
-	sample("start")
-	tick := time.NewTicker(cfg.Sample)
-	defer tick.Stop()
-	nextFault, fi := time.Now().Add(cfg.Fault), 0
-	pending := ""
-	for lctx.Err() == nil {
-		select {
-		case <-tick.C:
-			sample(pending)
-			pending = ""
-		case <-lctx.Done():
-		}
-		if time.Now().After(nextFault) && lctx.Err() == nil {
-			f := faults[fi%len(faults)]()
-			rep.Faults = append(rep.Faults, f)
-			pending = strings.TrimSpace(pending + " " + f)
-			fi++
-			nextFault = time.Now().Add(cfg.Fault)
-		}
-	}
-	wg.Wait()
-	// The load is gone: wait for idle connections to be closed by the
-	// client pool, then take the final sample.
-	_ = rdb.Close()
-	rdb = redis.NewClient(&redis.Options{Addr: ch.addr, PoolSize: 1, MaxRetries: -1})
-	defer rdb.Close()
-	_ = poll(ctx, 100*time.Millisecond, 10*time.Second, func() (bool, error) {
-		return infoInt(ctx, rdb, "connected_clients") <= 1, nil
-	})
-	sample("load stopped")
-	if e, ok := firstErr.Load().(string); ok {
-		rep.Faults = append(rep.Faults, "first error reply: "+e)
-	}
-	return rep, nil
 }
 
-var infoLineRE = regexp.MustCompile(`(?m)^([a-z_]+):(-?\d+)\r?$`)
-
-// infoInt reads one integer field of INFO.
+// infoInt reads one integer field of INFO; -1 when there is none.
 func infoInt(ctx context.Context, rdb *redis.Client, field string) int {
 	text, err := rdb.Info(ctx).Result()
 	if err != nil {
 		return -1
 	}
-	for _, m := range infoLineRE.FindAllStringSubmatch(text, -1) {
-		if m[1] == field {
-			n, _ := strconv.Atoi(m[2])
-			return n
-		}
+	n, err := strconv.Atoi(infoFields(text)[field])
+	if err != nil {
+		return -1
 	}
-	return -1
+	return n
 }
 
 // procUsage reads a process's resident set and open descriptors.
@@ -242,11 +259,7 @@ func procUsage(pid int) (rssKiB int64, fds int) {
 }
 
 // Markdown renders the samples as a table.
-func (r *SoakReport) Markdown() string {
-	var b strings.Builder
-	b.WriteString("| t | decisions | error replies | goroutines | RSS MiB | open fds | fault since last sample |\n|--:|--:|--:|--:|--:|--:|---|\n")
-	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %v | %d | %d | %d | %.1f | %d | %s |\n", s.At, s.Decisions, s.Errors, s.Goroutines, float64(s.RSSKiB)/1024, s.FDs, s.Fault)
-	}
-	return b.String()
-}
+func (r *SoakReport) Markdown() string { return render("soak", r) }
+
+// RSSMiB is the resident set in MiB.
+func (s SoakSample) RSSMiB() float64 { return float64(s.RSSKiB) / 1024 }

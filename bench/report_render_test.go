@@ -89,3 +89,53 @@ func TestLabMarkdownGolden(t *testing.T) {
 		}
 	}
 }
+
+// otherReports are the reports of sluice bench, bench --front and the
+// soak, which do not go through RunLab, each with every kind of cell.
+func otherReports() map[string]interface{ Markdown() string } {
+	bench := sampleReport()
+	lease := sampleReport()
+	lease.RedisCPU, lease.SluiceCPU = false, false
+	for _, tr := range lease.Runs[:6] {
+		tr.Scenario, tr.ByLease = HotLease, 190_000
+		lease.Runs = append(lease.Runs, tr)
+	}
+	lease.Rows = nil
+	lease.aggregate()
+	fronts := &FrontReport{Config: FrontConfig{Clients: 50, Requests: 200_000, Keyspace: 1_000_000}, Machine: goldenMachine,
+		Direct: FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: 200_000, RPS: 80_000, P50: 0.5, P99: 1.25},
+		Rows: []FrontRow{
+			{Door: "resp (RL.TAKE)", Tool: "redis-benchmark", Requests: 200_000, RPS: 40_000, P50: 1.1, P99: 2.75, Store: 200_000},
+			{Door: "http", Tool: "Go", Requests: 200_000, RPS: 20_000, P50: 2.2, P99: 5.5, Store: 200_001},
+			{Door: "gubernator", Tool: "Go", Requests: 200_000, RPS: 30_000, P50: 1.5, P99: 3.5, Store: -1},
+		}, Elapsed: 95 * time.Second}
+	soak := &SoakReport{Samples: []SoakSample{
+		{At: 0, Goroutines: 20, RSSKiB: 53_145, FDs: 18, Fault: "start"},
+		{At: 10 * time.Second, Decisions: 21_050, Errors: 2, Goroutines: 21, RSSKiB: 74_547, FDs: 25, Fault: "SCRIPT FLUSH on every node"},
+		{At: 20 * time.Second, Decisions: 43_110, Errors: 2, Goroutines: 19, RSSKiB: 74_000, FDs: 26, Fault: "load stopped"},
+	}}
+	return map[string]interface{ Markdown() string }{"bench": bench, "bench-lease": lease, "fronts": fronts, "soak": soak}
+}
+
+// The reports of sluice bench, bench --front and the soak, byte for byte,
+// like the labs'.
+func TestOtherMarkdownGolden(t *testing.T) {
+	t.Parallel()
+	for name, rep := range otherReports() {
+		path := filepath.Join("testdata", name+".golden.md")
+		got := rep.Markdown()
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Errorf("%s report differs from %s:\n--- got\n%s\n--- want\n%s", name, path, got, want)
+		}
+	}
+}

@@ -17,8 +17,13 @@ type httpCaller struct {
 }
 
 func dialHTTP(addr string) (caller, error) {
-	tr := &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, IdleConnTimeout: time.Minute, DisableCompression: true}
-	return httpCaller{c: &http.Client{Transport: tr}, base: "http://" + addr + "/v1/check?cost=1&key="}, nil
+	return httpCaller{c: keepAlive(), base: "http://" + addr + "/v1/check?cost=1&key="}, nil
+}
+
+// keepAlive is an HTTP client of one keep-alive connection: a caller's
+// own, one request in flight.
+func keepAlive() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, IdleConnTimeout: time.Minute, DisableCompression: true}}
 }
 
 func (h httpCaller) take(ctx context.Context, key string) error {
