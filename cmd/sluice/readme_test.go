@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,23 +183,6 @@ func TestReadmeSession(t *testing.T) {
 	}
 }
 
-// pendingPaths are paths the docs name that other branches of issue 21
-// create (the flag reference, app/, the bench results' new home). A missing
-// one is only logged; one that exists fails the test, so the list is
-// emptied as those branches land.
-var pendingPaths = []string{
-	"app",
-	"docs/flags.md",
-	"bench/results",
-	"bench/results/results.md",
-	"bench/results/results.svg",
-	"bench/results/fronts.md",
-	"bench/results/hotlab.md",
-	"bench/results/hot-lease.md",
-	"bench/results/lab-overload.md",
-	"bench/results/lab-regions.md",
-}
-
 // docFiles are the README and the docs pages.
 func docFiles(t *testing.T) []string {
 	t.Helper()
@@ -260,7 +242,7 @@ func repoPath(word string, top map[string]bool) (string, bool) {
 		return "", false
 	}
 	first, _, _ := strings.Cut(w, "/")
-	if !top[first] && !slices.Contains(pendingPaths, first) {
+	if !top[first] {
 		return "", false
 	}
 	return strings.TrimSuffix(w, "/"), true
@@ -280,13 +262,8 @@ func TestDocsLinksAndPaths(t *testing.T) {
 			top[e.Name()] = true
 		}
 	}
-	pending := map[string]bool{}
 	exists := func(where, rel string) bool {
 		if _, err := os.Stat(filepath.Join(repoRoot, rel)); err == nil {
-			return true
-		}
-		if slices.Contains(pendingPaths, rel) {
-			pending[rel] = true
 			return true
 		}
 		t.Errorf("%s names %s, which is not in the tree", where, rel)
@@ -316,7 +293,7 @@ func TestDocsLinksAndPaths(t *testing.T) {
 				if target == "" {
 					rel = name
 				}
-				if !exists(where, strings.TrimSuffix(rel, "/")) || anchor == "" || pending[rel] {
+				if !exists(where, strings.TrimSuffix(rel, "/")) || anchor == "" {
 					continue
 				}
 				if !anchors(t, filepath.Join(repoRoot, rel))[anchor] {
@@ -330,13 +307,6 @@ func TestDocsLinksAndPaths(t *testing.T) {
 					}
 				}
 			}
-		}
-	}
-	for _, p := range pendingPaths {
-		if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
-			t.Errorf("pendingPaths: %s exists now; delete it from the list", p)
-		} else if pending[p] {
-			t.Logf("pending (another branch of issue 21 creates it): %s", p)
 		}
 	}
 }
