@@ -118,3 +118,57 @@ func TestSplitHandoffShareZeroOnCluster(t *testing.T) {
 	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	shareZero(t, h, store, time.Now, time.Sleep)
 }
+
+// G = 2 over K = 4 sub-buckets, each 0.9 of a token from empty after an
+// RL.RESET: shares 1, 1, 0, 0. A share of 1 not exactly full keeps its
+// fraction (0 whole + 0.9 ≤ 1) and is not held; a share of 0 is emptied
+// and held for one token interval (500 ms), fraction and all.
+func TestSplitHandoffShareZeroOnlyHoldsShareZero(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	store := newStore(c)
+	h := newLayer(t, store, c, Config{})
+	p := hsPolicy()
+	subs := h.subPolicies(p)
+	const key = "acme"
+	ctx := context.Background()
+	if _, err := h.Reset(ctx, key, p); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(454 * time.Millisecond)
+	out := make([]limit.Result, 1)
+	store.Do(ctx, []limit.Request{{Key: key, Cost: 14, Policy: p}}, out) // the main bucket keeps 2
+	heat(t, h, key, p, c.Now())
+	if res := peekOne(h, key, 1, p); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got := peek(t, store, key, p); got != 0 {
+		t.Fatalf("main bucket holds %d after the hand-over, want 0", got)
+	}
+	c.Add(100 * time.Millisecond) // 0.9 + 0.2: a whole token where nothing holds it
+	var total int64
+	for i, sp := range subs {
+		got := peek(t, store, subKey(key, i), sp)
+		want := b2i(i < 2)
+		total += got
+		if got != want {
+			t.Errorf("sub-bucket %d holds %d 100ms after the hand-over, want %d", i, got, want)
+		}
+	}
+	// What the main bucket held (2) + 8/s × 0.1 s.
+	if total > 2 {
+		t.Errorf("sub-buckets hold %d in all, want at most 2", total)
+	}
+	c.Add(500 * time.Millisecond) // the holds ended 100 ms ago: 0.2 each
+	for i := 2; i < 4; i++ {
+		if got := peek(t, store, subKey(key, i), subs[i]); got != 0 {
+			t.Errorf("sub-bucket %d holds %d 600ms after the hand-over, want 0 (held until 500ms, 2/s)", i, got)
+		}
+	}
+	c.Add(400 * time.Millisecond) // 1.0 each
+	for i := 2; i < 4; i++ {
+		if got := peek(t, store, subKey(key, i), subs[i]); got != 1 {
+			t.Errorf("sub-bucket %d holds %d 1s after the hand-over, want 1", i, got)
+		}
+	}
+}
