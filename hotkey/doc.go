@@ -128,7 +128,9 @@
 // second try bounds this), for requests on other paths during a spell,
 // for up to HoldFor × rate after one, and by one token per sub-bucket that
 // was not exactly full at a hand-over (it may hold a fraction of a token
-// that no claim takes, so it gets one token less than its share). Lease mode, which draws on the
+// that no claim takes, so it gets one token less than its share; one whose
+// share is 0 is emptied, fraction and all, by a claim that holds it for
+// one token interval, which costs the same token). Lease mode, which draws on the
 // one shared bucket, has none of these; prefer it when exactness for every
 // path matters more than shard load.
 //

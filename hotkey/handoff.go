@@ -1,6 +1,10 @@
 package hotkey
 
-import "github.com/sluice-rl/sluice/limit"
+import (
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+)
 
 // States of entry.hand.
 const (
@@ -24,7 +28,8 @@ const (
 // limits are: G/K, plus one when i < G%K): it claims what one holds above
 // its share and gives back what one lacks, so that the sub-buckets
 // together hold what the main bucket held, not a fresh burst nor what a
-// past spell left in them; its first split
+// past spell left in them, nor the fractions of a token they refilled
+// since (see setSubs); its first split
 // decision then renews the hold with an odd value, which tells the others
 // the sub-buckets are set. An instance that finds a hold in force joins
 // the spell and leaves the sub-buckets alone: at once when the hold is
@@ -45,9 +50,9 @@ type handoff struct {
 	probes  int   // the times this instance asked again whether it is
 	hold    int64 // the hold the main claim asked for, µs
 	main    *limit.Policy
-	left    []int64 // each sub-bucket's remaining, -1 when unknown
-	claims  []int64 // what call 2 claims from each sub-bucket
-	retry   []int   // sub-buckets whose call-2 claim failed
+	left    []int64         // each sub-bucket's remaining, -1 when unknown
+	claims  []limit.Request // call 2's claim of each sub-bucket
+	retry   []int           // sub-buckets whose call-2 claim failed
 	done    bool
 }
 
@@ -117,36 +122,7 @@ func (b *batch) handoffsNext() {
 		if ho.stage == 0 {
 			ho.stage = 1
 			if g := ho.granted; g >= 0 && !ho.joined {
-				k := int64(len(ho.subs))
-				ho.claims = make([]int64, len(ho.subs))
-				for s, sp := range ho.subs {
-					left := ho.left[s]
-					if left < 0 {
-						left = sp.Limit // unknown: claim as if full; a claim takes no more than there is
-					}
-					share := min(sp.Limit, g/k+b2i(int64(s) < g%k))
-					if ho.left[s] != sp.Limit && share > 0 {
-						// A sub-bucket not exactly full may hold a fraction
-						// of a token besides its whole ones, which no claim
-						// takes: one token less, so that it holds at most
-						// its share.
-						share--
-					}
-					switch c := left - share; {
-					case c > 0:
-						ho.claims[s] = c
-						b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: c, Op: limit.OpClaim, Policy: sp},
-							pending{kind: kindHandoff, i: n, sub: s})
-						ho.pending++
-					case c < 0 && ho.left[s] >= 0:
-						// Below its share (drained by an RL.RESET, or spent
-						// in a past spell): topped up, so that the
-						// sub-buckets hold what the main bucket held.
-						b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: -c, Op: limit.OpReturn, Policy: sp},
-							pending{kind: kindHandoff, i: n, sub: s, second: true})
-						ho.pending++
-					}
-				}
+				b.setSubs(n, ho, g)
 			}
 			if ho.pending > 0 {
 				continue
@@ -155,9 +131,13 @@ func (b *batch) handoffsNext() {
 		if ho.stage == 1 && len(ho.retry) > 0 {
 			// A sub-bucket left above its share would be a second budget:
 			// its failed claim goes once more.
+			now := b.h.now().UnixMicro()
 			for _, s := range ho.retry {
-				b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: ho.claims[s], Op: limit.OpClaim, Policy: ho.subs[s]},
-					pending{kind: kindHandoff, i: n, sub: s, second: true})
+				r := ho.claims[s]
+				if r.Hold != 0 {
+					r.Hold = -(now + tokenUs(r.Policy))
+				}
+				b.call.add(r, pending{kind: kindHandoff, i: n, sub: s, second: true})
 				ho.pending++
 			}
 			ho.retry, ho.stage = nil, 2
@@ -167,4 +147,59 @@ func (b *batch) handoffsNext() {
 		ho.e.hand.Store(handDone)
 		close(ho.e.handed)
 	}
+}
+
+// setSubs adds call 2 of hand-over ho (handoffs[n]) to the batch's next
+// store call: it brings each sub-bucket to its share of g, the tokens the
+// main bucket held. A sub-bucket not exactly full may hold a fraction of a
+// token besides its whole ones, which no claim of whole tokens takes: one
+// whose share is at least one is brought to one token less; one whose
+// share is 0 is emptied, fraction and all, by a claim that holds it for
+// one token interval (a hold sets what a claim leaves to 0; the one token
+// it does not refill meanwhile is the under-admission the share-1 of the
+// others has too). Left with a fraction, K sub-buckets of share 0 would
+// hold up to K tokens the main bucket never gave (an RL.RESET empties
+// them, then they refill beside a full main bucket).
+func (b *batch) setSubs(n int, ho *handoff, g int64) {
+	k := int64(len(ho.subs))
+	now := b.h.now().UnixMicro()
+	ho.claims = make([]limit.Request, len(ho.subs))
+	for s, sp := range ho.subs {
+		left := ho.left[s]
+		if left < 0 {
+			left = sp.Limit // unknown: claim as if full; a claim takes no more than there is
+		}
+		share := min(sp.Limit, g/k+b2i(int64(s) < g%k))
+		var hold int64
+		switch {
+		case ho.left[s] == sp.Limit: // exactly full: no fraction
+		case share > 0:
+			share-- // at most its share, with the fraction
+		case sp.Algorithm.IsBucket():
+			hold = -(now + tokenUs(sp)) // nothing, not even the fraction
+		}
+		claim := limit.Request{Key: subKey(ho.e.key, s), Cost: left - share, Op: limit.OpClaim, Policy: sp, Hold: hold}
+		if hold != 0 {
+			claim.Cost = sp.Limit
+		}
+		switch c := left - share; {
+		case c > 0 || claim.Hold != 0:
+			ho.claims[s] = claim
+			b.call.add(claim, pending{kind: kindHandoff, i: n, sub: s})
+			ho.pending++
+		case c < 0 && ho.left[s] >= 0:
+			// Below its share (drained by an RL.RESET, or spent in a past
+			// spell): topped up, so that the sub-buckets hold what the
+			// main bucket held.
+			b.call.add(limit.Request{Key: subKey(ho.e.key, s), Cost: -c, Op: limit.OpReturn, Policy: sp},
+				pending{kind: kindHandoff, i: n, sub: s, second: true})
+			ho.pending++
+		}
+	}
+}
+
+// tokenUs is the time p takes to refill one token, in µs, at least 1.
+func tokenUs(p *limit.Policy) int64 {
+	us := int64(p.Period / time.Microsecond)
+	return max(1, (us+p.Rate-1)/p.Rate)
 }
