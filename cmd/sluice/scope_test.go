@@ -104,4 +104,19 @@ policies:
 	if float64(admitted) > bound {
 		t.Fatalf("admitted %d in %.3fs across the change to regional, bound %.2f: decided_by %v", admitted, T, bound, by)
 	}
+	// Emptied once: a second later the bucket has refilled by the rate.
+	time.Sleep(time.Second)
+	again := 0
+	for range 10 {
+		r, err := take(ctx, c2, key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			again++
+		}
+	}
+	if again < 4 {
+		t.Fatalf("1 s after: p2 admitted %d of 10, want about 5 (the regional bucket refills from empty)", again)
+	}
 }
