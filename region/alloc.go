@@ -70,15 +70,16 @@ func (l *Layer) entry(key string, p *limit.Policy) *entry {
 			break
 		}
 		e := v.(*entry)
-		if !e.retired.Load() {
+		if !e.retired.Load() && !e.regional.Load() {
 			if e.p.Load() != p {
 				e.p.Store(p)
 			}
 			return e
 		}
-		// The key was retired (its policy stopped being global) and is
-		// global again: a new entry, which owes home what the regional
-		// bucket spent meanwhile.
+		// The key was decided as regional (its policy stopped being
+		// global) and is global again: a new entry, which owes home what
+		// the regional bucket spent meanwhile, and whose regional bucket
+		// is emptied again at the next change.
 		fresh := &entry{key: key}
 		fresh.p.Store(p)
 		if l.keys.CompareAndSwap(key, e, fresh) {

@@ -102,3 +102,65 @@ func TestScopeChangeEmptiesOnEveryInstance(t *testing.T) {
 		t.Errorf("l1 retired %d keys, want 1", s.Retired)
 	}
 }
+
+// TestScopeFlipsBackAndForth: a key made regional, then global, then
+// regional again within one window is a new entry when global again (it
+// owes home what its regional bucket spent) and has its regional bucket
+// emptied at each change to regional, not only at the first.
+func TestScopeFlipsBackAndForth(t *testing.T) {
+	t.Parallel()
+	homeNode, regionalNode := redistest.NewSingle(t), redistest.NewSingle(t)
+	home, err := cluster.New(cluster.Config{URL: "redis://" + homeNode.Addr, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { home.Close() })
+	store, err := cluster.New(cluster.Config{URL: "redis://" + regionalNode.Addr, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	gl := &limit.Policy{Name: "gl", Match: "gl.*", Algorithm: limit.TokenBucket, Limit: 10, Rate: 1, Period: time.Minute,
+		OnStoreError: limit.FailClosed, Scope: limit.ScopeGlobal, RegionFloor: 0.2}
+	regional := *gl
+	regional.Scope = limit.ScopeRegional
+	var cur atomic.Pointer[policy.Set]
+	set := func(p *limit.Policy) {
+		s, err := policy.NewSet(0, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Store(s)
+	}
+	set(gl)
+	l, err := New(store, Config{Region: "eu", Home: home, Tick: 50 * time.Millisecond, HomeTimeout: 300 * time.Millisecond,
+		Match: func(k string) *limit.Policy { return cur.Load().Match(k) }, Policies: cur.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ctx := context.Background()
+	take := func() limit.Result {
+		out := make([]limit.Result, 1)
+		l.Store().Do(ctx, []limit.Request{{Key: "gl.a", Cost: 1, Op: limit.OpTake, Policy: cur.Load().Match("gl.a")}}, out)
+		if out[0].Err != nil {
+			t.Fatal(out[0].Err)
+		}
+		return out[0]
+	}
+	take()
+	for round := range 2 {
+		set(&regional)
+		if r := take(); r.Allowed || r.Remaining != 0 {
+			t.Fatalf("change %d to regional: %+v, want refused from an emptied bucket", round+1, r)
+		}
+		v, _ := l.keys.Load("gl.a")
+		marker := v.(*entry)
+		set(gl)
+		take()
+		v, _ = l.keys.Load("gl.a")
+		if e := v.(*entry); e == marker || e.retired.Load() || e.regional.Load() {
+			t.Fatalf("change %d back to global: the entry is the marker of the change to regional", round+1)
+		}
+	}
+}
