@@ -225,7 +225,8 @@ func (l *Layer) plan(w *roundWork, e *entry, ns int64, dt, horizon time.Duration
 // policy is no longer global (RL.POLICY SET or DEL, a reload) is retired:
 // nothing more is claimed for it, what the floor admitted is still debited
 // (under the policy it was admitted by), its pool goes back home and it is
-// forgotten. Before, the allocator kept claiming and filling its pool
+// forgotten (once its window ends, if its regional bucket was emptied:
+// see scope.go). Before, the allocator kept claiming and filling its pool
 // under the old policy.
 func (l *Layer) policyOf(e *entry) (*limit.Policy, bool) {
 	p := e.p.Load()
