@@ -121,7 +121,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.hot, err = hotkey.New(hotkey.Config{Store: a.store, LeaseTTL: a.cfg.LeaseTTL, Timeout: a.timeout}); err != nil {
 		return err
 	}
-	if a.reg, a.home, err = openRegion(&a.cfg, a.store, set, policies{a.holder}.Match, a.log); err != nil {
+	if a.reg, a.home, err = openRegion(&a.cfg, a.store, set, policies{a.holder}, a.log); err != nil {
 		return err
 	}
 	decideBy := a.store

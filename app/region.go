@@ -19,7 +19,7 @@ import (
 // openRegion wraps the regional store in the region layer when --region
 // is set; otherwise it returns nil, and says so if the config has global
 // policies (they are then decided by the store alone, as one budget).
-func openRegion(c *Config, store limit.Store, set *policy.Set, match func(string) *limit.Policy, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
+func openRegion(c *Config, store limit.Store, set *policy.Set, pols policies, log *slog.Logger) (*region.Layer, *cluster.Store, error) {
 	if c.Region == "" {
 		for _, p := range set.Policies {
 			if p.Global() {
@@ -41,7 +41,7 @@ func openRegion(c *Config, store limit.Store, set *policy.Set, match func(string
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: home store: %w", err)
 	}
-	l, err := region.New(store, region.Config{Region: c.Region, Home: home, Tick: c.RegionTick, HomeTimeout: c.HomeTimeout, Match: match})
+	l, err := region.New(store, region.Config{Region: c.Region, Home: home, Tick: c.RegionTick, HomeTimeout: c.HomeTimeout, Match: pols.Match, Policies: pols.h.Current})
 	if err != nil {
 		home.Close()
 		return nil, nil, err

@@ -24,6 +24,8 @@ type entry struct {
 	established atomic.Bool  // a claim for the key was answered
 	debited     atomic.Bool  // what its regional bucket spent is owed (see Layer.debitRegional): it may be claimed for
 	regional    atomic.Bool  // its policy stopped being global, and its regional bucket was emptied (see Layer.scopeChanged)
+	retired     atomic.Bool  // nothing more is claimed for it: its pool went back home, or it is a marker of a scope change (scope.go)
+	until       atomic.Int64 // ns: a retired entry whose bucket was emptied stays, as the marker that it was, until then
 	claimed     atomic.Int64 // tokens claimed from home by this instance
 	returned    atomic.Int64 // tokens given back to home by this instance
 	demandBits  atomic.Uint64
@@ -62,12 +64,28 @@ const (
 
 // entry returns key's entry, made on first sight, or nil past MaxKeys.
 func (l *Layer) entry(key string, p *limit.Policy) *entry {
-	if v, ok := l.keys.Load(key); ok {
-		e := v.(*entry)
-		if e.p.Load() != p {
-			e.p.Store(p)
+	for {
+		v, ok := l.keys.Load(key)
+		if !ok {
+			break
 		}
-		return e
+		e := v.(*entry)
+		if !e.retired.Load() && !e.regional.Load() {
+			if e.p.Load() != p {
+				e.p.Store(p)
+			}
+			return e
+		}
+		// The key was decided as regional (its policy stopped being
+		// global) and is global again: a new entry, which owes home what
+		// the regional bucket spent meanwhile, and whose regional bucket
+		// is emptied again at the next change.
+		fresh := &entry{key: key}
+		fresh.p.Store(p)
+		if l.keys.CompareAndSwap(key, e, fresh) {
+			go l.debitRegional(fresh, p)
+			return fresh
+		}
 	}
 	if l.nkeys.Load() >= l.maxKeys {
 		l.st.untracked.Add(1)
@@ -111,6 +129,8 @@ func (l *Layer) run() {
 // claims and the exchange travel to home together: one round trip.
 func (l *Layer) round(now time.Time, dt time.Duration) {
 	ns := now.UnixNano()
+	l.noteSet()
+	l.pruneChanges(ns)
 	var es []*entry
 	l.keys.Range(func(_, v any) bool {
 		es = append(es, v.(*entry))
@@ -163,6 +183,10 @@ func (w *roundWork) claim(e *entry, p *limit.Policy, cost, debit int64) {
 // plan adds e's part of the round to w: its claim and debit, its board
 // field, whether it went quiet, or its retirement; or forgets it.
 func (l *Layer) plan(w *roundWork, e *entry, ns int64, dt, horizon time.Duration) {
+	if e.retired.Load() {
+		w.retired = append(w.retired, e) // a marker: forgotten once its window ends
+		return
+	}
 	p, global := l.policyOf(e)
 	if !global {
 		if debit := e.floorTaken.Swap(0); debit > 0 {
@@ -177,8 +201,7 @@ func (l *Layer) plan(w *roundWork, e *entry, ns int64, dt, horizon time.Duration
 	}
 	idle := time.Duration(ns - e.lastAsk.Load())
 	if idle > forgetAfter && e.pool.Load() == 0 && e.floorTaken.Load() == 0 {
-		l.keys.Delete(e.key)
-		l.nkeys.Add(-1)
+		l.forget(e)
 		return
 	}
 	if idle > quietAfter && e.board.read && e.board.region < 1e-3 && e.pool.Load() > 0 && l.HomeReachable(ns) {
@@ -202,7 +225,8 @@ func (l *Layer) plan(w *roundWork, e *entry, ns int64, dt, horizon time.Duration
 // policy is no longer global (RL.POLICY SET or DEL, a reload) is retired:
 // nothing more is claimed for it, what the floor admitted is still debited
 // (under the policy it was admitted by), its pool goes back home and it is
-// forgotten. Before, the allocator kept claiming and filling its pool
+// forgotten (once its window ends, if its regional bucket was emptied:
+// see scope.go). Before, the allocator kept claiming and filling its pool
 // under the old policy.
 func (l *Layer) policyOf(e *entry) (*limit.Policy, bool) {
 	p := e.p.Load()
@@ -249,14 +273,28 @@ func (l *Layer) exchange(ctx context.Context, now time.Time, w *roundWork) {
 	}
 }
 
-// retire gives back the pools of keys whose policy stopped being global,
-// and forgets them (their floor debits went with this round's claims).
+// retire gives back the pools of keys whose policy stopped being global
+// (their floor debits went with this round's claims), once, and forgets
+// them: at once, or, for a key whose regional bucket this instance
+// emptied, once the window of the scope change ends (the entry is the
+// marker that it was emptied).
 func (l *Layer) retire(es []*entry) {
+	ns := l.now().UnixNano()
 	for _, e := range es {
-		l.drain(e)
-		l.keys.Delete(e.key)
+		if !e.retired.Swap(true) {
+			l.drain(e)
+			l.st.retired.Add(1)
+		}
+		if !e.regional.Load() || ns >= e.until.Load() {
+			l.forget(e)
+		}
+	}
+}
+
+// forget drops e from the tracked keys, unless a new entry replaced it.
+func (l *Layer) forget(e *entry) {
+	if l.keys.CompareAndDelete(e.key, e) {
 		l.nkeys.Add(-1)
-		l.st.retired.Add(1)
 	}
 }
 
@@ -503,29 +541,6 @@ func (l *Layer) debitRegional(e *entry, p *limit.Policy) {
 	l.inner.Do(ctx, []limit.Request{{Key: e.key, Cost: 1, Op: limit.OpPeek, Policy: &q}}, out)
 	if out[0].Err == nil && out[0].Remaining < p.Limit {
 		e.floorTaken.Add(p.Limit - out[0].Remaining)
-	}
-}
-
-// scopeChanged empties, once, the regional bucket of every request in
-// reqs whose key this instance tracks as global while its policy is now
-// regional: the regional bucket then refills from empty at the new
-// policy's rate instead of starting full beside what the global budget
-// admitted. The allocator retires the key at its next round.
-func (l *Layer) scopeChanged(ctx context.Context, reqs []limit.Request) {
-	var claims []limit.Request
-	for i := range reqs {
-		r := &reqs[i]
-		if r.Policy == nil || r.Policy.Global() || r.Policy.Space != limit.SpaceUser {
-			continue
-		}
-		v, ok := l.keys.Load(r.Key)
-		if !ok || v.(*entry).regional.Swap(true) {
-			continue
-		}
-		claims = append(claims, limit.Request{Key: r.Key, Cost: r.Policy.Limit, Op: limit.OpClaim, Policy: r.Policy})
-	}
-	if len(claims) > 0 {
-		l.inner.Do(ctx, claims, make([]limit.Result, len(claims)))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // Home is the home store of the global budgets. Its buckets are claimed
@@ -49,6 +50,13 @@ type Config struct {
 	// allocator checks each tracked key's every round, and retires a key
 	// whose policy is no longer global (see round). nil: never.
 	Match func(key string) *limit.Policy
+	// Policies, when set, is the policy set in force (policy.Holder's
+	// Current): the layer keeps, for a while, the sets it replaced that
+	// had global policies, so that a key one of them made global is not
+	// decided as regional from a full bucket beside what the global
+	// budget admitted (see scope.go). nil: only the keys this instance
+	// tracked as global are emptied.
+	Policies func() *policy.Set
 }
 
 // Defaults of Config.
@@ -72,6 +80,12 @@ type Layer struct {
 	maxKeys int64
 	now     func() time.Time
 	match   func(key string) *limit.Policy
+
+	policies     func() *policy.Set
+	seen         atomic.Pointer[policy.Set] // the set in force when last looked
+	chmu         sync.Mutex                 // serialises noteSet's writes
+	changes      atomic.Pointer[[]setChange]
+	changesUntil atomic.Int64 // ns: the last window of changes ends
 
 	keys  sync.Map // key → *entry
 	nkeys atomic.Int64
@@ -122,7 +136,11 @@ func New(inner limit.Store, cfg Config) (*Layer, error) {
 	}
 	l := &Layer{inner: inner, home: cfg.Home, region: cfg.Region, field: cfg.Region + "/" + cfg.Instance,
 		tick: cfg.Tick, timeout: cfg.HomeTimeout, maxKeys: int64(cfg.MaxKeys), now: cfg.Now, match: cfg.Match,
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), policies: cfg.Policies}
+	l.changes.Store(&[]setChange{})
+	if l.policies != nil {
+		l.seen.Store(l.policies())
+	}
 	l.wg.Add(1)
 	go l.run()
 	return l, nil
@@ -183,7 +201,8 @@ func (l *Layer) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			break
 		}
 	}
-	if l.nkeys.Load() > 0 {
+	l.noteSet()
+	if l.nkeys.Load() > 0 || l.changesUntil.Load() > 0 {
 		l.scopeChanged(ctx, reqs)
 	}
 	if first < 0 {
@@ -340,6 +359,10 @@ func (a atomicLayer) Group(key string, p *limit.Policy) int {
 // DoAll decides all-or-nothing: global policies by their pools alone (an
 // RL.MTAKE never falls to the floor).
 func (a atomicLayer) DoAll(ctx context.Context, reqs []limit.Request, out []limit.Result) bool {
+	a.noteSet()
+	if a.nkeys.Load() > 0 || a.changesUntil.Load() > 0 {
+		a.scopeChanged(ctx, reqs)
+	}
 	sub := make([]limit.Request, len(reqs))
 	copy(sub, reqs)
 	global := false
