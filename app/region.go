@@ -41,7 +41,7 @@ func openRegion(c *Config, store limit.Store, set *policy.Set, pols policies, lo
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: home store: %w", err)
 	}
-	l, err := region.New(store, region.Config{Region: c.Region, Home: home, Tick: c.RegionTick, HomeTimeout: c.HomeTimeout, Match: pols.Match, Policies: pols.h.Current})
+	l, err := region.New(store, region.Config{Region: c.Region, Home: home, Tick: c.RegionTick, HomeTimeout: c.HomeTimeout, Match: pols.Match, Policies: func() region.PolicySet { return pols.h.Current() }})
 	if err != nil {
 		home.Close()
 		return nil, nil, err

@@ -73,6 +73,14 @@ func (s *Set) Match(key string) *limit.Policy {
 	return nil
 }
 
+// All returns the set's policies in config order (none for a nil set).
+func (s *Set) All() []*limit.Policy {
+	if s == nil {
+		return nil
+	}
+	return s.Policies
+}
+
 // Lookup returns the policy called name, or nil.
 func (s *Set) Lookup(name string) *limit.Policy {
 	if s == nil {

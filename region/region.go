@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // Home is the home store of the global budgets. Its buckets are claimed
@@ -56,8 +55,18 @@ type Config struct {
 	// decided as regional from a full bucket beside what the global
 	// budget admitted (see scope.go). nil: only the keys this instance
 	// tracked as global are emptied.
-	Policies func() *policy.Set
+	Policies func() PolicySet
 }
+
+// PolicySet is the policy set in force as the layer reads it (a
+// *policy.Set is one): a key's policy, and every policy in it.
+type PolicySet interface {
+	Match(key string) *limit.Policy
+	All() []*limit.Policy
+}
+
+// setRef holds a PolicySet for an atomic.Pointer.
+type setRef struct{ s PolicySet }
 
 // Defaults of Config.
 const (
@@ -81,9 +90,9 @@ type Layer struct {
 	now     func() time.Time
 	match   func(key string) *limit.Policy
 
-	policies     func() *policy.Set
-	seen         atomic.Pointer[policy.Set] // the set in force when last looked
-	chmu         sync.Mutex                 // serialises noteSet's writes
+	policies     func() PolicySet
+	seen         atomic.Pointer[setRef] // the set in force when last looked
+	chmu         sync.Mutex             // serialises noteSet's writes
 	changes      atomic.Pointer[[]setChange]
 	changesUntil atomic.Int64 // ns: the last window of changes ends
 
@@ -139,7 +148,7 @@ func New(inner limit.Store, cfg Config) (*Layer, error) {
 		kick: make(chan struct{}, 1), done: make(chan struct{}), policies: cfg.Policies}
 	l.changes.Store(&[]setChange{})
 	if l.policies != nil {
-		l.seen.Store(l.policies())
+		l.seen.Store(&setRef{l.policies()})
 	}
 	l.wg.Add(1)
 	go l.run()

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // A key whose policy stops being global spends one budget across the
@@ -30,7 +29,7 @@ import (
 // setChange is a policy set this instance replaced, with the time (ns) it
 // was replaced and the end of the windows of its global policies.
 type setChange struct {
-	old       *policy.Set
+	old       PolicySet
 	at, until int64
 }
 
@@ -60,19 +59,19 @@ func (l *Layer) noteSet() {
 		return
 	}
 	s := l.policies()
-	if s == l.seen.Load() {
+	if s == l.seen.Load().s {
 		return
 	}
 	l.chmu.Lock()
 	defer l.chmu.Unlock()
-	old := l.seen.Load()
+	old := l.seen.Load().s
 	if s == old {
 		return
 	}
 	ns := l.now().UnixNano()
 	until := int64(0)
 	if old != nil {
-		for _, p := range old.Policies {
+		for _, p := range old.All() {
 			if p.Global() {
 				until = max(until, ns+l.window(p))
 			}
@@ -96,7 +95,7 @@ func (l *Layer) noteSet() {
 	}
 	l.changes.Store(&live)
 	l.changesUntil.Store(last)
-	l.seen.Store(s)
+	l.seen.Store(&setRef{s})
 }
 
 // pruneChanges forgets the set changes whose windows have all ended, so

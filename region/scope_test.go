@@ -50,7 +50,7 @@ func TestScopeChangeEmptiesOnEveryInstance(t *testing.T) {
 	var ls []*Layer
 	for _, name := range []string{"1", "2"} {
 		l, err := New(store, Config{Region: "eu", Instance: name, Home: home, Tick: 50 * time.Millisecond, HomeTimeout: 300 * time.Millisecond,
-			Match: func(k string) *limit.Policy { return cur.Load().Match(k) }, Policies: cur.Load})
+			Match: func(k string) *limit.Policy { return cur.Load().Match(k) }, Policies: func() PolicySet { return cur.Load() }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestScopeFlipsBackAndForth(t *testing.T) {
 	}
 	set(gl)
 	l, err := New(store, Config{Region: "eu", Home: home, Tick: 50 * time.Millisecond, HomeTimeout: 300 * time.Millisecond,
-		Match: func(k string) *limit.Policy { return cur.Load().Match(k) }, Policies: cur.Load})
+		Match: func(k string) *limit.Policy { return cur.Load().Match(k) }, Policies: func() PolicySet { return cur.Load() }})
 	if err != nil {
 		t.Fatal(err)
 	}
