@@ -37,7 +37,11 @@ func TestOverloadLab(t *testing.T) {
 		if !(r.RPS > 0) || r.P99 < r.P50 {
 			t.Errorf("%d clients %s: %v req/s, p50 %v, p99 %v", r.Clients, r.Side, r.RPS, r.P50, r.P99)
 		}
-		if r.Connections < int64(r.Clients) || r.Peak < 1 || r.Peak > r.Connections {
+		// The peak is sampled every overloadPollEvery, so a short step on a
+		// loaded machine may end between two samples (CI: "4 clients
+		// sluice: 5 connections accepted, peak 0"): the accepted
+		// connections are the check, the peak only never above them.
+		if r.Connections < int64(r.Clients) || r.Peak < 0 || r.Peak > r.Connections {
 			t.Errorf("%d clients %s: %d connections accepted, peak %d", r.Clients, r.Side, r.Connections, r.Peak)
 		}
 		if r.Direct() {
