@@ -136,7 +136,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.reg != nil {
 		decideBy = a.reg.Store()
 	}
-	a.lim, err = limiter.New(limiter.Config{Policies: policies{a.holder}, Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
+	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.deny.Clear), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
 		OnDecision: a.m.Decision, OnError: a.m.DecisionError})
 	if err != nil {
 		return err

@@ -59,9 +59,11 @@ type DenyConfig struct {
 // allowed 0, the limit, the remaining the refusal reported, retry_after
 // and reset_after counted down from it (retry_after at least 1 while a
 // refusal is answered; both at most 1 ms earlier than the store's),
-// decided_by deny-cache. Keys are (key, policy
-// pointer): a policy changed by RL.POLICY or a reload is a new pointer, so
-// a refusal under the old one is never answered again.
+// decided_by deny-cache. Keys are (key, policy pointer): a policy changed
+// by RL.POLICY or a reload is a new pointer, so a refusal under the old
+// one is never answered again; and Clear empties the cache when the
+// policies in force change (a policy that comes back keeps its pointer,
+// while the key's state went on under another).
 //
 // It is safe for concurrent use; Lookup takes no lock while nothing
 // refused is live, and the memory is bounded by Size, whatever the number
@@ -224,6 +226,15 @@ func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result,
 func (d *Deny) Forget(key string, p *limit.Policy) {
 	d.gen.Add(1)
 	d.shard(key).Remove(denyKey{key, p})
+}
+
+// Clear drops every refusal, and keeps none whose request was sent
+// before: the policies in force changed.
+func (d *Deny) Clear() {
+	d.gen.Add(1)
+	for _, c := range d.shards {
+		c.Purge()
+	}
 }
 
 // Stats returns the counters now.

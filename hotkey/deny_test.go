@@ -115,6 +115,25 @@ func TestDenyForget(t *testing.T) {
 	}
 }
 
+// TestDenyClear: Clear drops every refusal, and one whose request was
+// sent before it is not kept.
+func TestDenyClear(t *testing.T) {
+	c := newClock()
+	d := newDeny(t, DenyConfig{})
+	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
+	refusal := &limit.Result{Limit: 4, RetryAfterMs: 30000}
+	gen := d.Gen()
+	d.Refused("k", p, 1, refusal, c.Now(), gen)
+	d.Clear()
+	if _, ok := d.Lookup("k", p, 1, c.Now()); ok || d.Stats().Entries != 0 {
+		t.Fatalf("answered after Clear (%d entries)", d.Stats().Entries)
+	}
+	d.Refused("j", p, 1, refusal, c.Now(), gen)
+	if _, ok := d.Lookup("j", p, 1, c.Now()); ok {
+		t.Fatal("a refusal sent before Clear was kept")
+	}
+}
+
 // TestDenyBounded: the entries never exceed Size, whatever the keys.
 func TestDenyBounded(t *testing.T) {
 	c := newClock()

@@ -46,7 +46,8 @@ func mustTake(t *testing.T, c *redis.Client, key string, cost int64) reply {
 // the store, asked through the other instance with RL.MTAKE (which never
 // reads the cache, and spends nothing when it refuses), refuses it too;
 // RL.RESET and an RL.MTAKE refund on that instance clear its entry; an
-// RL.RESET on the other instance does not (the documented bound); and two
+// RL.RESET on the other instance does not (the documented bound); an
+// RL.POLICY SET or DEL leaves nothing cached under the old policy; and two
 // instances hammering one key admit no more than the bound.
 func TestDenyCacheOnCluster(t *testing.T) {
 	t.Parallel()
@@ -140,6 +141,30 @@ func TestDenyCacheOnCluster(t *testing.T) {
 		}
 		if r := mustTake(t, a, key, 2); r.DecidedBy != "store" {
 			t.Fatalf("cost 2 after the refund: %+v, want the store's decision", r)
+		}
+	})
+
+	t.Run("a policy change leaves no refusal cached under the old one", func(t *testing.T) {
+		key := "tb:pol"
+		for range 6 {
+			mustTake(t, a, key, 1)
+		}
+		if r := mustTake(t, a, key, 1); r.DecidedBy != "deny-cache" {
+			t.Fatalf("before: %+v", r)
+		}
+		if err := a.Do(ctx, "RL.POLICY", "SET", "pol", `{"match": "tb:pol", "limit": 50, "rate": 5, "period": "1m", "on_store_error": "closed"}`).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// The store keeps what was spent under the new numbers (a converted
+		// state): it decides, and refuses; the cache did not answer.
+		if r := mustTake(t, a, key, 1); r.Limit != 50 || r.DecidedBy != "store" {
+			t.Fatalf("after RL.POLICY SET: %+v, want the store's decision under limit 50", r)
+		}
+		if err := a.Do(ctx, "RL.POLICY", "DEL", "pol").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r := mustTake(t, a, key, 1); r.Limit != 5 || r.DecidedBy != "store" {
+			t.Fatalf("after RL.POLICY DEL: %+v, want the store's decision under limit 5", r)
 		}
 	})
 
