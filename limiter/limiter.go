@@ -190,24 +190,24 @@ func (l *Limiter) decideSome(ctx context.Context, reqs []limit.Request, out []li
 }
 
 func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	dctx, cancel := l.deadline(ctx)
 	hot := l.hotIndexes(reqs)
 	var cached []bool // answered by the deny cache; nil when none was
 	var sent time.Time
 	var gen uint64
+	n := len(reqs) // requests left to decide
 	if l.deny != nil {
 		sent, gen = time.Now(), l.deny.Gen()
-		cached = l.denied(reqs, out, hot, sent)
+		cached, n = l.denied(reqs, out, hot, sent)
 	}
-	switch {
-	case hot == nil && cached == nil:
-		l.store.Do(dctx, reqs, out)
-	case cached == nil:
-		l.decideHot(dctx, reqs, out, hot, nil)
-	default:
-		l.decideHot(dctx, reqs, out, hot, cached)
+	if n > 0 {
+		dctx, cancel := l.deadline(ctx)
+		if hot == nil && cached == nil {
+			l.store.Do(dctx, reqs, out)
+		} else {
+			l.decideHot(dctx, reqs, out, hot, cached)
+		}
+		cancel()
 	}
-	cancel()
 	if l.deny != nil {
 		l.refused(reqs, out, hot, cached, sent, gen)
 	}
@@ -235,9 +235,10 @@ func denyable(r *limit.Request) bool {
 }
 
 // denied answers from the deny cache the cold requests it can, and
-// returns which, or nil when none.
-func (l *Limiter) denied(reqs []limit.Request, out []limit.Result, hot []int, now time.Time) []bool {
+// returns which (nil when none) and how many requests are left.
+func (l *Limiter) denied(reqs []limit.Request, out []limit.Result, hot []int, now time.Time) ([]bool, int) {
 	var cached []bool
+	left := len(reqs)
 	for i, j := 0, 0; i < len(reqs); i++ {
 		if j < len(hot) && hot[j] == i {
 			j++
@@ -251,9 +252,10 @@ func (l *Limiter) denied(reqs []limit.Request, out []limit.Result, hot []int, no
 				cached = make([]bool, len(reqs))
 			}
 			cached[i], out[i] = true, r
+			left--
 		}
 	}
-	return cached
+	return cached, left
 }
 
 // refused records in the deny cache the refusals the store itself gave
@@ -316,6 +318,7 @@ func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []lim
 	}
 	rout := make([]limit.Result, len(rest))
 	switch {
+	case len(hot) == 0 && len(rest) == 0:
 	case len(hot) == 0:
 		l.store.Do(ctx, rest, rout)
 	case len(rest) == 0:
