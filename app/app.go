@@ -40,6 +40,7 @@ type App struct {
 	mode   string // embedded, cluster, redis or sentinel
 	rt     *policy.Runtime
 	hot    *hotkey.Layer
+	deny   *hotkey.Deny   // not used by the limiter in embedded mode: there is no shard to spare
 	reg    *region.Layer  // nil without --region
 	home   *cluster.Store // nil without --region
 	lim    *limiter.Limiter
@@ -121,6 +122,13 @@ func (a *App) wire(set *policy.Set) error {
 	if a.hot, err = hotkey.New(hotkey.Config{Store: a.store, LeaseTTL: a.cfg.LeaseTTL, Timeout: a.timeout}); err != nil {
 		return err
 	}
+	if a.deny, err = hotkey.NewDeny(hotkey.DenyConfig{}); err != nil {
+		return err
+	}
+	var deny limiter.DenyCache
+	if a.mode != "embedded" {
+		deny = a.deny
+	}
 	if a.reg, a.home, err = openRegion(&a.cfg, a.store, set, policies{a.holder}, a.log); err != nil {
 		return err
 	}
@@ -128,7 +136,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.reg != nil {
 		decideBy = a.reg.Store()
 	}
-	a.lim, err = limiter.New(limiter.Config{Policies: policies{a.holder}, Store: decideBy, Timeout: a.timeout, Hot: a.hot,
+	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.deny.Clear), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
 		OnDecision: a.m.Decision, OnError: a.m.DecisionError})
 	if err != nil {
 		return err
@@ -142,6 +150,7 @@ func (a *App) wire(set *policy.Set) error {
 		MaxOutputBytes: c.MaxOutputBytes, Logger: a.log, Version: c.Version,
 		Info: func(w io.Writer) {
 			writeInfo(w, a.mode, a.holder, a.lim, a.store, a.hot, a.m)
+			writeDenyInfo(w, a.deny)
 			writeRegionInfo(w, a.reg)
 		},
 		HotKeys:    func() []server.HotKey { return hotKeys(a.hot) },
@@ -151,7 +160,7 @@ func (a *App) wire(set *policy.Set) error {
 	if err != nil {
 		return err
 	}
-	if err := collectMetrics(a.m, a.store, a.hot, a.srv, a.holder, a.lim); err != nil {
+	if err := collectMetrics(a.m, a.store, a.hot, a.deny, a.srv, a.holder, a.lim); err != nil {
 		return err
 	}
 	return collectRegion(a.m, a.reg)

@@ -81,6 +81,12 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 	}
 }
 
+// writeDenyInfo appends the deny cache's lines to INFO's # Sluice section.
+func writeDenyInfo(w io.Writer, d *hotkey.Deny) {
+	s := d.Stats()
+	fmt.Fprintf(w, "deny_cache_entries:%d\r\ndeny_cache_hits:%d\r\ndeny_cache_added:%d\r\n", s.Entries, s.Hits, s.Added)
+}
+
 // hotKeys answers RL.HOTKEYS, the hottest first.
 func hotKeys(hot *hotkey.Layer) []server.HotKey {
 	hk := hot.HotKeys()
@@ -96,7 +102,7 @@ func hotKeys(hot *hotkey.Layer) []server.HotKey {
 // counters the store's breakers, the hot-key layer, the server and the
 // policy holder keep anyway. The decision and round-trip metrics come
 // from the hooks in limiter.Config and cluster.Config instead.
-func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, srv *server.Server, h *policy.Holder, lim *limiter.Limiter) error {
+func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, deny *hotkey.Deny, srv *server.Server, h *policy.Holder, lim *limiter.Limiter) error {
 	if err := registerCounters(m, nil, lim.Snapshot, []counter[limiter.Snapshot]{
 		{"sluice_mtakes_total", "RL.MTAKE calls.", func(s limiter.Snapshot) int64 { return s.MTakes }},
 		{"sluice_mtake_refunds_total", "Takes of a refused RL.MTAKE given back.", func(s limiter.Snapshot) int64 { return s.Refunds }},
@@ -110,6 +116,9 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, sr
 		}
 	}
 	if err := m.CollectHotKeys(hot.Stats); err != nil {
+		return err
+	}
+	if err := m.CollectDeny(deny.Stats); err != nil {
 		return err
 	}
 	if err := m.CollectServer(srv.Stats); err != nil {

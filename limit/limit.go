@@ -60,6 +60,10 @@ const (
 	ByOverloadLocal  = "overload-local"
 	ByShadow         = "shadow"
 	ByRegion         = "region"
+	// ByDenyCache is a refusal answered on this instance from the deny
+	// cache (package hotkey, Deny): the store refused the key a moment ago
+	// and would refuse this request too.
+	ByDenyCache = "deny-cache"
 )
 
 // MaxScaled is the largest integer a Lua number (an IEEE double) holds
@@ -103,6 +107,10 @@ type Policy struct {
 	LocalShare float64
 	Shadow     bool
 	Hot        Hot
+	// NoDenyCache (deny_cache: false) keeps the policy's refusals out of
+	// the deny cache: every request goes to the store. The zero value
+	// uses it.
+	NoDenyCache bool
 	// Scope is where the policy's budget lives: ScopeRegional (zero) in
 	// the store in front of which this instance runs; ScopeGlobal in the
 	// home store, enforced per region from token batches (package region).

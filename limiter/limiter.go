@@ -38,6 +38,23 @@ type HotPath interface {
 	Reset(ctx context.Context, key string, p *limit.Policy) (bool, error)
 }
 
+// DenyCache answers, on this instance, requests the store refused a moment
+// ago and would refuse again (docs/hotkeys.md, "The deny cache");
+// hotkey.Deny implements it.
+type DenyCache interface {
+	// Lookup answers a request of cost for key under p at now, reporting
+	// whether it did; the answer is a refusal, decided_by deny-cache.
+	Lookup(key string, p *limit.Policy, cost int64, now time.Time) (limit.Result, bool)
+	// Gen is read with the time before the store call whose refusal
+	// Refused records.
+	Gen() uint64
+	// Refused records the store's refusal r of a request sent at sent.
+	Refused(key string, p *limit.Policy, cost int64, r *limit.Result, sent time.Time, gen uint64)
+	// Forget drops the refusal of key under p: RL.RESET, or a give-back
+	// on this instance.
+	Forget(key string, p *limit.Policy)
+}
+
 // Config configures a Limiter.
 type Config struct {
 	// Policies maps keys to policies (required).
@@ -49,6 +66,8 @@ type Config struct {
 	// Hot is the hot-key path (package hotkey); nil means none: every
 	// request goes to the store.
 	Hot HotPath
+	// Deny is the deny cache; nil means none.
+	Deny DenyCache
 	// ClosedRetryAfter is the retry_after of a fallback-closed reject; 0
 	// means 1s, the circuit breaker's default cool-down.
 	ClosedRetryAfter time.Duration
@@ -73,6 +92,7 @@ type Limiter struct {
 	timeout  func() time.Duration
 	fallback limit.Store
 	hot      HotPath
+	deny     DenyCache
 	stats    Stats
 
 	onDecision func(string, *limit.Policy, *limit.Result)
@@ -100,14 +120,14 @@ type Stats struct {
 
 var paths = [...]string{limit.ByStore, limit.ByLease, limit.BySplit, limit.ByEmbedded,
 	limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal,
-	limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal, limit.ByShadow, limit.ByRegion}
+	limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal, limit.ByShadow, limit.ByRegion, limit.ByDenyCache}
 
 // New validates cfg and returns a Limiter.
 func New(cfg Config) (*Limiter, error) {
 	if cfg.Policies == nil || cfg.Store == nil {
 		return nil, errors.New("limiter: Policies and Store are required")
 	}
-	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, hot: cfg.Hot, closedRetry: cfg.ClosedRetryAfter,
+	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, hot: cfg.Hot, deny: cfg.Deny, closedRetry: cfg.ClosedRetryAfter,
 		onDecision: cfg.OnDecision, onError: cfg.OnError}
 	if l.closedRetry < time.Millisecond {
 		l.closedRetry = time.Second
@@ -170,13 +190,27 @@ func (l *Limiter) decideSome(ctx context.Context, reqs []limit.Request, out []li
 }
 
 func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	dctx, cancel := l.deadline(ctx)
-	if hot := l.hotIndexes(reqs); hot == nil {
-		l.store.Do(dctx, reqs, out)
-	} else {
-		l.decideHot(dctx, reqs, out, hot)
+	hot := l.hotIndexes(reqs)
+	var cached []bool // answered by the deny cache; nil when none was
+	var sent time.Time
+	var gen uint64
+	n := len(reqs) // requests left to decide
+	if l.deny != nil {
+		sent, gen = time.Now(), l.deny.Gen()
+		cached, n = l.denied(reqs, out, hot, sent)
 	}
-	cancel()
+	if n > 0 {
+		dctx, cancel := l.deadline(ctx)
+		if hot == nil && cached == nil {
+			l.store.Do(dctx, reqs, out)
+		} else {
+			l.decideHot(dctx, reqs, out, hot, cached)
+		}
+		cancel()
+	}
+	if l.deny != nil {
+		l.refused(reqs, out, hot, cached, sent, gen)
+	}
 	for i := range out {
 		if out[i].Err != nil && errors.Is(out[i].Err, limit.ErrUnavailable) {
 			l.stats.StoreErrors.Add(1)
@@ -187,6 +221,57 @@ func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.
 			out[i].RetryAfterMs = -1
 			out[i].DecidedBy = limit.ByShadow
 		}
+	}
+}
+
+// denyable reports whether r's refusals may enter the deny cache and be
+// answered from it: a take or a peek of a regional policy that is neither
+// shadow nor opted out (deny_cache: false). A global policy's pool is
+// refilled by its region's allocator, whenever: a refusal of it says
+// nothing of the next second.
+func denyable(r *limit.Request) bool {
+	p := r.Policy
+	return (r.Op == limit.OpTake || r.Op == limit.OpPeek) && !p.Shadow && !p.NoDenyCache && !p.Global() && r.Cost > 0
+}
+
+// denied answers from the deny cache the cold requests it can, and
+// returns which (nil when none) and how many requests are left.
+func (l *Limiter) denied(reqs []limit.Request, out []limit.Result, hot []int, now time.Time) ([]bool, int) {
+	var cached []bool
+	left := len(reqs)
+	for i, j := 0, 0; i < len(reqs); i++ {
+		if j < len(hot) && hot[j] == i {
+			j++
+			continue
+		}
+		if !denyable(&reqs[i]) {
+			continue
+		}
+		if r, ok := l.deny.Lookup(reqs[i].Key, reqs[i].Policy, reqs[i].Cost, now); ok {
+			if cached == nil {
+				cached = make([]bool, len(reqs))
+			}
+			cached[i], out[i] = true, r
+			left--
+		}
+	}
+	return cached, left
+}
+
+// refused records in the deny cache the refusals the store itself gave
+// to the cold requests, sent at sent: never a lease's or a sub-bucket's,
+// a fallback's or an overload's (those are not the store's word).
+func (l *Limiter) refused(reqs []limit.Request, out []limit.Result, hot []int, cached []bool, sent time.Time, gen uint64) {
+	for i, j := 0, 0; i < len(reqs); i++ {
+		if j < len(hot) && hot[j] == i {
+			j++
+			continue
+		}
+		r := &out[i]
+		if (cached != nil && cached[i]) || r.Err != nil || r.Allowed || r.DecidedBy != limit.ByStore || !denyable(&reqs[i]) {
+			continue
+		}
+		l.deny.Refused(reqs[i].Key, reqs[i].Policy, reqs[i].Cost, r, sent, gen)
 	}
 }
 
@@ -215,23 +300,30 @@ func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
 }
 
 // decideHot sends the hot requests to the hot-key path and the rest to the
-// store, the two at once.
-func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []limit.Result, hot []int) {
+// store, the two at once; the requests cached marks (when not nil) are
+// answered already, by the deny cache, and go to neither.
+func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []limit.Result, hot []int, cached []bool) {
 	hreqs, hout := pick(reqs, hot)
-	if len(hot) == len(reqs) {
-		l.hot.Decide(ctx, hreqs, hout)
-	} else {
-		rest := make([]limit.Request, 0, len(reqs)-len(hot))
-		idx := make([]int, 0, len(reqs)-len(hot))
-		for i, j := 0, 0; i < len(reqs); i++ {
-			if j < len(hot) && hot[j] == i {
-				j++
-				continue
-			}
+	rest := make([]limit.Request, 0, len(reqs)-len(hot))
+	idx := make([]int, 0, len(reqs)-len(hot))
+	for i, j := 0, 0; i < len(reqs); i++ {
+		if j < len(hot) && hot[j] == i {
+			j++
+			continue
+		}
+		if cached == nil || !cached[i] {
 			rest = append(rest, reqs[i])
 			idx = append(idx, i)
 		}
-		rout := make([]limit.Result, len(rest))
+	}
+	rout := make([]limit.Result, len(rest))
+	switch {
+	case len(hot) == 0 && len(rest) == 0:
+	case len(hot) == 0:
+		l.store.Do(ctx, rest, rout)
+	case len(rest) == 0:
+		l.hot.Decide(ctx, hreqs, hout)
+	default:
 		done := make(chan struct{})
 		go func() {
 			l.hot.Decide(ctx, hreqs, hout)
@@ -239,9 +331,9 @@ func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []lim
 		}()
 		l.store.Do(ctx, rest, rout)
 		<-done
-		for j, i := range idx {
-			out[i] = rout[j]
-		}
+	}
+	for j, i := range idx {
+		out[i] = rout[j]
 	}
 	for j, i := range hot {
 		out[i] = hout[j]
@@ -318,7 +410,8 @@ func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.R
 // lease claimed meanwhile is dropped with the rest (an under-admission of
 // one block at most, never an over-admission). It reports whether the key
 // or one of its sub-buckets existed; the error is the store's, else the
-// hot path's, and this instance's state is cleared either way.
+// hot path's, and this instance's state is cleared either way, its deny
+// cache entry of the key included.
 func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 	p := l.policies.Match(key)
 	if p == nil {
@@ -328,6 +421,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 	dctx, cancel := l.deadline(ctx)
 	defer cancel()
 	existed, err := l.store.Reset(dctx, key, p)
+	if l.deny != nil {
+		l.deny.Forget(key, p) // after the store: a refusal sent before the reset is not kept
+	}
 	if l.hot != nil {
 		hot, herr := l.hot.Reset(dctx, key, p)
 		existed = existed || hot

@@ -217,6 +217,9 @@ func (l *Limiter) refund(ctx context.Context, reqs []limit.Request, out []limit.
 				continue
 			}
 			l.stats.Refunds.Add(1)
+			if l.deny != nil && !fallback {
+				l.deny.Forget(reqs[i].Key, reqs[i].Policy) // the give-back may admit what it refused
+			}
 			out[i].Remaining, out[i].ResetAfterMs = res[j].Remaining, res[j].ResetAfterMs
 		}
 	}
@@ -236,7 +239,7 @@ const maxThrottlePolicies = 4096
 // ThrottlePolicy returns the GCRA policy of CL.THROTTLE key max_burst count
 // period (seconds), as redis-cell defines it: a burst of max_burst+1 and
 // count per period. It needs no policy in the config; when one matches the
-// key, its name, on_store_error, local_share and shadow apply, else
+// key, its name, on_store_error, local_share, shadow and deny_cache apply, else
 // on_store_error is closed. Equal arguments give the same *limit.Policy,
 // so the store's per-policy caches work.
 func (l *Limiter) ThrottlePolicy(key string, maxBurst, count, period int64) (*limit.Policy, error) {
@@ -251,7 +254,7 @@ func (l *Limiter) ThrottlePolicy(key string, maxBurst, count, period int64) (*li
 	p := &limit.Policy{Name: "cl.throttle", Match: key, Algorithm: limit.GCRA, Limit: maxBurst + 1,
 		Rate: count, Period: time.Duration(period) * time.Second, OnStoreError: limit.FailClosed, Space: limit.SpaceThrottle}
 	if base != nil {
-		p.Name, p.OnStoreError, p.LocalShare, p.Shadow = base.Name, base.OnStoreError, base.LocalShare, base.Shadow
+		p.Name, p.OnStoreError, p.LocalShare, p.Shadow, p.NoDenyCache = base.Name, base.OnStoreError, base.LocalShare, base.Shadow, base.NoDenyCache
 	}
 	if _, err := p.Bucket(); err != nil {
 		return nil, err

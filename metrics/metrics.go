@@ -351,6 +351,15 @@ func (m *Metrics) CollectHotKeys(stats func() hotkey.Stats) error {
 		})
 }
 
+// CollectDeny reports stats (hotkey.Deny.Stats) at every scrape.
+func (m *Metrics) CollectDeny(stats func() hotkey.DenyStats) error {
+	return collectStats(m.reg, stats, desc("deny_cache_entries", "Refusals held in the deny cache (expired ones until replaced or evicted; at most 65,536)."),
+		func(s *hotkey.DenyStats) int64 { return s.Entries }, []counter[hotkey.DenyStats]{
+			{desc("deny_cache_hits_total", "Requests refused from the deny cache, with no round trip (decided_by deny-cache)."), func(s *hotkey.DenyStats) int64 { return s.Hits }},
+			{desc("deny_cache_added_total", "Refusals of the store put in the deny cache."), func(s *hotkey.DenyStats) int64 { return s.Added }},
+		})
+}
+
 // CollectServer reports stats (server.Server.Stats) at every scrape.
 func (m *Metrics) CollectServer(stats func() server.Stats) error {
 	return collectStats(m.reg, stats, desc("connected_clients", "Client connections open now."),

@@ -276,11 +276,16 @@ func PolicyJSON(p *limit.Policy) string {
 		OnOverload   limit.FailMode  `json:"on_overload,omitempty"`
 		LocalShare   float64         `json:"local_share"`
 		Shadow       bool            `json:"shadow"`
+		DenyCache    *bool           `json:"deny_cache,omitempty"`
 		Hot          hot             `json:"hot"`
 		Scope        limit.Scope     `json:"scope,omitempty"`
 		RegionFloor  *float64        `json:"region_floor,omitempty"`
-	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow,
+	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow, nil,
 		hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil}
+	if p.NoDenyCache {
+		off := false
+		v.DenyCache = &off
+	}
 	if p.Global() {
 		f := max(0, p.RegionFloor)
 		if p.RegionFloor == 0 {

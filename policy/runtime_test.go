@@ -118,3 +118,27 @@ func TestRuntimeSync(t *testing.T) {
 		t.Fatal("the good policy must apply, the broken one not")
 	}
 }
+
+// TestPolicyJSONDenyCache: deny_cache: false survives RL.POLICY's JSON both
+// ways, and a policy that keeps the default writes no field.
+func TestPolicyJSONDenyCache(t *testing.T) {
+	p, err := ParsePolicyJSON("a", []byte(`{"match": "a:*", "limit": 5, "rate": 1, "on_store_error": "open", "deny_cache": false}`))
+	if err != nil || !p.NoDenyCache {
+		t.Fatalf("parsed %+v, %v; want NoDenyCache", p, err)
+	}
+	js := PolicyJSON(p)
+	if !strings.Contains(js, `"deny_cache":false`) {
+		t.Fatalf("PolicyJSON = %s, want deny_cache false", js)
+	}
+	q, err := ParsePolicyJSON("a", []byte(js))
+	if err != nil || !q.NoDenyCache {
+		t.Fatalf("round trip %+v, %v", q, err)
+	}
+	q.NoDenyCache = false
+	if js := PolicyJSON(q); strings.Contains(js, "deny_cache") {
+		t.Fatalf("PolicyJSON = %s, want no deny_cache field", js)
+	}
+	if _, err := ParsePolicyJSON("a", []byte(`{"match": "a:*", "limit": 5, "rate": 1, "on_store_error": "open", "deny_cache": "no"}`)); err == nil || !strings.Contains(err.Error(), "deny_cache") {
+		t.Fatalf("deny_cache \"no\": %v, want an error naming the field", err)
+	}
+}

@@ -368,6 +368,9 @@ func Describe(p *limit.Policy) string {
 	if p.Shadow {
 		b.WriteString(" shadow")
 	}
+	if p.NoDenyCache {
+		b.WriteString(" deny_cache=false")
+	}
 	if p.Global() {
 		f := max(0, p.RegionFloor)
 		if p.RegionFloor == 0 {

@@ -23,7 +23,7 @@ import (
 // lets every error carry its policy and line.
 var (
 	topFields    = []string{"timeout", "defaults", "policies"}
-	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "hot", "scope", "region_floor"}
+	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "deny_cache", "hot", "scope", "region_floor"}
 	hotFields    = []string{"mode", "threshold", "split"}
 )
 
@@ -226,6 +226,11 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 		var b bool
 		if b, msg = boolean(v); msg == "" {
 			set = func(p *limit.Policy) { p.Shadow = b }
+		}
+	case "deny_cache":
+		var b bool
+		if b, msg = boolean(v); msg == "" {
+			set = func(p *limit.Policy) { p.NoDenyCache = !b }
 		}
 	default:
 		msg = "internal error: no decoder for this field"

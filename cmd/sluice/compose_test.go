@@ -711,6 +711,7 @@ policies:
     rate: 10
     period: 1h
     on_store_error: closed
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
 `)
 	var clients []*redis.Client
 	for _, name := range []string{"sluice-1", "sluice-2"} {

@@ -88,6 +88,7 @@ policies:
     rate: 1
     period: 1h
     on_store_error: open
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
     on_overload: open
   - name: closed
     match: "closed:*"
@@ -95,12 +96,14 @@ policies:
     rate: 1
     period: 1h
     on_store_error: closed
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
   - name: other
     match: "other:*"
     limit: 10
     rate: 10
     period: 1s
     on_store_error: closed
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
 `
 
 // The HTTP door on a real cluster: the same limit as RESP, 200 and 429

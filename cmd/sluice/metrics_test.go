@@ -148,6 +148,7 @@ policies:
     rate: 1
     period: 1h
     on_store_error: closed
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
 `
 
 // The acceptance test of the metrics: values scraped from /metrics of

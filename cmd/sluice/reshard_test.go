@@ -20,6 +20,7 @@ policies:
     rate: 100
     period: 1s
     on_store_error: closed
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
 `
 
 // A live resharding by hand, as an operator or `redis-cli --cluster

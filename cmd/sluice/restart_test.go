@@ -35,12 +35,14 @@ policies:
     rate: 1
     period: 1h
     on_store_error: open
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
   - name: closed
     match: "*"
     limit: 1000
     rate: 1
     period: 1h
     on_store_error: closed
+    deny_cache: false         # the test watches the store and the failure policy, not the deny cache
 `
 
 // load is RL.TAKE traffic on one key in the background, counted in tl.
