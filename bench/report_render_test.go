@@ -90,7 +90,7 @@ func TestLabMarkdownGolden(t *testing.T) {
 	}
 }
 
-// otherReports are the reports of sluice bench, bench --front and the
+// otherReports are the reports of sluice bench, bench --front, bench --keys and the
 // soak, which do not go through RunLab, each with every kind of cell.
 func otherReports() map[string]interface{ Markdown() string } {
 	bench := sampleReport()
@@ -114,7 +114,7 @@ func otherReports() map[string]interface{ Markdown() string } {
 		{At: 10 * time.Second, Decisions: 21_050, Errors: 2, Goroutines: 21, RSSKiB: 74_547, FDs: 25, Fault: "SCRIPT FLUSH on every node"},
 		{At: 20 * time.Second, Decisions: 43_110, Errors: 2, Goroutines: 19, RSSKiB: 74_000, FDs: 26, Fault: "load stopped"},
 	}}
-	return map[string]interface{ Markdown() string }{"bench": bench, "bench-lease": lease, "fronts": fronts, "soak": soak}
+	return map[string]interface{ Markdown() string }{"bench": bench, "bench-lease": lease, "fronts": fronts, "soak": soak, "workload": sampleWorkloadReport()}
 }
 
 // The reports of sluice bench, bench --front and the soak, byte for byte,
