@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,6 +52,10 @@ type FrontRow struct {
 	// Store is the decisions the store made (sluice's INFO delta); the
 	// direct row has none.
 	Store int64
+	// RedisCPU is µs of the primaries' used_cpu_sys + used_cpu_user
+	// (INFO cpu) over the run per request; NaN for a peer, which has no
+	// Redis.
+	RedisCPU float64
 }
 
 // FrontReport is RunFronts' result.
@@ -189,12 +194,21 @@ func (f *frontRun) direct(ctx context.Context) (FrontRow, error) {
 		return FrontRow{}, err
 	}
 	direct.Clients, direct.Requests = f.cfg.Clients, f.cfg.Requests
+	cpu, err := f.st.primaryCPU(ctx)
+	if err != nil {
+		return FrontRow{}, err
+	}
 	res, took, err := runBenchmark(ctx, f.cfg.RedisBenchmark, direct, DefaultRunTimeout)
 	if err != nil {
 		return FrontRow{}, f.rig.errorf("direct EVALSHA: %w", err)
 	}
+	after, err := f.st.primaryCPU(ctx)
+	if err != nil {
+		return FrontRow{}, err
+	}
 	f.rig.logf("direct EVALSHA: %.0f req/s, p50 %s ms, p99 %s ms", res.RPS, ms(res.P50), ms(res.P99))
-	return FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: f.cfg.Requests, Elapsed: took, RPS: res.RPS, P50: res.P50, P99: res.P99}, nil
+	return FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: f.cfg.Requests, Elapsed: took, RPS: res.RPS, P50: res.P50, P99: res.P99,
+		RedisCPU: (after - cpu) * 1e6 / float64(f.cfg.Requests)}, nil
 }
 
 // take is redis-benchmark sending RL.TAKE through the RESP door.
@@ -235,10 +249,15 @@ func (f *frontRun) door(ctx context.Context, door string) (FrontRow, error) {
 	return row, nil
 }
 
-// counted runs drive with sluice's decided_by_store read around it, the
-// difference the row's Store; what names the run in drive's error.
+// counted runs drive with sluice's decided_by_store and the primaries'
+// CPU read around it, the differences the row's Store and RedisCPU; what
+// names the run in drive's error.
 func (f *frontRun) counted(ctx context.Context, what string, drive func(context.Context) (FrontRow, error)) (FrontRow, error) {
 	before, err := storeDecisions(ctx, f.sl)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	cpu, err := f.st.primaryCPU(ctx)
 	if err != nil {
 		return FrontRow{}, err
 	}
@@ -246,11 +265,15 @@ func (f *frontRun) counted(ctx context.Context, what string, drive func(context.
 	if err != nil {
 		return FrontRow{}, f.rig.errorf("%s: %w", what, err)
 	}
+	cpuAfter, err := f.st.primaryCPU(ctx)
+	if err != nil {
+		return FrontRow{}, err
+	}
 	after, err := storeDecisions(ctx, f.sl)
 	if err != nil {
 		return FrontRow{}, err
 	}
-	row.Store = after - before
+	row.Store, row.RedisCPU = after-before, (cpuAfter-cpu)*1e6/float64(row.Requests)
 	return row, nil
 }
 
@@ -267,7 +290,7 @@ func runGubernator(ctx context.Context, cfg FrontConfig, logf func(string, ...an
 	defer stop()
 	logf("gubernator %s serving HTTP on %s", bin, addr)
 	row, err := driveDoor(ctx, PeerGubernator, addr, cfg)
-	row.Door, row.Tool, row.Store = "gubernator v2.13.0 (peer, one node, limits in its memory)", "Go", -1
+	row.Door, row.Tool, row.Store, row.RedisCPU = "gubernator v2.13.0 (peer, one node, limits in its memory)", "Go", -1, math.NaN()
 	return row, err
 }
 

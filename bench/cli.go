@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -347,14 +348,14 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	fs.StringVar(&clusterS, "cluster", "", "seed nodes host:port[,…] of a running Redis Cluster (default: start one)")
 	fs.StringVar(&cfg.SluiceAddr, "sluice", "", "host:port of a running sluice in front of --cluster whose policy admits everything (default: start one)")
 	embedded := fs.Bool("embedded", true, "also measure this binary in embedded mode, the front end's ceiling")
-	fs.IntVar(&cfg.Requests, "requests", 0, "requests per run, redis-benchmark -n (default 200000 at pipeline 1, 1000000 deeper; 2000 with --quick)")
+	fs.IntVar(&cfg.Requests, "requests", 0, "requests per run, redis-benchmark -n (default 200000 at pipeline 1, 1000000 deeper; 2000 with --quick; 200000 at every depth with --keys or --workload)")
 	fs.IntVar(&cfg.Clients, "clients", DefaultClients, "parallel connections, redis-benchmark -c")
 	fs.StringVar(&pipelines, "pipelines", "1,16", "pipeline depths to sweep, redis-benchmark -P")
-	fs.IntVar(&cfg.Keyspace, "keyspace", DefaultKeyspace, "keys of the uniform scenario, redis-benchmark -r")
+	fs.IntVar(&cfg.Keyspace, "keyspace", DefaultKeyspace, "keys of the uniform scenario, redis-benchmark -r; with --keys or --workload, the tenants' keys")
 	fs.IntVar(&cfg.Rounds, "rounds", 0, "rounds, sides alternating; the table shows the median (default 2; 1 with --quick)")
 	fs.IntVar(&cfg.Threads, "threads", 1, "redis-benchmark --threads for every run, every side; more than 1 adds up to 250ms to each run's time in redis-benchmark 7.0")
 	fs.StringVar(&scenarios, "scenarios", "uniform,hot", "scenarios: uniform (random keys), hot (one key), hot-lease (one key, a lease policy on the sluice side; not in the default)")
-	fs.IntVar(&cfg.Warmup, "warmup", 0, "unrecorded requests per side before the rounds (default 20000; 500 with --quick; -1 none)")
+	fs.IntVar(&cfg.Warmup, "warmup", 0, "unrecorded requests per side before the rounds (default 20000; 500 with --quick; 2000 with --keys or --workload; -1 none)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a smoke run: 2000 requests per run, 1 round")
 	fs.StringVar(&cfg.MarkdownPath, "out", "", "also write the markdown report to this file (default: stdout only)")
 	fs.StringVar(&cfg.SVGPath, "svg", "", "write the SVG chart to this file (default: none)")
@@ -362,18 +363,24 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", DefaultRunTimeout, "bound of one redis-benchmark run")
 	peer := fs.String("peer", "", "with --front: also drive a peer limiter on this machine: gubernator (its binary from --peer-bin, PATH, or built once with go install into the user cache)")
 	peerBin := fs.String("peer-bin", "", "the peer's binary")
+	keys := fs.String("keys", "", "instead: `uniform|zipf:S` keys (S > 1, over --keyspace), one raw-RESP Go load generator for both sides, RL.TAKE through sluice vs EVALSHA to the owning primary, --pipelines requests in flight per caller, Redis CPU per decision in every row (default: redis-benchmark's uniform keys, as above)")
+	workload := fs.String("workload", "", "with the Go generator (implies --keys uniform when --keys is not given): workloads `tenants,abuse` to run, tenants the --keys keys under a policy that admits everything, abuse --logins keys under 5/min, nearly every request refused")
+	logins := fs.Int("logins", DefaultLogins, "keys of --workload abuse")
 	front := fs.String("front", "", "instead: drive the doors resp,http,grpc of one sluice with a Go load generator (--clients callers, --requests each, uniform keys), next to RL.TAKE by redis-benchmark and direct EVALSHA")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		cfg.NoEmbedded = !*embedded
 		if clusterS != "" {
 			cfg.Cluster = strings.Split(clusterS, ",")
 		}
-		if *front != "" {
+		if *front != "" && *keys == "" && *workload == "" {
 			return runFrontsCommand(ctx, cfg, *front, *peer, *peerBin, stdout, stderr)
 		}
 		var err error
 		if cfg.Pipelines, err = intList(pipelines); err != nil {
 			return fmt.Errorf("bench: --pipelines: %w", err)
+		}
+		if *keys != "" || *workload != "" {
+			return runWorkloadsCommand(ctx, fs, cfg, *keys, *workload, *logins, stdout, stderr)
 		}
 		for _, s := range strings.Split(scenarios, ",") {
 			cfg.Scenarios = append(cfg.Scenarios, Scenario(strings.TrimSpace(s)))
@@ -404,4 +411,41 @@ func runFrontsCommand(ctx context.Context, cfg Config, doors, peer, peerBin stri
 		return os.WriteFile(fc.MarkdownPath, []byte(md), 0o644)
 	}
 	return nil
+}
+
+// runWorkloadsCommand is `sluice bench --keys … --workload …`: RunWorkloads
+// with the flags of cfg it reads; the flags of the redis-benchmark runs
+// that would mean nothing here are refused rather than ignored.
+func runWorkloadsCommand(ctx context.Context, fs *flag.FlagSet, cfg Config, keys, workload string, logins int, stdout, stderr io.Writer) error {
+	var refused []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "front", "sluice", "svg", "scenarios", "threads", "embedded", "peer", "peer-bin", "redis-benchmark":
+			refused = append(refused, "--"+f.Name)
+		}
+	})
+	if len(refused) > 0 {
+		return fmt.Errorf("bench: --keys and --workload use their own load generator and sluice: %s do not apply", strings.Join(refused, ", "))
+	}
+	wc := WorkloadConfig{Cluster: cfg.Cluster, Clients: cfg.Clients, Depths: cfg.Pipelines, Requests: cfg.Requests,
+		Keyspace: cfg.Keyspace, Logins: logins, Rounds: cfg.Rounds, Warmup: cfg.Warmup, RunTimeout: cfg.RunTimeout, MarkdownPath: cfg.MarkdownPath}
+	if keys == "" {
+		keys = "uniform"
+	}
+	var err error
+	if wc.Keys, err = ParseKeys(keys); err != nil {
+		return fmt.Errorf("bench: --keys: %w", err)
+	}
+	if workload != "" {
+		for _, w := range strings.Split(workload, ",") {
+			wc.Workloads = append(wc.Workloads, strings.TrimSpace(w))
+		}
+	}
+	if cfg.Quick {
+		wc.Requests = cmp.Or(wc.Requests, QuickRequests)
+		wc.Rounds = cmp.Or(wc.Rounds, QuickRounds)
+		wc.Warmup = cmp.Or(wc.Warmup, QuickWarmup)
+	}
+	_, err = RunWorkloads(ctx, wc, stdout, stderr)
+	return err
 }

@@ -47,7 +47,10 @@
 //     experiment, declared on the flag set cmd/sluice parses.
 //   - bench*.go, `sluice bench`: Run and its report (bench.go,
 //     bench_config.go, bench_report.go); RunFronts, the doors driven side by
-//     side (bench_fronts*.go).
+//     side (bench_fronts*.go); RunWorkloads, `--keys uniform|zipf:S` and
+//     `--workload tenants,abuse`: one raw-RESP load generator drives RL.TAKE
+//     through sluice and EVALSHA to the owning primary at the same depth,
+//     each row with the primaries' CPU per decision (bench_workload*.go).
 //   - lab_<name>*.go, one experiment each (a large one in several files,
 //     all named for it).
 //   - results/, the checked-in reports, each written by its command with

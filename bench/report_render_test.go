@@ -2,6 +2,7 @@ package bench
 
 import (
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,7 +91,7 @@ func TestLabMarkdownGolden(t *testing.T) {
 	}
 }
 
-// otherReports are the reports of sluice bench, bench --front and the
+// otherReports are the reports of sluice bench, bench --front, bench --keys and the
 // soak, which do not go through RunLab, each with every kind of cell.
 func otherReports() map[string]interface{ Markdown() string } {
 	bench := sampleReport()
@@ -103,18 +104,18 @@ func otherReports() map[string]interface{ Markdown() string } {
 	lease.Rows = nil
 	lease.aggregate()
 	fronts := &FrontReport{Config: FrontConfig{Clients: 50, Requests: 200_000, Keyspace: 1_000_000}, Machine: goldenMachine,
-		Direct: FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: 200_000, RPS: 80_000, P50: 0.5, P99: 1.25},
+		Direct: FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: 200_000, RPS: 80_000, P50: 0.5, P99: 1.25, RedisCPU: 21.5},
 		Rows: []FrontRow{
-			{Door: "resp (RL.TAKE)", Tool: "redis-benchmark", Requests: 200_000, RPS: 40_000, P50: 1.1, P99: 2.75, Store: 200_000},
-			{Door: "http", Tool: "Go", Requests: 200_000, RPS: 20_000, P50: 2.2, P99: 5.5, Store: 200_001},
-			{Door: "gubernator", Tool: "Go", Requests: 200_000, RPS: 30_000, P50: 1.5, P99: 3.5, Store: -1},
+			{Door: "resp (RL.TAKE)", Tool: "redis-benchmark", Requests: 200_000, RPS: 40_000, P50: 1.1, P99: 2.75, Store: 200_000, RedisCPU: 23.25},
+			{Door: "http", Tool: "Go", Requests: 200_000, RPS: 20_000, P50: 2.2, P99: 5.5, Store: 200_001, RedisCPU: 24},
+			{Door: "gubernator", Tool: "Go", Requests: 200_000, RPS: 30_000, P50: 1.5, P99: 3.5, Store: -1, RedisCPU: math.NaN()},
 		}, Elapsed: 95 * time.Second}
 	soak := &SoakReport{Samples: []SoakSample{
 		{At: 0, Goroutines: 20, RSSKiB: 53_145, FDs: 18, Fault: "start"},
 		{At: 10 * time.Second, Decisions: 21_050, Errors: 2, Goroutines: 21, RSSKiB: 74_547, FDs: 25, Fault: "SCRIPT FLUSH on every node"},
 		{At: 20 * time.Second, Decisions: 43_110, Errors: 2, Goroutines: 19, RSSKiB: 74_000, FDs: 26, Fault: "load stopped"},
 	}}
-	return map[string]interface{ Markdown() string }{"bench": bench, "bench-lease": lease, "fronts": fronts, "soak": soak}
+	return map[string]interface{ Markdown() string }{"bench": bench, "bench-lease": lease, "fronts": fronts, "soak": soak, "workload": sampleWorkloadReport()}
 }
 
 // The reports of sluice bench, bench --front and the soak, byte for byte,

@@ -154,8 +154,10 @@ func isLoopback(addr string) bool {
 }
 
 // args are the script's ARGV for one take of cost 1.
-func (s *store) args() []string {
-	b := s.bucket
+func (s *store) args() []string { return bucketArgs(s.bucket) }
+
+// bucketArgs are the script's ARGV for one take of cost 1 from b.
+func bucketArgs(b limit.Bucket) []string {
 	return []string{strconv.FormatInt(b.Capacity, 10), strconv.FormatInt(b.Refill, 10), strconv.FormatInt(b.Scale, 10), "1", "0"}
 }
 
