@@ -70,9 +70,11 @@ var errNotReady = errors.New("the hot spell another instance started is not read
 // odd; when it is even (the starter is still setting them), after asking
 // again (a claim of 0 with Hold 1), up to maxProbes times. A sub-bucket
 // whose peek failed is claimed as if full (a claim takes no more than
-// there is), and a failed sub-bucket claim goes once more; when the main
-// claim failed the key is split anyway, and the next split decision's
-// renewal claims and holds the main bucket.
+// there is), and a failed sub-bucket claim goes once more. When the main
+// claim or a probe fails, a sub-bucket claim fails twice, or the spell is
+// still not ready, the round fails (see handRound): the key's next
+// request tries again, and no request splits over sub-buckets that no
+// hand-over set (never written, they read as full).
 type handoff struct {
 	e       *entry
 	subs    []*limit.Policy
