@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 )
+
+// takeErrs counts the takes of burstOn that got an error.
+var takeErrs atomic.Int64
 
 // admission is one admitted take: when, and by which path.
 type admission struct {
@@ -43,6 +47,9 @@ func burstOn(hs [2]*Layer, stores [2]limit.Store, key string, p *limit.Policy, n
 		go func() {
 			defer wg.Done()
 			res := takeCtx(hs[j%2], stores[j%2], key, p, timeout)
+			if res.Err != nil {
+				takeErrs.Add(1)
+			}
 			if res.Err == nil && res.Allowed {
 				mu.Lock()
 				*adm = append(*adm, admission{at: time.Now(), split: res.DecidedBy == limit.BySplit})
@@ -135,8 +142,8 @@ func TestSplitHandoffTwoInstancesOnCluster(t *testing.T) {
 		wg.Wait()
 	}
 	s1, s2 := hs[0].Stats(), hs[1].Stats()
-	t.Logf("%d keys over bound; worst excess %.2f; hand-overs %d + %d, split decisions %d + %d",
-		violations, worst, s1.SplitHandoffs, s2.SplitHandoffs, s1.SplitDecisions, s2.SplitDecisions)
+	t.Logf("%d keys over bound; worst excess %.2f; hand-overs %d + %d, split decisions %d + %d; %d takes got an error",
+		violations, worst, s1.SplitHandoffs, s2.SplitHandoffs, s1.SplitDecisions, s2.SplitDecisions, takeErrs.Load())
 	if violations > 0 {
 		t.Fatalf("%d keys admitted more than limit + rate × window", violations)
 	}
