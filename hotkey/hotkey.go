@@ -151,7 +151,7 @@ type Stats struct {
 	ReturnErrors   int64 // OpReturn requests that failed: those tokens are lost until refill
 	SplitDecisions int64
 	SplitRetries   int64 // split takes that tried a second sub-bucket
-	SplitHandoffs  int64 // hand-overs of a key's budget to its sub-buckets as it turned hot
+	SplitHandoffs  int64 // hand-overs of a key's budget to its sub-buckets as it turned hot, each try (one that failed is tried again)
 }
 
 type counters struct {
