@@ -17,10 +17,11 @@ import (
 // takeErrs counts the takes of burstOn that got an error.
 var takeErrs atomic.Int64
 
-// admission is one admitted take: when, and by which path.
+// admission is one admitted take: sent and answered when (it was
+// decided in between), and by which path.
 type admission struct {
-	at    time.Time
-	split bool
+	sent, at time.Time
+	split    bool
 }
 
 // takeCtx decides one take as the limiter does, under a deadline of
@@ -46,13 +47,14 @@ func burstOn(hs [2]*Layer, stores [2]limit.Store, key string, p *limit.Policy, n
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sent := time.Now()
 			res := takeCtx(hs[j%2], stores[j%2], key, p, timeout)
 			if res.Err != nil {
 				takeErrs.Add(1)
 			}
 			if res.Err == nil && res.Allowed {
 				mu.Lock()
-				*adm = append(*adm, admission{at: time.Now(), split: res.DecidedBy == limit.BySplit})
+				*adm = append(*adm, admission{sent: sent, at: time.Now(), split: res.DecidedBy == limit.BySplit})
 				mu.Unlock()
 			}
 		}()
@@ -60,22 +62,29 @@ func burstOn(hs [2]*Layer, stores [2]limit.Store, key string, p *limit.Policy, n
 	wg.Wait()
 }
 
-// worstWindow returns the most admissions over bound in any window
-// [adm[i], adm[j]] of a token bucket of limit + rate/s, with the window
-// and its count.
+// worstWindow returns the most admissions over bound in any window of a
+// token bucket of limit + rate/s, with that window's count, split count
+// and length. A window runs from one admission's send to another's answer
+// and counts the admissions sent and answered within it, so that it only
+// overstates the time they were decided in (a loaded machine delays
+// answers): an excess is never the clock's.
 func worstWindow(adm []admission, p *limit.Policy) (excess float64, n, split int, d time.Duration) {
 	excess = -1e9
-	for i := range adm {
-		for j := i; j < len(adm); j++ {
-			w := adm[j].at.Sub(adm[i].at)
-			bound := float64(p.Limit) + float64(p.Rate)*w.Seconds()
-			if e := float64(j-i+1) - bound; e > excess {
-				excess, n, d, split = e, j-i+1, w, 0
-				for _, a := range adm[i : j+1] {
-					if a.split {
-						split++
-					}
+	for _, a := range adm {
+		for _, b := range adm {
+			w := b.at.Sub(a.sent)
+			if w < 0 {
+				continue
+			}
+			c, sc := 0, 0
+			for _, x := range adm {
+				if !x.sent.Before(a.sent) && !x.at.After(b.at) {
+					c++
+					sc += int(b2i(x.split))
 				}
+			}
+			if e := float64(c) - float64(p.Limit) - float64(p.Rate)*w.Seconds(); e > excess {
+				excess, n, split, d = e, c, sc, w
 			}
 		}
 	}
