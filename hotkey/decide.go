@@ -56,7 +56,9 @@ func (h *Layer) Decide(ctx context.Context, reqs []limit.Request, out []limit.Re
 		for _, w := range ws {
 			select {
 			case <-w.ch:
-				if w.split {
+				if w.round != nil && w.round.err != nil {
+					out[w.i] = limit.Result{Err: w.round.err}
+				} else if w.split {
 					b.split(w.i)
 				} else {
 					b.lease(w.i, h.now().UnixNano(), w.gen)
@@ -121,7 +123,8 @@ type waiter struct {
 	i     int
 	ch    chan struct{}
 	gen   uint64
-	split bool // waits for a split hand-over, not a lease claim
+	split bool       // waits for a split hand-over, not a lease claim
+	round *handRound // that hand-over's round
 }
 
 func (c *call) add(r limit.Request, p pending) {
@@ -206,11 +209,8 @@ func (b *batch) split(i int) {
 		b.pass(i)
 		return
 	}
-	if e.hand.Load() != handDone {
-		if e.hand.CompareAndSwap(handNone, handRunning) {
-			b.startHandoff(e, r.Policy, subs)
-		}
-		b.waits = append(b.waits, waiter{i: i, ch: e.handed, split: true})
+	if hr := e.round.Load(); hr.state.Load() != handDone {
+		b.handWait(i, e, hr, subs)
 		return
 	}
 	if hold := e.hold.Load(); hold != 0 && b.h.now().UnixMicro() >= hold {
@@ -239,6 +239,30 @@ func (b *batch) split(i int) {
 	}
 	s := rand.IntN(n)
 	b.call.add(limit.Request{Key: subKey(r.Key, s), Cost: r.Cost, Op: r.Op, Policy: subs[s]}, pending{kind: kindSplit, i: i, sub: s, n: n})
+}
+
+// handWait makes reqs[i] wait for the round of e's hand-over, hr or a
+// later one: it starts hr when no request has, or a new round when hr
+// failed, and adds the hand-over to the batch.
+func (b *batch) handWait(i int, e *entry, hr *handRound, subs []*limit.Policy) {
+	for {
+		switch hr.state.Load() {
+		case handNone:
+			if hr.state.CompareAndSwap(handNone, handRunning) {
+				b.startHandoff(e, b.reqs[i].Policy, subs, hr)
+			}
+		case handFailed:
+			next := newRound(handRunning)
+			if !e.round.CompareAndSwap(hr, next) {
+				hr = e.round.Load()
+				continue
+			}
+			hr = next
+			b.startHandoff(e, b.reqs[i].Policy, subs, hr)
+		}
+		b.waits = append(b.waits, waiter{i: i, ch: hr.ch, split: true, round: hr})
+		return
+	}
 }
 
 // renew adds to the batch's next call a claim that extends the hold on

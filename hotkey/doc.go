@@ -97,13 +97,21 @@
 // nor what a past spell left in them, and then renews the hold with an odd
 // value, which marks the spell ready. An instance that finds a hold in
 // force joins the spell and leaves the sub-buckets alone, at once when
-// the spell is ready, else after asking again until it is (bounded). An
+// the spell is ready, else after asking again until it is (every
+// millisecond, at most 64 times, within the request's context). An
 // instance renews its hold on split decisions once half of it is left.
 // The key's other requests on this instance wait for the hand-over,
 // bounded by their own context (past it: an unavailable error), as for a
 // lease claim. A sub-bucket the hand-over could not read is claimed as if
-// full, a failed claim goes once more; if the main claim fails, the key is
-// split anyway and the next split decision renews the hold.
+// full, a failed claim goes once more. A hand-over never splits over
+// sub-buckets it has not seen set: when the main claim fails, a
+// sub-bucket claim fails twice, or the spell it joins is still not ready,
+// it fails, its requests get an unavailable error, and the key's next
+// request tries it again (a hold in force that this instance asked for
+// is its own: it still starts the spell, with the G its first claim got).
+// Before, such a hand-over split at once over sub-buckets that, never
+// written, read as full: the checker's hs.i69.a admitted 6 from them
+// where the main bucket held 0.6.
 //
 // A request goes to a random sub-bucket and, if rejected there (or if that
 // node does not answer), tries one other before it is rejected. A cost that

@@ -96,10 +96,15 @@ type entry struct {
 	below  atomic.Int64 // ns since the rate has been below threshold/2; 0 when above
 	seen   atomic.Int64 // ns of the last Observe
 
-	// The split hand-over of this hot spell (see handoff): hand is
-	// handNone, handRunning or handDone; handed is closed when it is done.
-	hand   atomic.Uint32
-	handed chan struct{}
+	// The split hand-over of this hot spell (see handoff): the round in
+	// progress, or the last one. A round that failed is replaced by the
+	// next request's; mine is the hold this instance's hand-over asked
+	// for (µs, even), which a later round asks for again while it lasts,
+	// so that it knows the hold for its own; granted is the G its main
+	// claim got (0 while unknown).
+	round   atomic.Pointer[handRound]
+	mine    atomic.Int64
+	granted atomic.Int64
 	// hold is until when (µs since the epoch) this instance holds the
 	// key's main bucket for its split spell (see HoldFor); 0 when it does
 	// not. ready is set once this instance has renewed it, which marks
@@ -146,7 +151,7 @@ type Stats struct {
 	ReturnErrors   int64 // OpReturn requests that failed: those tokens are lost until refill
 	SplitDecisions int64
 	SplitRetries   int64 // split takes that tried a second sub-bucket
-	SplitHandoffs  int64 // hand-overs of a key's budget to its sub-buckets as it turned hot
+	SplitHandoffs  int64 // hand-overs of a key's budget to its sub-buckets as it turned hot, each try (one that failed is tried again)
 }
 
 type counters struct {
@@ -260,7 +265,8 @@ func (h *Layer) heat(sh *hotShard, key string, p *limit.Policy, now time.Time) b
 		h.nhot.Add(-1)
 		return false
 	}
-	e := &entry{key: strings.Clone(key), since: now, sample: sampling(p.Hot.Threshold), handed: make(chan struct{})}
+	e := &entry{key: strings.Clone(key), since: now, sample: sampling(p.Hot.Threshold)}
+	e.round.Store(newRound(handNone))
 	e.policy.Store(p)
 	e.seen.Store(ns)
 	m := make(map[string]*entry, len(old)+1)
