@@ -347,7 +347,7 @@ func (m *Metrics) CollectHotKeys(stats func() hotkey.Stats) error {
 			{desc("lease_return_errors_total", "Returns that failed: those tokens are lost until the bucket refills."), func(s *hotkey.Stats) int64 { return s.ReturnErrors }},
 			{desc("split_decisions_total", "Takes decided by a sub-bucket of a split hot key."), func(s *hotkey.Stats) int64 { return s.SplitDecisions }},
 			{desc("split_retries_total", "Split takes that tried a second sub-bucket."), func(s *hotkey.Stats) int64 { return s.SplitRetries }},
-			{desc("split_handoffs_total", "Hand-overs of a key's budget to its sub-buckets as it turned hot."), func(s *hotkey.Stats) int64 { return s.SplitHandoffs }},
+			{desc("split_handoffs_total", "Hand-overs (each try) of a key's budget to its sub-buckets as it turned hot."), func(s *hotkey.Stats) int64 { return s.SplitHandoffs }},
 		})
 }
 
