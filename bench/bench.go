@@ -531,8 +531,8 @@ func (f *front) sanity(ctx context.Context, key, by string) error {
 
 // frontStats are sluice's counters that a run checks.
 type frontStats struct {
-	decisions, byStore, byEmbedded, byLease, errorReplies int64
-	nodes                                                 nodeTotals
+	decisions, byStore, byEmbedded, byLease, byDeny, errorReplies int64
+	nodes                                                         nodeTotals
 }
 
 var errNoStats = errors.New("bench: sluice INFO lacks decisions or decided_by_store")
@@ -553,6 +553,7 @@ func (f *front) stats(ctx context.Context) (frontStats, error) {
 	st.errorReplies, _ = strconv.ParseInt(m["total_error_replies"], 10, 64)
 	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64)       // 0 when absent
 	st.byEmbedded, _ = strconv.ParseInt(m["decided_by_embedded"], 10, 64) // 0 when absent
+	st.byDeny, _ = strconv.ParseInt(m["decided_by_deny_cache"], 10, 64)   // 0 when absent
 	st.nodes = nodeCalls(text)
 	return st, nil
 }

@@ -155,8 +155,10 @@ type WorkloadRun struct {
 	// side, the replies that were decisions on the direct side; both
 	// must equal Requests.
 	Decisions int64
-	// ByStore is the sluice replies decided_by store.
-	ByStore int64
+	// ByStore is the sluice replies decided_by store, ByDenyCache those
+	// decided_by deny-cache (refusals the store gave a moment before,
+	// answered by sluice without asking it again).
+	ByStore, ByDenyCache int64
 	// ScriptCalls are the primaries' EVAL/EVALSHA calls during the run:
 	// one per request direct, one per batch through sluice.
 	ScriptCalls int64

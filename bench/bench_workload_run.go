@@ -210,7 +210,7 @@ func (w *workloads) runOne(ctx context.Context, round int, workload string, dept
 	run.Decisions = res.admitted + res.refused
 	if side == Sluice {
 		run.Decisions = after.front.decisions - before.front.decisions
-		run.ByStore = res.by["store"]
+		run.ByStore, run.ByDenyCache = res.by["store"], res.by["deny-cache"]
 	}
 	return run, w.check(run, res, before, after)
 }
@@ -229,8 +229,9 @@ func (w *workloads) check(run WorkloadRun, res genResult, before, after workload
 		return fmt.Errorf("%s: the primaries ran the script %d times for %d requests", where, run.ScriptCalls, n)
 	case run.Side == Direct:
 		return nil
-	case run.ByStore != n || after.front.byStore-before.front.byStore != n:
-		return fmt.Errorf("%s: %d of %d replies decided by the store (INFO decided_by_store +%d): %v", where, run.ByStore, n, after.front.byStore-before.front.byStore, res.by)
+	case run.ByStore+run.ByDenyCache != n || after.front.byStore-before.front.byStore != run.ByStore || after.front.byDeny-before.front.byDeny != run.ByDenyCache:
+		return fmt.Errorf("%s: %d + %d of %d replies decided by the store and the deny cache (INFO decided_by_store +%d, decided_by_deny_cache +%d): %v", where, run.ByStore, run.ByDenyCache, n,
+			after.front.byStore-before.front.byStore, after.front.byDeny-before.front.byDeny, res.by)
 	case after.allowed-before.allowed != run.Admitted:
 		return fmt.Errorf("%s: sluice counted %d allowed, the replies %d", where, after.allowed-before.allowed, run.Admitted)
 	case after.front.errorReplies != before.front.errorReplies:

@@ -199,7 +199,7 @@ func TestRunWorkloadsSmoke(t *testing.T) {
 		if r.Requests != 400 || r.Decisions != 400 || r.Admitted+r.Refused != 400 || !(r.RPS > 0) || !(r.RedisCPU >= 0) {
 			t.Errorf("run %+v: want 400 requests, 400 decisions, a rate and Redis CPU", r)
 		}
-		if r.Side == Direct && r.ScriptCalls != 400 || r.Side == Sluice && (r.ByStore != 400 || r.ScriptCalls < 1 || r.ScriptCalls > 400) {
+		if r.Side == Direct && r.ScriptCalls != 400 || r.Side == Sluice && (r.ByStore+r.ByDenyCache != 400 || r.ScriptCalls < 1 || r.ScriptCalls > 400) {
 			t.Errorf("run %+v: script calls or store decisions off", r)
 		}
 	}
