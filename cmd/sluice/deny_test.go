@@ -46,7 +46,9 @@ func mustTake(t *testing.T, c *redis.Client, key string, cost int64) reply {
 // the store, asked through the other instance with RL.MTAKE (which never
 // reads the cache, and spends nothing when it refuses), refuses it too;
 // RL.RESET and an RL.MTAKE refund on that instance clear its entry; an
-// RL.RESET on the other instance does not (the documented bound); an
+// RL.RESET on the other instance does not, and no request sent more than
+// the 1 s cap after the store's refusal is answered from the cache (the
+// documented bound); an
 // RL.POLICY SET or DEL leaves nothing cached under the old policy; and two
 // instances hammering one key admit no more than the bound.
 func TestDenyCacheOnCluster(t *testing.T) {
@@ -120,6 +122,48 @@ func TestDenyCacheOnCluster(t *testing.T) {
 		if r := mustTake(t, a, key, 1); !r.Allowed || r.DecidedBy != "store" {
 			t.Fatalf("after a reset on this instance: %+v, want admitted by the store", r)
 		}
+	})
+
+	t.Run("after an RL.RESET on the other instance: refused at most 1 s more", func(t *testing.T) {
+		key := "tb:reset-bound"
+		for range 5 {
+			mustTake(t, a, key, 1)
+		}
+		// The entry is made when the store's refusal comes back: no later
+		// than firstRecv. It lives min(retry − 1 ms, 1 s) = 1 s here
+		// (retry is 12 s), so no request sent after firstRecv + 1 s may be
+		// answered from it.
+		first := mustTake(t, a, key, 1)
+		firstRecv := time.Now()
+		if first.Allowed || first.DecidedBy != "store" || first.Retry < 1000 {
+			t.Fatalf("sixth take: %+v, want refused by the store with a retry over 1 s", first)
+		}
+		if err := b.Do(ctx, "RL.RESET", key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cached := 0
+		for {
+			sent := time.Now()
+			r := mustTake(t, a, key, 1)
+			if r.DecidedBy != "deny-cache" {
+				if !r.Allowed || r.DecidedBy != "store" {
+					t.Fatalf("after the entry: %+v, want admitted by the reset store", r)
+				}
+				break
+			}
+			cached++
+			if late := sent.Sub(firstRecv); late > time.Second {
+				t.Fatalf("a request sent %s after the store's refusal was answered from the cache (cap 1 s): %+v", late, r)
+			}
+			if cached > 100000 {
+				t.Fatal("the cache never let go")
+			}
+			time.Sleep(5 * time.Millisecond) // pacing a bounded poll, not synchronisation
+		}
+		if cached == 0 {
+			t.Fatal("no request was answered from the cache after the reset: the bound was not exercised")
+		}
+		t.Logf("%d refusals from the cache after the other instance's reset, then the store admitted", cached)
 	})
 
 	t.Run("an RL.MTAKE refund clears the key's entry", func(t *testing.T) {
