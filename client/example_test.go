@@ -1,0 +1,125 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/client"
+)
+
+// Every example runs against a sluice with these policies (main_test.go):
+//
+//	api:*  limit 3, 1 token per hour
+//	llm:*  limit 10,000, 10,000 tokens per hour
+
+func Example() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr}) // sluice, e.g. 127.0.0.1:6380
+	defer rdb.Close()
+	rl := client.New(rdb)
+
+	for i := range 4 {
+		d, err := rl.Take(context.Background(), "api:alice", 1)
+		if err != nil {
+			fmt.Println("error:", err) // sluice unreachable, or a bad request: decide what your service does
+			return
+		}
+		if !d.Allowed {
+			fmt.Printf("request %d: 429, retry in %s\n", i+1, d.RetryAfter.Round(time.Minute))
+			continue
+		}
+		fmt.Printf("request %d: ok, %d left\n", i+1, d.Remaining)
+	}
+	// Output:
+	// request 1: ok, 2 left
+	// request 2: ok, 1 left
+	// request 3: ok, 0 left
+	// request 4: 429, retry in 1h0m0s
+}
+
+func ExampleClient_Take() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr})
+	defer rdb.Close()
+	rl := client.New(rdb)
+	ctx := context.Background()
+
+	d, _ := rl.Take(ctx, "api:bob", 2)
+	fmt.Println(d.Allowed, d.Limit, d.Remaining)
+	d, _ = rl.Take(ctx, "api:bob", 2) // 1 left: refused, and nothing spent
+	fmt.Println(d.Allowed, d.Remaining, d.Never)
+	d, _ = rl.Take(ctx, "api:bob", 5) // over the limit: no wait helps
+	fmt.Println(d.Allowed, d.Never)
+	// Output:
+	// true 3 1
+	// false 1 false
+	// false true
+}
+
+func ExampleClient_Peek() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr})
+	defer rdb.Close()
+	rl := client.New(rdb)
+	ctx := context.Background()
+
+	_, _ = rl.Take(ctx, "api:carol", 1)
+	d, _ := rl.Peek(ctx, "api:carol", 1) // what a take would decide, spending nothing
+	fmt.Println(d.Allowed, d.Remaining)
+	d, _ = rl.Peek(ctx, "api:carol", 1)
+	fmt.Println(d.Allowed, d.Remaining)
+	// Output:
+	// true 2
+	// true 2
+}
+
+func ExampleClient_MTake() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr})
+	defer rdb.Close()
+	rl := client.New(rdb)
+	ctx := context.Background()
+
+	// A request counts against the user's limit and the tenant's, or
+	// against neither.
+	_, _ = rl.Take(ctx, "api:tenant-acme", 3) // the tenant has spent all it has
+	ok, each, _ := rl.MTake(ctx, client.Rule{Key: "api:user-dave", Cost: 1}, client.Rule{Key: "api:tenant-acme", Cost: 1})
+	fmt.Println(ok, each[0].Allowed, each[1].Allowed)
+	d, _ := rl.Peek(ctx, "api:user-dave", 1)
+	fmt.Println("dave still has", d.Remaining)
+	// Output:
+	// false true false
+	// dave still has 3
+}
+
+func ExampleClient_Reset() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr})
+	defer rdb.Close()
+	rl := client.New(rdb)
+	ctx := context.Background()
+
+	_, _ = rl.Take(ctx, "api:erin", 3)
+	existed, _ := rl.Reset(ctx, "api:erin") // an admin forgives erin
+	d, _ := rl.Take(ctx, "api:erin", 1)
+	fmt.Println(existed, d.Allowed, d.Remaining)
+	existed, _ = rl.Reset(ctx, "api:nobody")
+	fmt.Println(existed)
+	// Output:
+	// true true 2
+	// false
+}
+
+func ExampleError() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr})
+	defer rdb.Close()
+	rl := client.New(rdb)
+	ctx := context.Background()
+
+	_, err := rl.Take(ctx, "nomatch", 1)
+	fmt.Println(errors.Is(err, client.ErrNoPolicy))
+	_, err = rl.Take(ctx, "api:frank", 0)
+	fmt.Println(errors.Is(err, client.ErrInvalid), err)
+	// Output:
+	// true
+	// true sluice: ERR cost must be a positive integer
+}
