@@ -1,0 +1,136 @@
+package lua_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+	_ "time/tzdata"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+	"github.com/sluice-rl/sluice/lua"
+)
+
+// calendarZones are zones with and without daylight saving, one of them
+// with a half-hour offset.
+var calendarZones = []string{"UTC", "America/New_York", "Europe/Berlin", "Australia/Sydney", "Asia/Kolkata", "Australia/Lord_Howe"}
+
+// calendarStarts are instants near the clock changes of 2024 and ends of
+// months and years, where the random walks start.
+var calendarStarts = []string{"2024-03-10T06:00:00Z", "2024-10-27T00:30:00Z", "2024-04-06T15:00:00Z", "2024-02-28T22:00:00Z", "2024-12-31T18:00:00Z", "2023-02-28T23:59:00Z"}
+
+// randomCalendar draws a calendar policy, or now and then a 1-day
+// fixed_window, the policy a calendar often replaces.
+func randomCalendar(t *testing.T, rng *rand.Rand) *limit.Policy {
+	if rng.IntN(6) == 0 {
+		return &limit.Policy{Algorithm: limit.FixedWindow, Limit: 1 + rng.Int64N(20), Period: 24 * time.Hour}
+	}
+	loc, err := time.LoadLocation(calendarZones[rng.IntN(len(calendarZones))])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &limit.Policy{Algorithm: limit.FixedWindow, Limit: 1 + rng.Int64N(20), Calendar: limit.Calendars[rng.IntN(len(limit.Calendars))], Zone: loc}
+}
+
+// calendarStep draws a clock step: small, about an hour, about a day, or
+// back; and sluice's skew from the store, up to a day either way.
+func calendarStep(rng *rand.Rand) (step, skew int64) {
+	switch rng.IntN(5) {
+	case 0:
+		step = rng.Int64N(2_000_000)
+	case 1:
+		step = rng.Int64N(3600_000_000)
+	case 2:
+		step = rng.Int64N(2 * 86400_000_000)
+	case 3:
+		step = -rng.Int64N(2_000_000)
+	}
+	if rng.IntN(3) == 0 {
+		skew = rng.Int64N(2*86400_000_000) - 86400_000_000
+	}
+	return step, skew
+}
+
+// Random walks across clock changes and month ends, through every op,
+// switches between calendars, zones and a fixed_window, and skews between
+// sluice's clock and the store's: the single-key script, the batch script
+// and the Go model must agree on every reply.
+func TestCalendarAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(23, 3))
+	for seq := range 120 {
+		start, err := time.Parse(time.RFC3339, calendarStarts[rng.IntN(len(calendarStarts))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := start.UnixMicro()
+		p := randomCalendar(t, rng)
+		key := "cagree:" + strconv.Itoa(seq)
+		var st, bst local.State
+		for i := range 40 {
+			step, skew := calendarStep(rng)
+			now += step
+			if rng.IntN(8) == 0 {
+				p = randomCalendar(t, rng)
+			}
+			cost := 1 + rng.Int64N(p.Limit+2)
+			op := limit.Op(rng.IntN(4))
+			where := fmt.Sprintf("seq %d step %d (%s %s in %v, cost %d op %d at %s, sluice %+dµs)", seq, i, p.Algorithm, p.Calendar, p.Zone, cost, op, time.UnixMicro(now).UTC().Format(time.RFC3339Nano), skew)
+			want, _, err := local.DecideAt(&st, p, cost, now, now+skew, op, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := evalSkewed(ctx, node.Client(), key, p, cost, op, now, now+skew); got != want {
+				t.Fatalf("%s: lua %+v, go %+v", where, got, want)
+			}
+			want, _, _ = local.DecideAt(&bst, p, cost, now, now+skew, op, 0)
+			served, got, err := batchSkewed(ctx, node.Client(), []batchItem{{"b" + key, p, cost, op}}, now, now+skew)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !served[0] || got[0] != want {
+				t.Fatalf("%s: batch served %v %+v, go %+v", where, served[0], got[0], want)
+			}
+		}
+	}
+}
+
+// A return names the window by the end its take reported: to that window
+// it gives back, to an earlier one nothing.
+func TestCalendarReturnNamesItsWindow(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	p := &limit.Policy{Algorithm: limit.FixedWindow, Limit: 3, Calendar: limit.CalendarDay, Zone: time.UTC}
+	day := time.Date(2024, 7, 1, 12, 0, 0, 0, time.UTC).UnixMicro()
+	eval := func(cost int64, op limit.Op, from, now int64) limit.Result {
+		t.Helper()
+		a, err := lua.ArgsAt(p, time.UnixMicro(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := clocked[a.ID].Run(ctx, node.Client(), []string{"cret"}, a.A[0], a.A[1], a.A[2], cost, lua.OpArg(int(op), from), now/1_000_000, now%1_000_000).Int64Slice()
+		if err != nil || len(v) != 7 {
+			t.Fatalf("reply %v, %v", v, err)
+		}
+		return result(v)
+	}
+	taken := eval(2, limit.OpTake, 0, day)
+	if end := time.Date(2024, 7, 2, 0, 0, 0, 0, time.UTC).UnixMicro(); taken.Window != end {
+		t.Fatalf("window %d, want its end %d", taken.Window, end)
+	}
+	if got := eval(1, limit.OpReturn, taken.Window, day+1); got.Remaining != 2 {
+		t.Fatalf("a return to its own window: remaining %d, want 2", got.Remaining)
+	}
+	next := day + 86400_000_000
+	eval(3, limit.OpTake, 0, next)
+	if got := eval(1, limit.OpReturn, taken.Window, next); got.Remaining != 0 {
+		t.Fatalf("a return to yesterday's window gave back: remaining %d, want 0", got.Remaining)
+	}
+}
