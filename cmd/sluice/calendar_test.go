@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +163,54 @@ func TestCalendarQuotaEmbedded(t *testing.T) {
 	err := run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--admin", "", "--config", bad}, &strings.Builder{}, &stderr)
 	if err == nil || !strings.Contains(err.Error(), `sluice.yaml:6: policy #1 "daily": timezone: unknown time zone "Europe/Atlantis"`) {
 		t.Fatalf("an unknown zone: %v", err)
+	}
+}
+
+// The README's calendar session, typed into redis-cli against the binary
+// on the README's calendar config: every line as the README's, except
+// that a time is the time to the next midnight in the config's zone when
+// the session starts (less at most the session's duration), where the
+// README shows it at 15:00.
+func TestReadmeCalendarSession(t *testing.T) {
+	t.Parallel()
+	cli := requireTool(t, "redis-cli")
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	config := strings.Join(readmeBlock(t, readme, "calendar-config"), "\n") + "\n"
+	m := regexp.MustCompile(`timezone: (\S+)`).FindStringSubmatch(config)
+	if m == nil {
+		t.Fatal("the README's calendar config names no timezone")
+	}
+	loc, err := time.LoadLocation(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, cmds, want := parseSession(t, readmeBlock(t, readme, "calendar-session"))
+	s := startSluice(t, "--config", writeConfig(t, config))
+	host, port := hostPort(t, s.Addr)
+	cmd := exec.Command(cli, append(withPort(args, host, port), "--no-raw")...)
+	cmd.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
+	start := time.Now()
+	out, err := cmd.Output()
+	slack := ceilMs(time.Since(start)) + 1
+	if err != nil {
+		t.Fatalf("redis-cli: %v\n%s", err, out)
+	}
+	left := strconv.FormatInt(ceilMs(nextMidnight(start, loc).Sub(start)), 10)
+	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("redis-cli printed %d lines, the README has %d:\n%s", len(got), len(want), out)
+	}
+	for i, w := range want {
+		if w.ms { // the README's time, as the session gets it now
+			n := integerRE.FindStringSubmatch(w.text)
+			w.text = strings.TrimSuffix(w.text, n[2]) + left
+		}
+		if !checkSessionLine(w, got[i], slack) {
+			t.Errorf("after %q: want %q (a time within %d ms below), redis-cli printed %q", w.cmd, w.text, slack, got[i])
+		}
 	}
 }
