@@ -134,3 +134,60 @@ func TestCalendarReturnNamesItsWindow(t *testing.T) {
 		t.Fatalf("a return to yesterday's window gave back: remaining %d, want 0", got.Remaining)
 	}
 }
+
+// The multi-key script decides a calendar key beside a bucket all or
+// nothing, as the Go model does, across Berlin's midnight.
+func TestCalendarMultiAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pols := []*limit.Policy{
+		{Algorithm: limit.FixedWindow, Limit: 5, Calendar: limit.CalendarDay, Zone: berlin},
+		{Algorithm: limit.TokenBucket, Limit: 4, Rate: 1, Period: time.Minute},
+	}
+	keys := []string{"{cm}:day", "{cm}:bucket"}
+	states := make([]local.State, len(pols))
+	rng := rand.New(rand.NewPCG(9, 9))
+	now := time.Date(2024, 10, 27, 23, 58, 0, 0, berlin).UnixMicro()
+	for i := range 60 {
+		now += rng.Int64N(10_000_000)
+		args := []any{}
+		costs := make([]int64, len(pols))
+		for j, p := range pols {
+			a, err := lua.ArgsAt(p, time.UnixMicro(now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			costs[j] = 1 + rng.Int64N(3)
+			args = append(args, a.ID, a.A[0], a.A[1], a.A[2], costs[j])
+		}
+		args = append(args, now/1_000_000, now%1_000_000)
+		v, err := clocked[0].Run(ctx, node.Client(), keys, args...).Int64Slice()
+		if err != nil || len(v) != 1+7*len(pols) {
+			t.Fatalf("step %d: reply %v, %v", i, v, err)
+		}
+		ok := true
+		want := make([]limit.Result, len(pols))
+		for j := range pols {
+			want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpPeek)
+			ok = ok && want[j].Allowed
+		}
+		if ok {
+			for j := range pols {
+				want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpTake)
+			}
+		}
+		if (v[0] == 1) != ok {
+			t.Fatalf("step %d: lua allowed=%d, go %v", i, v[0], ok)
+		}
+		for j := range pols {
+			if got := result(v[1+7*j : 8+7*j]); got != want[j] {
+				t.Fatalf("step %d key %s: lua %+v, go %+v", i, keys[j], got, want[j])
+			}
+		}
+	}
+}
