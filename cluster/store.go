@@ -476,13 +476,17 @@ type policyArgs struct {
 // so past the bound the cache starts again.
 const maxArgCache = 4096
 
-func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
+func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) { return s.policyArgsAt(p, time.Now()) }
+
+// policyArgsAt is policyArgs at now, sluice's clock: a calendar policy's
+// cached arguments are computed again once now reaches their Until.
+func (s *Store) policyArgsAt(p *limit.Policy, now time.Time) (*policyArgs, error) {
 	if v, ok := s.argCache.Load(p); ok {
-		if pa := v.(*policyArgs); pa.until.IsZero() || time.Now().Before(pa.until) {
+		if pa := v.(*policyArgs); pa.until.IsZero() || now.Before(pa.until) {
 			return pa, nil
 		}
 	}
-	a, err := lua.ArgsFor(p)
+	a, err := lua.ArgsAt(p, now)
 	if err != nil {
 		return nil, err
 	}
