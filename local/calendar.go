@@ -6,11 +6,10 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-// kindCalendar is the family of a calendar window's state (lua/state.lua's
-// tag c): a WindowState whose W is the END of the window its count was
-// taken in, so that a fixed_window's state (W a start) is never read as
-// one, nor the other way round.
-const kindCalendar kind = kindPool + 1
+// kindCalendar (state.go) is the family of a calendar window's state
+// (lua/state.lua's tag c): a WindowState whose W is the END of the window
+// its count was taken in, so that a fixed_window's state (W a start) is
+// never read as one, nor the other way round.
 
 // kindOfPolicy is kindOf for p, whose calendar makes its own kind.
 func kindOfPolicy(p *limit.Policy) kind {

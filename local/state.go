@@ -11,7 +11,7 @@ import (
 type State struct {
 	Bucket BucketState // token_bucket
 	GCRA   GCRAState   // gcra
-	Window WindowState // sliding_window and fixed_window
+	Window WindowState // sliding_window and fixed_window, calendar windows too
 	Pool   PoolState   // pool
 	kind   kind        // which of them holds the state
 }
@@ -27,6 +27,7 @@ const (
 	kindGCRA
 	kindWindow
 	kindPool
+	kindCalendar // see calendar.go
 )
 
 func kindOf(a limit.Algorithm) kind {
