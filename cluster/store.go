@@ -476,7 +476,9 @@ type policyArgs struct {
 // so past the bound the cache starts again.
 const maxArgCache = 4096
 
-func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) { return s.policyArgsAt(p, time.Now()) }
+func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
+	return s.policyArgsAt(p, time.Now())
+}
 
 // policyArgsAt is policyArgs at now, sluice's clock: a calendar policy's
 // cached arguments are computed again once now reaches their Until.
