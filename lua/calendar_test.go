@@ -191,3 +191,52 @@ func TestCalendarMultiAgreesWithGo(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCalendarAgreesWithGo drives the calendar script on a real Redis and
+// the Go model through the same random steps: the input picks the zone,
+// the unit and the limit (3 bytes), a start near a clock change (1 byte),
+// then, 8 bytes a step, the op, the cost, the clock step (which may go
+// back) and sluice's skew from the store's clock (up to a day either way).
+func FuzzCalendarAgreesWithGo(f *testing.F) {
+	node := redistest.NewSingle(f)
+	f.Add([]byte("\x01\x00\x03\x00" + "\x00\x01\x00\x00\x10\x00\x00\x00" + "\x00\x02\x00\x7f\xff\xff\xff\x00"))
+	f.Add([]byte("\x02\x03\x05\x04" + "\x02\x09\x00\x00\x00\x10\x00\x00" + "\x03\x01\x80\x00\x00\x00\x10\x00"))
+	var seq int
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 4 {
+			return
+		}
+		loc, err := time.LoadLocation(calendarZones[int(data[0])%len(calendarZones)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &limit.Policy{Algorithm: limit.FixedWindow, Calendar: limit.Calendars[int(data[1])%len(limit.Calendars)], Zone: loc, Limit: 1 + int64(data[2])}
+		start, err := time.Parse(time.RFC3339, calendarStarts[int(data[3])%len(calendarStarts)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		key := "cfuzz:" + strconv.Itoa(seq)
+		ctx := context.Background()
+		var st local.State
+		now := start.UnixMicro()
+		steps := data[4:]
+		if len(steps) > 64*8 {
+			steps = steps[:64*8] // bounded work per input
+		}
+		for ; len(steps) >= 8; steps = steps[8:] {
+			op := limit.Op(steps[0] & 3)
+			cost := 1 + int64(steps[1])%(p.Limit+2)
+			now += int64(int32(uint32(steps[2])|uint32(steps[3])<<8|uint32(steps[4])<<16|uint32(steps[5])<<24)) * 40 // ±1 day
+			skew := int64(int16(uint16(steps[6])|uint16(steps[7])<<8)) * 2_640_000_000 / 1000                        // ±1 day
+			want, _, err := local.DecideAt(&st, p, cost, now, now+skew, op, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := evalSkewed(ctx, node.Client(), key, p, cost, op, now, now+skew); got != want {
+				t.Fatalf("%s %s in %s, op %d cost %d at %s, sluice %+dµs: lua %+v, go %+v", p.Algorithm, p.Calendar, loc, op, cost,
+					time.UnixMicro(now).UTC().Format(time.RFC3339Nano), skew, got, want)
+			}
+		}
+	})
+}
