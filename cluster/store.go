@@ -468,6 +468,7 @@ type policyArgs struct {
 	sha, src any // script.SHA and script.Src
 	id       any
 	a        [3]any
+	until    time.Time // lua.Args.Until: a calendar policy's arguments are computed again from then on
 }
 
 // maxArgCache bounds the policies whose arguments are kept. Policies from
@@ -476,14 +477,22 @@ type policyArgs struct {
 const maxArgCache = 4096
 
 func (s *Store) policyArgs(p *limit.Policy) (*policyArgs, error) {
+	return s.policyArgsAt(p, time.Now())
+}
+
+// policyArgsAt is policyArgs at now, sluice's clock: a calendar policy's
+// cached arguments are computed again once now reaches their Until.
+func (s *Store) policyArgsAt(p *limit.Policy, now time.Time) (*policyArgs, error) {
 	if v, ok := s.argCache.Load(p); ok {
-		return v.(*policyArgs), nil
+		if pa := v.(*policyArgs); pa.until.IsZero() || now.Before(pa.until) {
+			return pa, nil
+		}
 	}
-	a, err := lua.ArgsFor(p)
+	a, err := lua.ArgsAt(p, now)
 	if err != nil {
 		return nil, err
 	}
-	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
+	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}, until: a.Until}
 	if s.argCount.Add(1) > maxArgCache {
 		s.argCache.Clear()
 		s.argCount.Store(1)

@@ -125,6 +125,12 @@ type Policy struct {
 	// pools and floors) set theirs, and the stores keep each space's
 	// states apart from every other's.
 	Space Space
+	// Calendar, when set (a fixed_window policy), makes the windows the
+	// days, weeks (from Monday), months or years of Zone instead of
+	// Period-long windows aligned to the epoch; see Calendar.
+	Calendar Calendar
+	// Zone is the time zone of Calendar; nil means UTC.
+	Zone *time.Location
 }
 
 // Space names the owner of a stored state: which layer keeps it, and so

@@ -14,24 +14,24 @@ import (
 // The one table of vectors, on the Go code of every algorithm.
 func TestVectors(t *testing.T) {
 	t.Parallel()
-	for _, tab := range algotest.Tables() {
+	for _, tab := range append(algotest.Tables(), algotest.Table{Algorithm: "calendar-skew", Vectors: algotest.CalendarSkew}) {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
 			if len(tab.Vectors) == 0 {
 				t.Fatalf("no vectors for %s", tab.Algorithm)
 			}
 			states := map[string]*State{}
-			algotest.Run(t, tab.Vectors, "", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+			algotest.RunAt(t, tab.Vectors, "", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now, sluiceNow int64) limit.Result {
 				st := states[key]
 				if st == nil {
 					st = &State{}
 					states[key] = st
 				}
-				res, _, err := Decide(st, p, cost, now, op)
+				res, _, err := DecideAt(st, p, cost, now, sluiceNow, op, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return res
-			})
+			}, nil)
 		})
 	}
 }

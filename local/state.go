@@ -11,7 +11,7 @@ import (
 type State struct {
 	Bucket BucketState // token_bucket
 	GCRA   GCRAState   // gcra
-	Window WindowState // sliding_window and fixed_window
+	Window WindowState // sliding_window and fixed_window, calendar windows too
 	Pool   PoolState   // pool
 	kind   kind        // which of them holds the state
 }
@@ -27,6 +27,7 @@ const (
 	kindGCRA
 	kindWindow
 	kindPool
+	kindCalendar // see calendar.go
 )
 
 func kindOf(a limit.Algorithm) kind {
@@ -52,9 +53,15 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 // were taken in (from, limit.Request.Window; 0: the current one), or an
 // OpClaim that holds a bucket until from (limit.Request.Hold; 0: none).
 func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
-	k := kindOf(p.Algorithm)
+	return decideFrom(st, p, cost, now, now, op, from)
+}
+
+// decideFrom is DecideAt: sluiceNow is sluice's clock, which only a
+// calendar policy reads.
+func decideFrom(st *State, p *limit.Policy, cost, now, sluiceNow int64, op limit.Op, from int64) (limit.Result, bool, error) {
+	k := kindOfPolicy(p)
 	if st.kind == k || st.kind == kindNone {
-		res, changed, err := decideAny(st, p, cost, now, op, from)
+		res, changed, err := decideAny(st, p, cost, now, sluiceNow, op, from)
 		if changed {
 			st.kind = k
 			if *st == (State{kind: k}) {
@@ -69,7 +76,7 @@ func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from i
 	if err != nil {
 		return limit.Result{}, false, err
 	}
-	res, changed, err := decideAny(&fresh, p, cost, now, op, from)
+	res, changed, err := decideAny(&fresh, p, cost, now, sluiceNow, op, from)
 	// A return to another algorithm's state is not stored: its tokens came
 	// from a state that is gone (as state.lua's decide); a pool's fill is
 	// how its tokens come in.
@@ -103,12 +110,20 @@ func spent(k kind, p *limit.Policy, now int64) (State, error) {
 			return State{}, err
 		}
 		return State{Window: WindowState{W: now, C: w.Limit}, kind: k}, nil
+	case kindCalendar: // a count taken just after now: in the current window
+		return State{Window: WindowState{W: now + 1, C: p.Limit}, kind: k}, nil
 	}
 	return State{}, nil
 }
 
 // decideAny decides by p's algorithm on its field of st.
-func decideAny(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
+func decideAny(st *State, p *limit.Policy, cost, now, sluiceNow int64, op limit.Op, from int64) (limit.Result, bool, error) {
+	if p.Calendar != "" {
+		if p.Algorithm != limit.FixedWindow {
+			return limit.Result{}, false, fmt.Errorf("a calendar needs algorithm fixed_window, not %q", p.Algorithm)
+		}
+		return decideCalendar(st, p, cost, now, sluiceNow, op, from)
+	}
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
 		return decide(&st.Bucket, p.Bucket, takeBucket, cost, now, op, from)

@@ -2,6 +2,7 @@ package lua
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -12,11 +13,30 @@ type Args struct {
 	ID     int
 	Script *Script
 	A      [3]int64
+	// Until, when not zero, is when A stops holding on sluice's clock (a
+	// calendar policy's a2 and a3 name the windows around the instant they
+	// were computed for, until the end of its window); zero: for ever.
+	Until time.Time
 }
 
-// ArgsFor returns p's script arguments, or the error that makes p
-// unrepresentable (the config refuses such policies).
-func ArgsFor(p *limit.Policy) (Args, error) {
+// ArgsFor returns p's script arguments at this instant of sluice's clock
+// (ArgsAt), or the error that makes p unrepresentable (the config refuses
+// such policies).
+func ArgsFor(p *limit.Policy) (Args, error) { return ArgsAt(p, time.Now()) }
+
+// ArgsAt returns p's script arguments at now, sluice's clock: only a
+// calendar policy's depend on it (see Args.Until).
+func ArgsAt(p *limit.Policy, now time.Time) (Args, error) {
+	if p.Calendar != "" {
+		if p.Algorithm != limit.FixedWindow {
+			return Args{}, fmt.Errorf("a calendar needs algorithm fixed_window, not %q", p.Algorithm)
+		}
+		cw, err := p.CalendarAt(now)
+		if err != nil {
+			return Args{}, err
+		}
+		return Args{ID: IDCalendar, Script: Calendar, A: [3]int64{cw.Limit, cw.Start, cw.Lens()}, Until: cw.Until()}, nil
+	}
 	bucket := func(b limit.Bucket) [3]int64 { return [3]int64{b.Capacity, b.Refill, b.Scale} }
 	window := func(w limit.Window) [3]int64 { return [3]int64{w.Limit, w.Ticks, w.Tick} }
 	pool := func(x limit.PoolParams) [3]int64 { return [3]int64{x.Limit, x.TokenUs, x.TTLMs} }

@@ -40,6 +40,8 @@ var (
 	bucketSrc string
 	//go:embed window.lua
 	windowSrc string
+	//go:embed calendar.lua
+	calendarSrc string
 )
 
 // Clock is the expression every script reads the shard's clock with, once.
@@ -119,6 +121,7 @@ var (
 	SlidingWindow = single("sliding_window", IDSlidingWindow, windowSrc+"\n"+slidingWindowSrc)
 	FixedWindow   = single("fixed_window", IDFixedWindow, windowSrc+"\n"+fixedWindowSrc)
 	Pool          = single("pool", IDPool, poolSrc)
+	Calendar      = single("calendar_window", IDCalendar, windowSrc+"\n"+calendarSrc)
 )
 
 // Algorithm ids of the multi script's ARGV, in the order of its function
@@ -129,12 +132,16 @@ const (
 	IDSlidingWindow
 	IDFixedWindow
 	IDPool // internal: a region's pool (limit.Pool)
+	// IDCalendar is a fixed_window policy with a calendar (limit.Calendar):
+	// a1..a3 are limit, start and lens of limit.CalendarWindow, which
+	// change at every window boundary (see Args.Until).
+	IDCalendar
 )
 
 // algorithms is every algorithm's function and the table of them by id,
 // with the state functions, for the scripts that decide several keys.
-var algorithms = stateSrc + "\n" + bucketSrc + "\n" + windowSrc + "\n" + tokenBucketSrc + "\n" + gcraSrc + "\n" + slidingWindowSrc + "\n" + fixedWindowSrc + "\n" + poolSrc + `
-local algs = {token_bucket, gcra, sliding_window, fixed_window, pool}
+var algorithms = stateSrc + "\n" + bucketSrc + "\n" + windowSrc + "\n" + tokenBucketSrc + "\n" + gcraSrc + "\n" + slidingWindowSrc + "\n" + fixedWindowSrc + "\n" + poolSrc + "\n" + calendarSrc + `
+local algs = {token_bucket, gcra, sliding_window, fixed_window, pool, calendar_window}
 `
 
 // Multi decides several keys all-or-nothing in one script; the keys must
@@ -277,6 +284,8 @@ func For(id int) *Script {
 		return FixedWindow
 	case IDPool:
 		return Pool
+	case IDCalendar:
+		return Calendar
 	}
 	return TokenBucket
 }

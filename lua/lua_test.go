@@ -24,7 +24,7 @@ import (
 var clocked = map[int]*redis.Script{}
 
 func init() {
-	for id := lua.IDTokenBucket; id <= lua.IDPool; id++ {
+	for id := lua.IDTokenBucket; id <= lua.IDCalendar; id++ {
 		clocked[id] = redis.NewScript(lua.For(id).WithTestClock().Src)
 	}
 	clocked[0] = redis.NewScript(lua.Multi.WithTestClock().Src)
@@ -32,7 +32,13 @@ func init() {
 
 // evalAt decides op for cost on key under p at now with p's script.
 func evalAt(ctx context.Context, c redis.Scripter, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
-	a, err := lua.ArgsFor(p)
+	return evalSkewed(ctx, c, key, p, cost, op, now, now)
+}
+
+// evalSkewed is evalAt with sluice's clock at sluiceNow, which a calendar
+// policy's arguments are computed at.
+func evalSkewed(ctx context.Context, c redis.Scripter, key string, p *limit.Policy, cost int64, op limit.Op, now, sluiceNow int64) limit.Result {
+	a, err := lua.ArgsAt(p, time.UnixMicro(sluiceNow))
 	if err != nil {
 		return limit.Result{Err: err}
 	}
@@ -71,15 +77,16 @@ func TestVectors(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
 	ctx := context.Background()
-	v, s := algotest.Count(algotest.Tables())
+	tables := append(algotest.Tables(), algotest.Table{Algorithm: "calendar-skew", Vectors: algotest.CalendarSkew})
+	v, s := algotest.Count(tables)
 	t.Logf("%d vectors, %d steps", v, s)
-	for _, tab := range algotest.Tables() {
+	for _, tab := range tables {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
 			if len(tab.Vectors) == 0 {
 				t.Fatalf("no vectors for %s", tab.Algorithm)
 			}
-			algotest.RunTTL(t, tab.Vectors, "vec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
-				return evalAt(ctx, node.Client(), key, p, cost, op, now)
+			algotest.RunAt(t, tab.Vectors, "vec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now, sluiceNow int64) limit.Result {
+				return evalSkewed(ctx, node.Client(), key, p, cost, op, now, sluiceNow)
 			}, pttl(ctx, node.Client()))
 		})
 	}

@@ -11,13 +11,16 @@
 -- (HMGET, HSET, PEXPIRE), and a value short enough for Redis to keep inside
 -- the key's object. The tags: b token bucket {v, t, s}, g GCRA {a, d, u},
 -- w the windows {w, c, p} (the two window algorithms share their fields, as
--- their hashes did; the fixed window's p is 0), p a region's pool {v, t, 0}.
+-- their hashes did; the fixed window's p is 0), p a region's pool {v, t, 0},
+-- c a calendar window {e, c, 0} (its own tag: its w is a window's end, not
+-- a start, so a policy that moves between fixed_window and calendar never
+-- reads the other's state as its own).
 -- A value of another tag reads as spent (see fields): a key whose policy
 -- changes algorithm starts empty, never full (a pool: empty). A hash, as sluice wrote
 -- before, is read by its field names and replaced by a string at the next
 -- write; the pool never had a hash, so under it a hash reads as no state.
 
-local tags = {'b', 'g', 'w', 'w', 'p'}
+local tags = {'b', 'g', 'w', 'w', 'p', 'c'}
 local hashfields = {{'v', 't', 's'}, {'a', 'd', 'u'}, {'w', 'c', 'p'}, {'w', 'c'}}
 
 -- read returns key's raw state as {tag, f1, f2, f3} ({} when it has none),
@@ -40,7 +43,7 @@ local function read(key, id)
   end
   if not v then return {} end
   local t = string.sub(v, 1, 1)
-  if #v ~= 25 or (t ~= 'b' and t ~= 'g' and t ~= 'w' and t ~= 'p') then
+  if #v ~= 25 or (t ~= 'b' and t ~= 'g' and t ~= 'w' and t ~= 'p' and t ~= 'c') then
     return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
   end
   local a, b, c = struct.unpack('<ddd', v, 2)
@@ -52,13 +55,15 @@ end
 -- (the key's policy changed algorithm) is never read as a fresh, full
 -- bucket: it reads as spent now, a bucket empty at now (a1..a3 are the
 -- policy's parameters: scale a3 for the buckets, limit a1 for the
--- windows), a window whose count is its limit; a pool, which starts empty
--- anyway, as none.
+-- windows), a window whose count is its limit (a calendar window's: a
+-- count taken just after now, which is in the current window); a pool,
+-- which starts empty anyway, as none.
 local function fields(raw, id, a1, a3, now)
   if raw[1] == tags[id] then return {raw[2], raw[3], raw[4]} end
   if raw[1] == nil or id == 5 then return {} end
   if id == 1 then return {0, now, a3} end
   if id == 2 then return {now, a1, a3} end
+  if id == 6 then return {now + 1, a1, 0} end
   return {now, a1, 0}
 end
 

@@ -55,7 +55,7 @@ func ParsePolicyJSON(name string, data []byte) (*limit.Policy, error) {
 	}
 	p.Name = name
 	var errs errorList
-	build(&errs, "", 0, []entry{{p: p, scope: scope, skip: skip}})
+	build(&errs, "", 0, []entry{{p: p, scope: scope, skip: skip, lines: r.lines}})
 	if len(errs) > 0 {
 		return nil, first(errs)
 	}

@@ -271,7 +271,7 @@ func PolicyJSON(p *limit.Policy) string {
 		Algorithm    limit.Algorithm `json:"algorithm"`
 		Limit        int64           `json:"limit"`
 		Rate         int64           `json:"rate,omitempty"`
-		Period       string          `json:"period"`
+		Period       string          `json:"period,omitempty"`
 		OnStoreError limit.FailMode  `json:"on_store_error"`
 		OnOverload   limit.FailMode  `json:"on_overload,omitempty"`
 		LocalShare   float64         `json:"local_share"`
@@ -280,8 +280,13 @@ func PolicyJSON(p *limit.Policy) string {
 		Hot          hot             `json:"hot"`
 		Scope        limit.Scope     `json:"scope,omitempty"`
 		RegionFloor  *float64        `json:"region_floor,omitempty"`
+		Calendar     limit.Calendar  `json:"calendar,omitempty"`
+		Timezone     string          `json:"timezone,omitempty"`
 	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow, nil,
-		hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil}
+		hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil, p.Calendar, zoneName(p)}
+	if p.Calendar != "" {
+		v.Period = "" // the calendar's: a period is not written with one
+	}
 	if p.NoDenyCache {
 		off := false
 		v.DenyCache = &off

@@ -249,7 +249,10 @@ func build(errs *errorList, file string, timeout time.Duration, entries []entry)
 		report := func(field, msg string) {
 			errs.add(&Error{File: file, Line: e.lineOf(field), Scope: e.scope, Field: field, Msg: msg})
 		}
+		prepareCalendar(e.p)
 		check(e.p, e.skip, report)
+		checkCalendar(e, report)
+		normalizeCalendar(e.p)
 		normalize(e.p)
 		if j, dup := names[e.p.Name]; dup && e.p.Name != "" {
 			report("name", fmt.Sprintf("%q is already the name of %s", e.p.Name, entries[j].where()))
@@ -355,7 +358,9 @@ func Describe(p *limit.Policy) string {
 	if share == 0 {
 		share = 1
 	}
-	if alg.IsBucket() {
+	if p.Calendar != "" {
+		fmt.Fprintf(&b, "%s match=%q %s limit=%d/calendar %s timezone=%s", p.Name, p.Match, alg, p.Limit, p.Calendar, zoneName(p))
+	} else if alg.IsBucket() {
 		fmt.Fprintf(&b, "%s match=%q %s limit=%d rate=%d/%s", p.Name, p.Match, alg, p.Limit, p.Rate, formatDuration(period))
 	} else {
 		fmt.Fprintf(&b, "%s match=%q %s limit=%d/%s", p.Name, p.Match, alg, p.Limit, formatDuration(period))

@@ -23,7 +23,7 @@ import (
 // lets every error carry its policy and line.
 var (
 	topFields    = []string{"timeout", "defaults", "policies"}
-	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "deny_cache", "hot", "scope", "region_floor"}
+	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "deny_cache", "hot", "scope", "region_floor", "calendar", "timezone"}
 	hotFields    = []string{"mode", "threshold", "split"}
 )
 
@@ -49,12 +49,12 @@ func merge(d, r *raw) (*limit.Policy, map[string]bool) {
 	own := func(f string) bool { _, ok := r.apply[f]; return ok || r.bad[f] }
 	if d != nil {
 		for f, set := range d.apply {
-			if !own(f) {
+			if !own(f) && inheritsFromDefaults(r, f) {
 				set(p)
 			}
 		}
 		for f := range d.bad {
-			if !own(f) {
+			if !own(f) && inheritsFromDefaults(r, f) {
 				skip[f] = true
 			}
 		}
@@ -205,6 +205,8 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 	switch field {
 	case "name", "match", "algorithm", "on_store_error", "on_overload", "hot.mode", "scope":
 		msg, set = decode(v, text, func(s string) (string, func(*limit.Policy)) { return textField(field, s) })
+	case "calendar", "timezone":
+		msg, set = decode(v, text, func(s string) (string, func(*limit.Policy)) { return calendarField(field, scope, s) })
 	case "limit", "rate", "hot.threshold", "hot.split":
 		msg, set = decode(v, integer, func(n int64) (string, func(*limit.Policy)) { return integerField(field, n) })
 	case "period":

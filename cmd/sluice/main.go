@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	_ "time/tzdata" // calendar quotas' time zones, on a machine without /usr/share/zoneinfo
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

@@ -24,8 +24,25 @@ func Run(t *testing.T, table []Vector, keyPrefix string, decide Decide) {
 	RunTTL(t, table, keyPrefix, decide, nil)
 }
 
-// RunTTL is Run that also checks every step's TTL with ttl.
+// DecideAt is Decide with sluice's clock apart from the store's: now is
+// the store's, sluiceNow sluice's (Step.Sluice), both µs since the epoch.
+type DecideAt func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now, sluiceNow int64) limit.Result
+
+// RunTTL is Run that also checks every step's TTL with ttl. A step with
+// its own sluice clock (Step.Sluice) fails: it needs RunAt.
 func RunTTL(t *testing.T, table []Vector, keyPrefix string, decide Decide, ttl TTL) {
+	t.Helper()
+	RunAt(t, table, keyPrefix, func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now, sluiceNow int64) limit.Result {
+		t.Helper()
+		if sluiceNow != now {
+			t.Fatalf("a step with sluice's clock %dµs from the store's needs RunAt", sluiceNow-now)
+		}
+		return decide(t, key, p, cost, op, now)
+	}, ttl)
+}
+
+// RunAt is RunTTL for an implementation that takes both clocks.
+func RunAt(t *testing.T, table []Vector, keyPrefix string, decide DecideAt, ttl TTL) {
 	t.Helper()
 	for _, v := range table {
 		t.Run(v.Name, func(t *testing.T) {
@@ -39,7 +56,7 @@ func RunTTL(t *testing.T, table []Vector, keyPrefix string, decide Decide, ttl T
 				if s.Peek {
 					op = limit.OpPeek
 				}
-				got := decide(t, key, p, s.Cost, op, T0+s.At)
+				got := decide(t, key, p, s.Cost, op, T0+s.At, T0+s.At+s.Sluice)
 				if got.Err != nil {
 					t.Fatalf("step %d: %v", i, got.Err)
 				}

@@ -22,6 +22,11 @@ type Step struct {
 	// key does not exist), checked by the runners that can read TTLs
 	// (RunTTL).
 	TTL int64
+	// Sluice, when not 0, is how far sluice's clock is ahead of the
+	// store's at this step, µs (negative: behind): a calendar window's
+	// bounds come from sluice's clock, its decision from the store's. Only
+	// RunAt runs such steps.
+	Sluice int64
 }
 
 // NoKey is Step.TTL for a key that must not exist after the step.
@@ -208,6 +213,7 @@ func Tables() []Table {
 		{limit.SlidingWindow, SlidingWindow},
 		{limit.FixedWindow, FixedWindow},
 		{limit.Pool, Pool},
+		{"calendar", Calendar}, // fixed_window with a calendar
 	}
 }
 

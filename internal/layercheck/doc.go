@@ -1,7 +1,9 @@
 // Package layercheck is the cross-layer checker of issue 20: a stateful
 // property test (pgregory.net/rapid) that drives two real sluice processes
 // (region eu, a 3+3 Redis Cluster, a home redis-server, all three doors)
-// through every layer that writes Redis state — the four algorithms, hot
+// through every layer that writes Redis state — the four algorithms and a
+// calendar quota (a Kolkata day, changed at run time to a New York month
+// and to a 1-day fixed_window), hot
 // keys in lease and split mode, RL.MTAKE, CL.THROTTLE, shadow policies,
 // runtime policies, SIGHUP reloads, a global policy — and checks the
 // invariant of docs/architecture.md ("The bound every layer keeps") from the
@@ -33,7 +35,8 @@
 // admissions that lie wholly inside it, against limit + rate × (recv_j −
 // sent_i): the longest the real interval can be, so timing never makes a
 // false violation. Windows count an admission only when its whole
-// [sent, recv] lies inside one epoch-aligned window. A policy change is
+// [sent, recv] lies inside one window (epoch-aligned, or the calendar
+// window of a calendar policy's zone). A policy change is
 // in force from the moment it was sent until it reached every instance
 // (runtime policies: 1.5 s after the reply; SIGHUP: 100 ms after the reload
 // is logged), and an interval is bounded by the largest limit and the

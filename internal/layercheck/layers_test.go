@@ -29,9 +29,9 @@ import (
 // the catch-all: different user keys under different policies.
 // cfg(true) is the config a SIGHUP may swap in.
 func cfg(alt bool) string {
-	tb, fw, gc := "limit: 6, rate: 3", "limit: 4", "limit: 5, rate: 5"
+	tb, fw, gc, cd := "limit: 6, rate: 3", "limit: 4", "limit: 5, rate: 5", "limit: 6"
 	if alt {
-		tb, fw, gc = "limit: 4, rate: 2", "limit: 6", "limit: 3, rate: 6"
+		tb, fw, gc, cd = "limit: 4, rate: 2", "limit: 6", "limit: 3, rate: 6", "limit: 9"
 	}
 	return `defaults: {on_store_error: closed}
 policies:
@@ -45,6 +45,7 @@ policies:
   - {name: gl, match: "gl.*.g", limit: 10, rate: 5, period: 1s, scope: global, region_floor: 0.2}
   - {name: gwu, match: "gw:user=*", algorithm: fixed_window, limit: 5, period: 1s}
   - {name: gwa, match: "gw:acct=*", algorithm: token_bucket, limit: 4, rate: 4, period: 1s}
+  - {name: cd, match: "cd.*", calendar: day, timezone: Asia/Kolkata, ` + cd + `}
   - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
   - {name: all, match: "*", limit: 8, rate: 4, period: 1s}
 `
@@ -71,6 +72,8 @@ var runtimeChanges = map[string][]string{
 	"sw": {`{"match": "sw.*", "algorithm": "fixed_window", "limit": 5, "period": "1s", "on_store_error": "closed"}`},
 	"gc": {`{"match": "gc.*", "algorithm": "token_bucket", "limit": 5, "rate": 5, "period": "2s", "on_store_error": "closed"}`},
 	"gl": {`{"match": "gl.*.g", "scope": "regional", "limit": 10, "rate": 5, "period": "1s", "on_store_error": "closed"}`},
+	"cd": {`{"match": "cd.*", "calendar": "month", "timezone": "America/New_York", "limit": 8, "on_store_error": "closed"}`,
+		`{"match": "cd.*", "algorithm": "fixed_window", "limit": 3, "period": "1d", "on_store_error": "closed"}`},
 }
 
 // cl is the CL.THROTTLE limit every call uses: burst 3, 4 per 2 s.
@@ -94,7 +97,7 @@ func variantOf(p *limit.Policy) Variant {
 		hot = string(p.Hot.Mode)
 	}
 	return Variant{Name: p.Name, Algorithm: alg, Limit: p.Limit, Rate: p.Rate, Period: p.Period,
-		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow}
+		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow, Calendar: string(p.Calendar), Zone: p.Zone}
 }
 
 func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
@@ -104,7 +107,7 @@ func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
 		t.Fatal(err)
 	}
 	vs := map[string]Variant{}
-	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all"} {
+	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd"} {
 		vs[name] = variantOf(s.Lookup(name))
 	}
 	return s, vs
@@ -241,7 +244,7 @@ func (it *iteration) logf(t *rapid.T, format string, args ...any) {
 }
 
 // keys of an iteration: a family's base, spelled one of several ways.
-var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa"}
+var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa", "cd"}
 
 func (it *iteration) base(fam, id string) string {
 	switch fam {
@@ -417,7 +420,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		},
 		"policy": func(t *rapid.T) {
 			_, p := w.pick(t)
-			name := rapid.SampledFrom([]string{"tb", "fw", "sw", "gc", "gl"}).Draw(t, "policy")
+			name := rapid.SampledFrom([]string{"tb", "fw", "sw", "gc", "gl", "cd"}).Draw(t, "policy")
 			del := rapid.Bool().Draw(t, "del")
 			if del {
 				sent := time.Now()

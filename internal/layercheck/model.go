@@ -22,6 +22,10 @@ type Variant struct {
 	Floor     float64       // region_floor of a global policy
 	Hot       string        // "", lease or split
 	Shadow    bool
+	// Calendar (day, week, month, year) makes a fixed_window's windows
+	// Zone's calendar ones instead of Period-long ones from the epoch.
+	Calendar string
+	Zone     *time.Location
 }
 
 // Bucket reports whether v is a bucket algorithm (token_bucket, gcra).
@@ -267,17 +271,17 @@ func byCount(adm []Admission, a, b time.Time) map[string]int {
 	return m
 }
 
-// windowsOnly reports whether every span is a window policy of one period,
-// and that period.
-func windowsOnly(spans []Span) (time.Duration, bool) {
-	var p time.Duration
+// windowsOnly reports whether every span is a window policy of one kind
+// of windows (one period, or one calendar in one zone), and that kind.
+func windowsOnly(spans []Span) (windowKind, bool) {
+	var k windowKind
 	for _, s := range spans {
-		if s.V.Bucket() || (p != 0 && s.V.Period != p) {
-			return 0, false
+		if s.V.Bucket() || (k != windowKind{} && s.V.kind() != k) {
+			return windowKind{}, false
 		}
-		p = s.V.Period
+		k = s.V.kind()
 	}
-	return p, p != 0
+	return k, k != windowKind{}
 }
 
 // checkBuckets checks every interval [Sent_i, Recv_j]: the admissions that
@@ -382,32 +386,32 @@ func bucketBound(ss []Span, seconds float64, sl Slack) (bound, floor float64) {
 	return B + R*T + 1e-9, floor
 }
 
-// checkWindows counts, in each epoch-aligned window, the admissions whose
-// whole [Sent, Recv] lies inside it (those certainly decided in it), and
-// compares with the largest limit in force during the window, where only
-// window policies of that period were.
+// checkWindows counts, in each window (epoch-aligned, or a calendar's),
+// the admissions whose whole [Sent, Recv] lies inside it (those certainly
+// decided in it), and compares with the largest limit in force during the
+// window, where only window policies of that kind of windows were.
 func checkWindows(k *KeyLog, adm []Admission, spans []Span, res *Result) {
 	type win struct {
-		start time.Time
-		p     time.Duration
+		start, end time.Time
+		kind       windowKind
 	}
 	counts := map[win]int64{}
 	for _, x := range adm {
 		ss := in(spans, x.Sent, x.Recv)
-		p, ok := windowsOnly(ss)
+		kind, ok := windowsOnly(ss)
 		if !ok {
 			continue
 		}
-		start := time.Unix(0, x.Sent.UnixNano()/int64(p)*int64(p))
-		if x.Recv.Before(start.Add(p)) {
-			counts[win{start, p}] += x.Cost
+		start, end := ss[0].V.windowAt(x.Sent)
+		if x.Recv.Before(end) {
+			counts[win{start, end, kind}] += x.Cost
 		}
 	}
 	var worst *Violation
 	for w, n := range counts {
-		ss := in(spans, w.start, w.start.Add(w.p-1))
-		p, ok := windowsOnly(ss)
-		if !ok || p != w.p {
+		ss := in(spans, w.start, w.end.Add(-1))
+		kind, ok := windowsOnly(ss)
+		if !ok || kind != w.kind {
 			continue
 		}
 		var L int64
@@ -415,8 +419,8 @@ func checkWindows(k *KeyLog, adm []Admission, spans []Span, res *Result) {
 			L = max(L, s.V.Limit)
 		}
 		if n > L && (worst == nil || n-L > worst.Admitted-int64(worst.Bound)) {
-			worst = &Violation{Key: k.Key, Policy: k.Policy, Kind: "window", From: w.start, To: w.start.Add(w.p),
-				Admitted: n, Bound: float64(L), Variants: names(ss), By: byCount(adm, w.start, w.start.Add(w.p))}
+			worst = &Violation{Key: k.Key, Policy: k.Policy, Kind: "window", From: w.start, To: w.end,
+				Admitted: n, Bound: float64(L), Variants: names(ss), By: byCount(adm, w.start, w.end)}
 		}
 	}
 	if worst != nil {

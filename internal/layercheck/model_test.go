@@ -51,3 +51,37 @@ func TestCheck(t *testing.T) {
 		t.Errorf("across a raised limit: %v", res.Violations)
 	}
 }
+
+// A calendar window counts in the zone's day: admissions either side of
+// Kolkata's midnight are two windows, three inside one Kolkata day (across
+// UTC's midnight) are one over.
+func TestCheckCalendar(t *testing.T) {
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd := Variant{Name: "cd", Algorithm: "fixed_window", Limit: 2, Period: 24 * time.Hour, Calendar: "day", Zone: kolkata}
+	midnight := time.Date(2024, 5, 2, 0, 0, 0, 0, kolkata)
+	utcMidnight := time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)
+	adm := func(ts ...time.Time) []Admission {
+		var out []Admission
+		for _, x := range ts {
+			out = append(out, Admission{Sent: x, Recv: x.Add(5 * time.Millisecond), Cost: 1})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		adm  []Admission
+		want int
+	}{
+		{"either side of Kolkata's midnight", adm(midnight.Add(-time.Second), midnight.Add(-time.Second), midnight, midnight), 0},
+		{"three in one Kolkata day", adm(utcMidnight.Add(-time.Second), utcMidnight, utcMidnight.Add(time.Second)), 1},
+	} {
+		k := &KeyLog{Key: "k", Policy: "cd", Adm: tt.adm}
+		res := Check(k, []Span{{V: cd, From: midnight.Add(-48 * time.Hour)}}, Slack{})
+		if len(res.Violations) != tt.want {
+			t.Errorf("%s: %d violations %v, want %d", tt.name, len(res.Violations), res.Violations, tt.want)
+		}
+	}
+}
