@@ -124,6 +124,15 @@ const (
 // finds them all busy gets a goroutine of its own, as without them.
 const streamWorkers = 64
 
+// The flow-control windows of a call and of a connection: HTTP/2's
+// default for a call (64 KiB, what grpc starts from), and room for many
+// calls on a connection before a WINDOW_UPDATE (grpc's estimate grows a
+// busy connection's to 16 MiB).
+const (
+	streamWindow = 64 << 10
+	connWindow   = 1 << 20
+)
+
 // Server is Envoy's rate-limit service (v3) on gRPC. Create it with New,
 // run it with Serve, stop it with Shutdown; it is safe for concurrent use.
 type Server struct {
@@ -182,6 +191,11 @@ func New(cfg Config) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.IdleTimeout}),
 		grpc.ChainUnaryInterceptor(s.intercept),
 		grpc.NumStreamWorkers(streamWorkers),
+		// Fixed flow-control windows turn off grpc's bandwidth estimate,
+		// whose PING and its ack rode along with the DATA of nearly every
+		// call: calls here are a few hundred bytes.
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
 	}
 	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
