@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,27 +65,15 @@ func peerBinary(ctx context.Context, pb peerBuild, bin string, progress func(str
 	return p, nil
 }
 
-// freeLoopbackPort returns a port free on 127.0.0.1 now.
-func freeLoopbackPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // startGubernator runs one gubernator node on loopback ports, its
 // telemetry off, and waits for its health check; p.stop ends it by its
 // pid.
 func startGubernator(ctx context.Context, bin string) (httpAddr string, p *peerProc, err error) {
-	grpcAddr, err := freeLoopbackPort()
+	ports, err := loopbackPorts(2)
 	if err != nil {
 		return "", nil, err
 	}
-	if httpAddr, err = freeLoopbackPort(); err != nil {
-		return "", nil, err
-	}
+	grpcAddr, httpAddr := "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
 	p, err = startPeer(bin, []string{"GUBER_GRPC_ADDRESS=" + grpcAddr, "GUBER_HTTP_ADDRESS=" + httpAddr,
 		"GUBER_ADVERTISE_ADDRESS=" + grpcAddr, "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true"})
 	if err != nil {
