@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -19,6 +20,12 @@ import (
 // Decide calls (one per node pipeline in the store instead of one per
 // call), the more requests per batch the busier it is.
 //
+// A gathered batch waits for a slot at most collectMaxWait: past it, it
+// goes anyway, one more in flight, so a Decide stuck on a slow node holds
+// the calls that came after it that long, not until its store timeout.
+// (The calls of one batch still wait for its slowest node, as the
+// commands of one RESP pipeline do.)
+//
 // A batch is decided with its first call's context, its cancellation
 // dropped: the limiter bounds every decision by its own store timeout and
 // reads only values (the door) from it, the same for every call here.
@@ -33,6 +40,8 @@ const (
 	// that finds the gathering batch full goes alone, as it would without
 	// the collector.
 	collectMaxBatch = 256
+	// collectMaxWait bounds the wait of a gathered batch for its slot.
+	collectMaxWait = 10 * time.Millisecond
 )
 
 // collector joins the Decide calls of concurrent callers; safe for
@@ -41,14 +50,16 @@ type collector struct {
 	d        Decider
 	max      int // batches in flight before calls gather
 	maxBatch int
+	maxWait  time.Duration
 
 	mu       sync.Mutex
 	inFlight int    // batches (or lone calls) being decided
 	next     *batch // the batch gathering, nil when none
 
 	// decides counts the Decide calls made, joined the calls that went in
-	// a batch with another's (each counted once).
-	decides, joined atomic.Int64
+	// a batch with another's (each counted once), early the batches that
+	// went before a slot was free (collectMaxWait).
+	decides, joined, early atomic.Int64
 }
 
 // batch is the requests of the calls gathered while every slot was busy.
@@ -65,7 +76,7 @@ type batch struct {
 }
 
 func newCollector(d Decider) *collector {
-	return &collector{d: d, max: collectInFlight, maxBatch: collectMaxBatch}
+	return &collector{d: d, max: collectInFlight, maxBatch: collectMaxBatch, maxWait: collectMaxWait}
 }
 
 // Decide decides reqs into out, alone when a slot is free, else in the
@@ -91,7 +102,7 @@ func (c *collector) Decide(ctx context.Context, reqs []limit.Request, out []limi
 	b.calls++
 	c.mu.Unlock()
 	if lead {
-		<-b.turn
+		c.await(b)
 		c.send(b)
 	} else {
 		<-b.done
@@ -100,6 +111,25 @@ func (c *collector) Decide(ctx context.Context, reqs []limit.Request, out []limi
 		panic(b.panicked)
 	}
 	copy(out, b.out[from:from+len(reqs)])
+}
+
+// await waits until the gathered batch b may go: its turn (a slot handed
+// over by release), or maxWait, when b takes a slot of its own.
+func (c *collector) await(b *batch) {
+	t := time.NewTimer(c.maxWait)
+	defer t.Stop()
+	select {
+	case <-b.turn:
+		return
+	case <-t.C:
+	}
+	c.mu.Lock()
+	if c.next == b { // not handed a slot meanwhile: take one
+		c.next = nil
+		c.inFlight++
+		c.early.Add(1)
+	}
+	c.mu.Unlock()
 }
 
 // send decides the batch b, whose turn has come (its slot counted), and

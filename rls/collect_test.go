@@ -72,6 +72,7 @@ func TestCollectorJoinsConcurrentCalls(t *testing.T) {
 	gate := make(chan struct{})
 	d := &gateDecider{Decider: lim, gate: gate}
 	col := newCollector(d)
+	col.maxWait = time.Hour // the batch goes when the first call returns, not before
 	take := func(key string, cost int64) limit.Result {
 		reqs := []limit.Request{{Key: key, Cost: cost, Op: limit.OpTake, Policy: set.Match(key)}}
 		out := make([]limit.Result, 1)
@@ -153,6 +154,7 @@ func (d *panicDecider) Decide(ctx context.Context, reqs []limit.Request, out []l
 func TestCollectorPanicReachesEveryCall(t *testing.T) {
 	d := &panicDecider{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
 	col := newCollector(d)
+	col.maxWait = time.Hour
 	call := func() (panicked any) {
 		defer func() { panicked = recover() }()
 		col.Decide(t.Context(), make([]limit.Request, 1), make([]limit.Result, 1))
@@ -180,5 +182,45 @@ func TestCollectorPanicReachesEveryCall(t *testing.T) {
 	}
 	if p := call(); p != "boom" {
 		t.Errorf("the next call: panic %v, want boom (it reached the Decider)", p)
+	}
+}
+
+// A gathered batch does not wait for a Decide stuck in flight past
+// maxWait: it goes beside it.
+func TestCollectorDoesNotWaitForAStuckDecide(t *testing.T) {
+	gate := make(chan struct{})
+	defer close(gate)
+	d := &gateDecider{Decider: fixedDecider{}, gate: gate}
+	col := newCollector(d)
+	stuck := make(chan struct{})
+	go func() {
+		defer close(stuck)
+		col.Decide(context.Background(), make([]limit.Request, 1), make([]limit.Result, 1))
+	}()
+	pollUntil(t, "the first call to reach the Decider", func() bool { return len(d.calls()) == 1 })
+	out := make([]limit.Result, 2)
+	second := make(chan struct{})
+	go func() {
+		defer close(second)
+		col.Decide(context.Background(), make([]limit.Request, 2), out)
+	}()
+	pollUntil(t, "the second call to return while the first is stuck", func() bool {
+		select {
+		case <-second:
+			return true
+		default:
+			return false
+		}
+	})
+	if !out[0].Allowed || !out[1].Allowed {
+		t.Errorf("results %+v, want both decided", out)
+	}
+	select {
+	case <-stuck:
+		t.Fatal("the first call returned: it was not stuck")
+	default:
+	}
+	if got, early := d.calls(), col.early.Load(); len(got) != 2 || got[1] != 2 || early != 1 {
+		t.Errorf("Decide calls of sizes %v, %d early; want [1 2] and 1", got, early)
 	}
 }
