@@ -36,8 +36,10 @@ type FrontConfig struct {
 	MarkdownPath   string
 	Now            func() time.Time
 	// Peer, when PeerGubernator, also drives one gubernator node (its
-	// HTTP API, the same callers and keys) on the same machine; PeerBin
-	// is its binary ("" finds or builds it, see gubernatorBinary).
+	// HTTP API, the same callers and keys) on the same machine; when
+	// PeerRatelimit, envoyproxy/ratelimit's service on the same cluster
+	// with the gRPC door's generator. PeerBin is its binary ("" finds or
+	// builds it, see peerBinary).
 	Peer, PeerBin string
 }
 
@@ -50,12 +52,16 @@ type FrontRow struct {
 	RPS      float64
 	P50, P99 float64 // ms
 	// Store is the decisions the store made (sluice's INFO delta); the
-	// direct row has none.
-	Store int64
+	// direct row has none, a peer -1 (StoreNote says why).
+	Store     int64
+	StoreNote string
 	// RedisCPU is µs of the primaries' used_cpu_sys + used_cpu_user
-	// (INFO cpu) over the run per request; NaN for a peer, which has no
-	// Redis.
+	// (INFO cpu) over the run per request; NaN for a peer without Redis.
 	RedisCPU float64
+	// ServiceCPU is µs of the serving process's utime + stime
+	// (/proc/<pid>/stat: sluice's, or the peer's) over the run per
+	// request; NaN for direct EVALSHA, which has none.
+	ServiceCPU float64
 }
 
 // FrontReport is RunFronts' result.
@@ -107,15 +113,19 @@ func RunFronts(ctx context.Context, cfg FrontConfig, progress io.Writer) (*Front
 	}
 	switch cfg.Peer {
 	case "":
-	case PeerGubernator:
-		row, err := runGubernator(ctx, cfg, f.rig.logf)
+	case PeerGubernator, PeerRatelimit:
+		run := f.runGubernator
+		if cfg.Peer == PeerRatelimit {
+			run = f.runRatelimit
+		}
+		row, err := run(ctx)
 		if err != nil {
-			return nil, f.rig.errorf("peer gubernator: %w", err)
+			return nil, f.rig.errorf("peer %s: %w", cfg.Peer, err)
 		}
 		rep.Rows = append(rep.Rows, row)
-		f.rig.logf("gubernator: %.0f req/s, p50 %s ms, p99 %s ms", row.RPS, ms(row.P50), ms(row.P99))
+		f.rig.logf("%s: %.0f req/s, p50 %s ms, p99 %s ms", cfg.Peer, row.RPS, ms(row.P50), ms(row.P99))
 	default:
-		return nil, fmt.Errorf("bench: --peer %q: only %s", cfg.Peer, PeerGubernator)
+		return nil, fmt.Errorf("bench: --peer %q: only %s or %s", cfg.Peer, PeerGubernator, PeerRatelimit)
 	}
 	rep.Machine = f.rig.machine(cfg.Now(), f.tool)
 	rep.Elapsed = time.Since(began)
@@ -208,7 +218,7 @@ func (f *frontRun) direct(ctx context.Context) (FrontRow, error) {
 	}
 	f.rig.logf("direct EVALSHA: %.0f req/s, p50 %s ms, p99 %s ms", res.RPS, ms(res.P50), ms(res.P99))
 	return FrontRow{Door: "direct EVALSHA", Tool: "redis-benchmark", Requests: f.cfg.Requests, Elapsed: took, RPS: res.RPS, P50: res.P50, P99: res.P99,
-		RedisCPU: (after - cpu) * 1e6 / float64(f.cfg.Requests)}, nil
+		RedisCPU: (after - cpu) * 1e6 / float64(f.cfg.Requests), ServiceCPU: math.NaN()}, nil
 }
 
 // take is redis-benchmark sending RL.TAKE through the RESP door.
@@ -249,48 +259,71 @@ func (f *frontRun) door(ctx context.Context, door string) (FrontRow, error) {
 	return row, nil
 }
 
-// counted runs drive with sluice's decided_by_store and the primaries'
-// CPU read around it, the differences the row's Store and RedisCPU; what
-// names the run in drive's error.
+// counted runs drive with sluice's decided_by_store read around it (the
+// difference the row's Store) and what measured reads; what names the run
+// in drive's error.
 func (f *frontRun) counted(ctx context.Context, what string, drive func(context.Context) (FrontRow, error)) (FrontRow, error) {
 	before, err := storeDecisions(ctx, f.sl)
 	if err != nil {
 		return FrontRow{}, err
 	}
-	cpu, err := f.st.primaryCPU(ctx)
-	if err != nil {
-		return FrontRow{}, err
-	}
-	row, err := drive(ctx)
+	row, err := f.measured(ctx, f.ch.cmd.Process.Pid, drive)
 	if err != nil {
 		return FrontRow{}, f.rig.errorf("%s: %w", what, err)
-	}
-	cpuAfter, err := f.st.primaryCPU(ctx)
-	if err != nil {
-		return FrontRow{}, err
 	}
 	after, err := storeDecisions(ctx, f.sl)
 	if err != nil {
 		return FrontRow{}, err
 	}
-	row.Store, row.RedisCPU = after-before, (cpuAfter-cpu)*1e6/float64(row.Requests)
+	row.Store = after - before
 	return row, nil
 }
 
-// runGubernator starts gubernator, drives it like a door and stops it.
-func runGubernator(ctx context.Context, cfg FrontConfig, logf func(string, ...any)) (FrontRow, error) {
-	bin, err := gubernatorBinary(ctx, cfg.PeerBin, logf)
+// measured runs drive with the CPU of the process pid and of the
+// primaries read around it, per request the row's ServiceCPU and
+// RedisCPU.
+func (f *frontRun) measured(ctx context.Context, pid int, drive func(context.Context) (FrontRow, error)) (FrontRow, error) {
+	cpu, err := f.st.primaryCPU(ctx)
 	if err != nil {
 		return FrontRow{}, err
 	}
-	addr, stop, err := startGubernator(ctx, bin)
+	ticks, err := cpuTicks([]int{pid})
 	if err != nil {
 		return FrontRow{}, err
 	}
-	defer stop()
-	logf("gubernator %s serving HTTP on %s", bin, addr)
-	row, err := driveDoor(ctx, PeerGubernator, addr, cfg)
-	row.Door, row.Tool, row.Store, row.RedisCPU = "gubernator v2.13.0 (peer, one node, limits in its memory)", "Go", -1, math.NaN()
+	row, err := drive(ctx)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	ticksAfter, err := cpuTicks([]int{pid})
+	if err != nil {
+		return FrontRow{}, err
+	}
+	cpuAfter, err := f.st.primaryCPU(ctx)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	n := float64(row.Requests)
+	row.RedisCPU = (cpuAfter - cpu) * 1e6 / n
+	row.ServiceCPU = float64(ticksAfter-ticks) * 1e6 / float64(clockTicks()) / n
+	return row, nil
+}
+
+// runGubernator starts gubernator, drives it like a door, its CPU read
+// around the run, and stops it.
+func (f *frontRun) runGubernator(ctx context.Context) (FrontRow, error) {
+	bin, err := gubernatorBinary(ctx, f.cfg.PeerBin, f.rig.logf)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	addr, p, err := startGubernator(ctx, bin)
+	if err != nil {
+		return FrontRow{}, err
+	}
+	defer p.stop()
+	f.rig.logf("gubernator %s serving HTTP on %s", bin, addr)
+	row, err := f.measured(ctx, p.pid, func(ctx context.Context) (FrontRow, error) { return driveDoor(ctx, PeerGubernator, addr, f.cfg) })
+	row.Door, row.Tool, row.Store, row.StoreNote, row.RedisCPU = "gubernator v2.13.0 (peer, one node, limits in its memory)", "Go", -1, "— (its own memory)", math.NaN()
 	return row, err
 }
 
@@ -328,10 +361,10 @@ func loopbackOnly(addr string) error {
 func (rep *FrontReport) Markdown() string { return render("fronts", rep) }
 
 // StoreCell is the row's decisions by the store; a peer has its own
-// memory instead.
+// memory or keys instead.
 func (r FrontRow) StoreCell() string {
 	if r.Store < 0 {
-		return "— (its own memory)"
+		return r.StoreNote
 	}
 	return thousands(float64(r.Store))
 }

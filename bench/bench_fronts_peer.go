@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,13 +22,28 @@ const (
 	GubernatorModule = "github.com/gubernator-io/gubernator/v2/cmd/gubernator@v2.13.0"
 )
 
+// peerBuild is how a peer's binary is found: its name on PATH, else
+// module built with `go install` into the user's cache directory, where
+// it is the file installed.
+type peerBuild struct {
+	path, module, installed string
+}
+
+var gubernatorBuild = peerBuild{path: "gubernator", module: GubernatorModule, installed: "gubernator"}
+
 // gubernatorBinary finds gubernator: bin when set, else on PATH, else
 // built once into the user's cache directory with `go install`.
 func gubernatorBinary(ctx context.Context, bin string, progress func(string, ...any)) (string, error) {
+	return peerBinary(ctx, gubernatorBuild, bin, progress)
+}
+
+// peerBinary finds the binary of pb: bin when set, else on PATH, else
+// built once into the user's cache directory with `go install`.
+func peerBinary(ctx context.Context, pb peerBuild, bin string, progress func(string, ...any)) (string, error) {
 	if bin != "" {
 		return bin, nil
 	}
-	if p, err := exec.LookPath("gubernator"); err == nil {
+	if p, err := exec.LookPath(pb.path); err == nil {
 		return p, nil
 	}
 	cache, err := os.UserCacheDir()
@@ -37,65 +51,37 @@ func gubernatorBinary(ctx context.Context, bin string, progress func(string, ...
 		cache = os.TempDir()
 	}
 	dir := filepath.Join(cache, "sluice-bench", "peers")
-	p := filepath.Join(dir, "gubernator")
+	p := filepath.Join(dir, pb.installed)
 	if _, err := os.Stat(p); err == nil {
 		return p, nil
 	}
-	progress("building %s into %s (go install; minutes the first time)", GubernatorModule, dir)
-	cmd := exec.CommandContext(ctx, "go", "install", GubernatorModule)
+	progress("building %s into %s (go install; minutes the first time)", pb.module, dir)
+	cmd := exec.CommandContext(ctx, "go", "install", pb.module)
 	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
 	cmd.Dir = os.TempDir() // outside sluice's module: not a dependency
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bench: go install %s: %v\n%s", GubernatorModule, err, tail(string(out), 20))
+		return "", fmt.Errorf("bench: go install %s: %v\n%s", pb.module, err, tail(string(out), 20))
 	}
 	return p, nil
 }
 
-// freeLoopbackPort returns a port free on 127.0.0.1 now.
-func freeLoopbackPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // startGubernator runs one gubernator node on loopback ports, its
-// telemetry off, and waits for its health check; stop ends it by its pid.
-func startGubernator(ctx context.Context, bin string) (httpAddr string, stop func(), err error) {
-	grpcAddr, err := freeLoopbackPort()
+// telemetry off, and waits for its health check; p.stop ends it by its
+// pid.
+func startGubernator(ctx context.Context, bin string) (httpAddr string, p *peerProc, err error) {
+	ports, err := loopbackPorts(2)
 	if err != nil {
 		return "", nil, err
 	}
-	if httpAddr, err = freeLoopbackPort(); err != nil {
+	grpcAddr, httpAddr := "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
+	p, err = startPeer(bin, []string{"GUBER_GRPC_ADDRESS=" + grpcAddr, "GUBER_HTTP_ADDRESS=" + httpAddr,
+		"GUBER_ADVERTISE_ADDRESS=" + grpcAddr, "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true"})
+	if err != nil {
 		return "", nil, err
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "GUBER_GRPC_ADDRESS="+grpcAddr, "GUBER_HTTP_ADDRESS="+httpAddr,
-		"GUBER_ADVERTISE_ADDRESS="+grpcAddr, "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop = func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
 	}
 	err = poll(ctx, 50*time.Millisecond, 30*time.Second, func() (bool, error) {
-		select {
-		case <-done:
-			return false, fmt.Errorf("gubernator exited: %s", tail(logs.String(), 20))
-		default:
+		if err := p.exited("gubernator"); err != nil {
+			return false, err
 		}
 		resp, err := http.Get("http://" + httpAddr + "/v1/HealthCheck")
 		if err != nil {
@@ -106,10 +92,10 @@ func startGubernator(ctx context.Context, bin string) (httpAddr string, stop fun
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		stop()
+		p.stop()
 		return "", nil, fmt.Errorf("bench: gubernator at %s: %w", httpAddr, err)
 	}
-	return httpAddr, stop, nil
+	return httpAddr, p, nil
 }
 
 // gubernatorCaller asks gubernator for one decision of the bench's bucket

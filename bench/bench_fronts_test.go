@@ -25,8 +25,8 @@ func TestRunFronts(t *testing.T) {
 		t.Fatalf("%d rows, want RL.TAKE and %d doors", len(rep.Rows), len(doors))
 	}
 	for i, r := range rep.Rows {
-		if r.Requests != 400 || r.Store < 400 || !(r.RPS > 0) || r.P99 < r.P50 {
-			t.Errorf("row %d %+v: want 400 requests, all by the store, a rate, p99 ≥ p50", i, r)
+		if r.Requests != 400 || r.Store < 400 || !(r.RPS > 0) || r.P99 < r.P50 || !(r.ServiceCPU >= 0) || !(r.RedisCPU >= 0) {
+			t.Errorf("row %d %+v: want 400 requests, all by the store, a rate, p99 ≥ p50, sluice's and Redis's CPU read", i, r)
 		}
 		if i > 0 && r.Door != doors[i-1] {
 			t.Errorf("row %d is %s, want %s", i, r.Door, doors[i-1])

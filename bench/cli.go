@@ -361,7 +361,8 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	fs.StringVar(&cfg.SVGPath, "svg", "", "write the SVG chart to this file (default: none)")
 	fs.StringVar(&cfg.RedisBenchmark, "redis-benchmark", "redis-benchmark", "the redis-benchmark binary")
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", DefaultRunTimeout, "bound of one redis-benchmark run")
-	peer := fs.String("peer", "", "with --front: also drive a peer limiter on this machine: gubernator (its binary from --peer-bin, PATH, or built once with go install into the user cache)")
+	peer := fs.String("peer", "", "with --front: also drive a peer limiter on this machine: gubernator, or ratelimit (envoyproxy/ratelimit on the same cluster, driven like the grpc door); its binary from --peer-bin, PATH, or built once with go install into the user cache")
+	fs.StringVar(&cfg.Binary, "binary", "", "the sluice binary to start as 'sluice serve' (default: this executable; the embedded runs are always this one)")
 	peerBin := fs.String("peer-bin", "", "the peer's binary")
 	keys := fs.String("keys", "", "instead: `uniform|zipf:S` keys (S > 1, over --keyspace), one raw-RESP Go load generator for both sides, RL.TAKE through sluice vs EVALSHA to the owning primary, --pipelines requests in flight per caller, Redis CPU per decision in every row (default: redis-benchmark's uniform keys, as above)")
 	workload := fs.String("workload", "", "with the Go generator (implies --keys uniform when --keys is not given): workloads `tenants,abuse` to run, tenants the --keys keys under a policy that admits everything, abuse --logins keys under 5/min, nearly every request refused")
@@ -393,7 +394,7 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 // runFrontsCommand is `sluice bench --front doors`: the flags of cfg that
 // RunFronts reads, its report printed and written to --out.
 func runFrontsCommand(ctx context.Context, cfg Config, doors, peer, peerBin string, stdout, stderr io.Writer) error {
-	fc := FrontConfig{Cluster: cfg.Cluster, RedisBenchmark: cfg.RedisBenchmark, Clients: cfg.Clients, Requests: cfg.Requests,
+	fc := FrontConfig{Binary: cfg.Binary, Cluster: cfg.Cluster, RedisBenchmark: cfg.RedisBenchmark, Clients: cfg.Clients, Requests: cfg.Requests,
 		Keyspace: cfg.Keyspace, MarkdownPath: cfg.MarkdownPath, Peer: peer, PeerBin: peerBin}
 	for _, d := range strings.Split(doors, ",") {
 		fc.Doors = append(fc.Doors, strings.TrimSpace(d))
@@ -427,7 +428,7 @@ func runWorkloadsCommand(ctx context.Context, fs *flag.FlagSet, cfg Config, keys
 	if len(refused) > 0 {
 		return fmt.Errorf("bench: --keys and --workload use their own load generator and sluice: %s do not apply", strings.Join(refused, ", "))
 	}
-	wc := WorkloadConfig{Cluster: cfg.Cluster, Clients: cfg.Clients, Depths: cfg.Pipelines, Requests: cfg.Requests,
+	wc := WorkloadConfig{Binary: cfg.Binary, Cluster: cfg.Cluster, Clients: cfg.Clients, Depths: cfg.Pipelines, Requests: cfg.Requests,
 		Keyspace: cfg.Keyspace, Logins: logins, Rounds: cfg.Rounds, Warmup: cfg.Warmup, RunTimeout: cfg.RunTimeout, MarkdownPath: cfg.MarkdownPath}
 	if keys == "" {
 		keys = "uniform"

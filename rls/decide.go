@@ -113,7 +113,7 @@ func (s *Server) decideQuota(ctx context.Context, pl *plan) error {
 				reqs[j].Op = limit.OpPeek
 			}
 		}
-		s.cfg.Decider.Decide(ctx, reqs, out)
+		s.col.Decide(ctx, reqs, out)
 		for j, i := range live {
 			if out[j].Err != nil {
 				return status.Errorf(codes.Internal, "deciding: %v", out[j].Err)
@@ -225,7 +225,7 @@ func (s *Server) decideOp(ctx context.Context, ds []descriptor, policies []*limi
 		return true, nil
 	}
 	reqs, out := requests(ds, policies, idx, op)
-	s.cfg.Decider.Decide(ctx, reqs, out)
+	s.col.Decide(ctx, reqs, out)
 	ok := true
 	for j, i := range idx {
 		if out[j].Err != nil {
