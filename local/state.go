@@ -51,7 +51,16 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 // DecideFrom is Decide for an OpReturn that names the window its tokens
 // were taken in (from, limit.Request.Window; 0: the current one), or an
 // OpClaim that holds a bucket until from (limit.Request.Hold; 0: none).
+//
+// An OpAdjust of delta (cost) is decided as the scripts decide it
+// (lua.ScriptOp): an OpReturn of -delta to the current window. A negative
+// delta gives back, never above the limit; a positive one is a return of
+// a negative cost, a spend without a check that may leave a bucket in
+// debt (at most one capacity) and a window full.
 func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
+	if op == limit.OpAdjust {
+		cost, op, from = -cost, limit.OpReturn, 0
+	}
 	k := kindOf(p.Algorithm)
 	if st.kind == k || st.kind == kindNone {
 		res, changed, err := decideAny(st, p, cost, now, op, from)
@@ -69,11 +78,15 @@ func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from i
 	if err != nil {
 		return limit.Result{}, false, err
 	}
+	if op == limit.OpReturn && cost >= 0 && k != kindPool {
+		// A return to another algorithm's state gives nothing: its tokens
+		// came from a state that is gone (as state.lua's decide); the
+		// reply is a peek of nothing on the spent state. A pool's fill is
+		// how its tokens come in; a negative cost is a spend.
+		res, _, err := decideAny(&fresh, p, 0, now, limit.OpPeek, 0)
+		return res, false, err
+	}
 	res, changed, err := decideAny(&fresh, p, cost, now, op, from)
-	// A return to another algorithm's state is not stored: its tokens came
-	// from a state that is gone (as state.lua's decide); a pool's fill is
-	// how its tokens come in.
-	changed = changed && (op != limit.OpReturn || k == kindPool)
 	if changed {
 		*st = fresh
 		if fresh != (State{}) {
