@@ -93,12 +93,15 @@ func spendUnits(res *limit.Result, v int64, b limit.Bucket, cost int64, op limit
 	if op == limit.OpReturn {
 		res.Allowed = true
 		switch lo := debtFloor(b); {
-		case cost >= b.Limit:
-			return b.Capacity, true
 		case cost < 0 && -cost > (v-lo)/b.Scale: // not v + cost×Scale: it may overflow
 			return lo, true
 		case cost < 0:
 			return max(lo, v+cost*b.Scale), true
+		case cost >= b.Limit && v < 0: // in debt: Limit of the tokens pay Capacity first, as bucket.lua's
+			v, cost = v+b.Capacity, cost-b.Limit
+		}
+		if cost >= b.Limit {
+			return b.Capacity, true
 		}
 		return min(b.Capacity, v+cost*b.Scale), true
 	}

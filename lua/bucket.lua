@@ -19,8 +19,14 @@ end
 -- decision and whether to write it.
 local function spend_units(v, capacity, scale, limit, per_ms, cost, op)
   if op == 3 then
-    if cost >= limit then return 1, -1, capacity, true end
     if cost < 0 then return 1, -1, math.max(debt_floor(capacity), v + cost * scale), true end
+    if cost >= limit and v < 0 then
+      -- in debt: limit of the tokens given back pay capacity units first,
+      -- so that cost * scale below stays under capacity, exact
+      v = v + capacity
+      cost = cost - limit
+    end
+    if cost >= limit then return 1, -1, capacity, true end
     return 1, -1, math.min(capacity, v + cost * scale), true
   end
   if cost > limit then return 0, -1, v, false end

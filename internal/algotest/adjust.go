@@ -70,6 +70,13 @@ func adjustBucket(name string, pol func(int64, int64, time.Duration) *limit.Poli
 				{Cost: -5, Op: limit.OpAdjust, Want: Want{true, 2, -1, 800, 0}},
 				{Cost: 3, Want: Want{false, 2, 100, 800, 0}},
 				{Cost: 2, Want: Want{true, 0, -1, 1000, 0}},
+				{Cost: 4, Op: limit.OpAdjust, Want: Want{true, 0, -1, 1400, 0}},
+				// a give-back of the limit or more does not forget the debt
+				{Cost: -10, Op: limit.OpAdjust, Want: Want{true, 6, -1, 400, 0}},
+				{Cost: 10, Op: limit.OpAdjust, Want: Want{true, 0, -1, 1400, 0}},
+				{Cost: -14, Op: limit.OpAdjust, Want: Want{true, 10, -1, 0, 0}, TTL: NoKey},
+				{Cost: 25, Op: limit.OpAdjust, Want: Want{true, 0, -1, 2000, 0}},
+				{Cost: -11, Op: limit.OpAdjust, Want: Want{true, 1, -1, 900, 0}},
 			},
 		},
 		{
