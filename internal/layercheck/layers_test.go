@@ -465,7 +465,6 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			it.logf(t, "%5d wait %v", it.ms(time.Now()), d)
 		},
 		"burst": func(t *rapid.T) { it.burst(t, ctx) },
-		"adjust": func(t *rapid.T) { it.adjust(t, ctx) },
 		"hotkeys": func(t *rapid.T) {
 			_, p := w.pick(t)
 			v, err := p.rc.Do(ctx, "RL.HOTKEYS").Slice()
@@ -482,6 +481,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			}
 			it.logf(t, "%5d hotkeys %s -> %d hot, here: %v", it.ms(time.Now()), p.name, len(v), hot)
 		},
+		"adjust": func(t *rapid.T) { it.adjust(t, ctx) },
 	}
 }
 
