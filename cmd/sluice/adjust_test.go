@@ -108,3 +108,10 @@ func TestAdjustLLMPatternOnCluster(t *testing.T) {
 		t.Errorf("RL.ADJUST without a delta: %v", err)
 	}
 }
+
+// The README's RL.ADJUST session (the LLM pattern), replayed as the main
+// session is.
+func TestReadmeAdjustSession(t *testing.T) {
+	t.Parallel()
+	replaySession(t, "adjust")
+}
