@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,12 +52,17 @@ func TestAdjustCommand(t *testing.T) {
 		{"RL.ADJUST llm:a -99999999999999999999", "-ERR delta must be an integer between -9007199254740991 and 9007199254740991"},
 		{"RL.ADJUST \"\" 1", "-ERR key must not be empty"},
 		{"RL.ADJUST x 1", "-ERR no policy matches key 'x'"},
+		{"COMMAND INFO rl.adjust", "[[$rl.adjust :3 [+write +fast] :1 :1 :1 [+@rate-limiting] [] [] []]]"},
 		{"RL.ADJUST world:a -1", "-ERR RL.ADJUST is not supported for policy 'world': scope: global budgets are spent through region pools; adjust is regional only"},
 	} {
 		rc.send(tc.in + "\r\n")
 		if got := rc.readReply(); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.in, got, tc.want)
 		}
+	}
+	rc.send("COMMAND DOCS rl.adjust\r\n")
+	if got := rc.readReply(); !strings.Contains(got, "$delta") || !strings.Contains(got, "$Corrects what was spent") || !strings.Contains(got, "$rate-limiting") {
+		t.Errorf("COMMAND DOCS rl.adjust: %s", got)
 	}
 	if s := lim.Snapshot(); s.Adjusts != 4 || s.AdjustSpent != 100 || s.AdjustReturned != 40+9007199254740991 || s.Decisions != 2 {
 		t.Errorf("counters: %d adjusts, %d spent, %d returned, %d decisions; want 4, 100, 40+2^53-1, 2", s.Adjusts, s.AdjustSpent, s.AdjustReturned, s.Decisions)
