@@ -52,7 +52,7 @@ func (l *Limiter) forgetGivenBack(reqs []limit.Request, out []limit.Result) {
 }
 
 // adjusted counts one applied adjust.
-func (l *Limiter) adjusted(r *limit.Request, _ *limit.Result) {
+func (l *Limiter) adjusted(r *limit.Request) {
 	l.stats.Adjust.Calls.Add(1)
 	if r.Cost > 0 {
 		l.stats.Adjust.Spent.Add(r.Cost)

@@ -393,7 +393,7 @@ func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.R
 			}
 			continue
 		case reqs[i].Op == limit.OpAdjust:
-			l.adjusted(&reqs[i], r)
+			l.adjusted(&reqs[i])
 			continue
 		case r.Allowed:
 			l.stats.Allowed.Add(1)
