@@ -62,6 +62,7 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 		fmt.Fprintf(w, "decided_by_%s:%d\r\n", strings.ReplaceAll(p, "-", "_"), s.ByPath[p])
 	}
 	fmt.Fprintf(w, "mtakes:%d\r\nmtake_refunds:%d\r\nmtake_refund_errors:%d\r\n", s.MTakes, s.Refunds, s.RefundFails)
+	fmt.Fprintf(w, "adjusts:%d\r\nadjust_tokens_spent:%d\r\nadjust_tokens_returned:%d\r\n", s.Adjusts, s.AdjustSpent, s.AdjustReturned)
 	fmt.Fprintf(w, "goroutines:%d\r\n", runtime.NumGoroutine())
 	hs := hot.Stats()
 	fmt.Fprintf(w, "hot_keys:%d\r\nlease_hits:%d\r\nlease_rejects:%d\r\nlease_claims:%d\r\nlease_tokens_claimed:%d\r\nlease_returns:%d\r\nlease_tokens_returned:%d\r\nlease_return_errors:%d\r\nsplit_decisions:%d\r\nsplit_retries:%d\r\nsplit_handoffs:%d\r\n",
@@ -107,6 +108,9 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, de
 		{"sluice_mtakes_total", "RL.MTAKE calls.", func(s limiter.Snapshot) int64 { return s.MTakes }},
 		{"sluice_mtake_refunds_total", "Takes of a refused RL.MTAKE given back.", func(s limiter.Snapshot) int64 { return s.Refunds }},
 		{"sluice_mtake_refund_errors_total", "Refunds of a refused RL.MTAKE the store could not make (tokens lost, never over-admitted).", func(s limiter.Snapshot) int64 { return s.RefundFails }},
+		{"sluice_adjusts_total", "RL.ADJUST calls applied (an error reply is not counted).", func(s limiter.Snapshot) int64 { return s.Adjusts }},
+		{"sluice_adjust_tokens_spent_total", "Tokens RL.ADJUST spent without a check (positive deltas).", func(s limiter.Snapshot) int64 { return s.AdjustSpent }},
+		{"sluice_adjust_tokens_returned_total", "Tokens RL.ADJUST gave back (negative deltas), never above the limit.", func(s limiter.Snapshot) int64 { return s.AdjustReturned }},
 	}); err != nil {
 		return err
 	}

@@ -358,6 +358,9 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		}
 		it := &items[i]
 		it.idx, it.key, it.script, it.pa, it.cost, it.op, it.from = i, SpaceKey(r.Policy.Space, r.Key), pa.script, pa, r.Cost, r.Op, fromOf(r)
+		if r.Op == limit.OpAdjust {
+			it.cost, it.op, it.from = adjustArgs(r.Cost)
+		}
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}
 			continue

@@ -222,7 +222,8 @@ func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result,
 }
 
 // Forget drops the refusal of key under p, if any: RL.RESET of the key,
-// or a give-back of this instance (an RL.MTAKE refund), made it stale.
+// or a give-back of this instance (an RL.MTAKE refund, an RL.ADJUST with
+// a negative delta), made it stale.
 func (d *Deny) Forget(key string, p *limit.Policy) {
 	d.gen.Add(1)
 	d.shard(key).Remove(denyKey{key, p})

@@ -9,6 +9,8 @@
 //	                           RateLimit and Retry-After (draft-ietf-httpapi-
 //	                           ratelimit-headers), usable as nginx auth_request
 //	                           or Traefik forwardAuth (the key from a header)
+//	POST /v1/adjust          {"key": "k", "delta": -5}: RL.ADJUST
+//	                         → the six fields as JSON, 200
 //
 // It must not know how decisions are made: it parses, asks its Decider
 // once per HTTP request (a batch in one call), and writes the answer. It

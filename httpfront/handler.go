@@ -77,8 +77,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) answer {
 			return notAllowed("GET, HEAD, POST")
 		}
 		return s.check(r)
+	case "/v1/adjust":
+		if r.Method != http.MethodPost {
+			return notAllowed("POST")
+		}
+		return s.adjust(w, r)
 	}
-	return fail(http.StatusNotFound, "no such endpoint: use POST /v1/take or GET|POST /v1/check")
+	return fail(http.StatusNotFound, "no such endpoint: use POST /v1/take, GET|POST /v1/check or POST /v1/adjust")
 }
 
 func notAllowed(allow string) answer {
@@ -173,6 +178,9 @@ func decodeStrict(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, edge.ErrCost) {
 			return edge.ErrCost
+		}
+		if errors.Is(err, edge.ErrDelta) {
+			return edge.ErrDelta
 		}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) && ute.Field != "" {

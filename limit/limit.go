@@ -327,6 +327,12 @@ const (
 	OpPeek             // report as OpTake would, spending nothing
 	OpClaim            // lease: take up to Cost whole tokens, as many as exist (a partial grant); Result.Granted says how many
 	OpReturn           // lease: give Cost unused tokens back, never above the limit
+	// OpAdjust (RL.ADJUST) corrects what was spent: Cost is the signed
+	// delta. Above 0 it spends Cost more without a check, down into debt
+	// (see Policy.Adjustable); below 0 it gives -Cost back to the state in
+	// force now (the current window), never above the limit. It is never
+	// refused.
+	OpAdjust
 )
 
 // Request asks for one decision. Key is the user's key; the store maps it

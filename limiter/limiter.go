@@ -116,6 +116,7 @@ type Stats struct {
 	Refunds     atomic.Int64 // takes of a refused RL.MTAKE given back
 	RefundFails atomic.Int64 // refunds the store could not make (tokens lost, never over-admitted)
 	ByPath      [len(paths)]atomic.Int64
+	Adjust      AdjustStats // RL.ADJUST, apart from the decisions above
 }
 
 var paths = [...]string{limit.ByStore, limit.ByLease, limit.BySplit, limit.ByEmbedded,
@@ -157,6 +158,10 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 			out[i] = limit.Result{Err: fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key)}
 			continue
 		}
+		if err := notAdjustable(&reqs[i]); err != nil {
+			out[i] = limit.Result{Err: err}
+			continue
+		}
 		n++
 	}
 	if n == 0 {
@@ -177,7 +182,7 @@ func (l *Limiter) decideSome(ctx context.Context, reqs []limit.Request, out []li
 	sub := make([]limit.Request, 0, len(reqs))
 	idx := make([]int, 0, len(reqs))
 	for i := range reqs {
-		if reqs[i].Policy != nil {
+		if reqs[i].Policy != nil && notAdjustable(&reqs[i]) == nil {
 			sub = append(sub, reqs[i])
 			idx = append(idx, i)
 		}
@@ -210,6 +215,7 @@ func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.
 	}
 	if l.deny != nil {
 		l.refused(reqs, out, hot, cached, sent, gen)
+		l.forgetGivenBack(reqs, out)
 	}
 	for i := range out {
 		if out[i].Err != nil && errors.Is(out[i].Err, limit.ErrUnavailable) {
@@ -286,8 +292,8 @@ func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
 	var now time.Time
 	for i := range reqs {
 		p := reqs[i].Policy
-		if p.Hot.Mode != limit.HotLease && p.Hot.Mode != limit.HotSplit {
-			continue
+		if p.Hot.Mode != limit.HotLease && p.Hot.Mode != limit.HotSplit || reqs[i].Op == limit.OpAdjust {
+			continue // an adjust goes to the main bucket, and is no traffic
 		}
 		if now.IsZero() {
 			now = time.Now()
@@ -386,6 +392,9 @@ func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.R
 				l.onError(r.Err)
 			}
 			continue
+		case reqs[i].Op == limit.OpAdjust:
+			l.adjusted(&reqs[i])
+			continue
 		case r.Allowed:
 			l.stats.Allowed.Add(1)
 		default:
@@ -457,6 +466,7 @@ type Snapshot struct {
 	Decisions, Allowed, Rejected, Errors, StoreErrors int64
 	MTakes, Refunds, RefundFails                      int64
 	ByPath                                            map[string]int64
+	Adjusts, AdjustSpent, AdjustReturned              int64 // see AdjustStats
 }
 
 // Snapshot returns the counters now.
@@ -466,6 +476,7 @@ func (l *Limiter) Snapshot() Snapshot {
 		Rejected: l.stats.Rejected.Load(), Errors: l.stats.Errors.Load(),
 		StoreErrors: l.stats.StoreErrors.Load(), ByPath: map[string]int64{},
 		MTakes: l.stats.MTakes.Load(), Refunds: l.stats.Refunds.Load(), RefundFails: l.stats.RefundFails.Load(),
+		Adjusts: l.stats.Adjust.Calls.Load(), AdjustSpent: l.stats.Adjust.Spent.Load(), AdjustReturned: l.stats.Adjust.Returned.Load(),
 	}
 	for i, p := range paths {
 		s.ByPath[p] = l.stats.ByPath[i].Load()

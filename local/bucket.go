@@ -1,6 +1,10 @@
 package local
 
-import "github.com/sluice-rl/sluice/limit"
+import (
+	"math"
+
+	"github.com/sluice-rl/sluice/limit"
+)
 
 // BucketState is one token bucket in the exact units of limit.Bucket: Units
 // scaled tokens, true at At (µs since the Unix epoch), measured with Scale
@@ -38,7 +42,7 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 			v = refill(v, now-at, b)
 			at = now
 		}
-		v = min(v, b.Capacity)
+		v = min(max(v, debtFloor(b)), b.Capacity)
 	}
 	held := int64(0) // a hold in force: nothing refills before at
 	if at > now {
@@ -48,7 +52,7 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 	res := limit.Result{Limit: b.Limit, RetryAfterMs: -1}
 	var write bool
 	if op == limit.OpClaim {
-		res.Granted = min(cost, v/b.Scale)
+		res.Granted = max(0, min(cost, v/b.Scale)) // v < 0 in debt
 		if res.Granted > 0 {
 			res.Allowed = true
 			v -= res.Granted * b.Scale
@@ -59,7 +63,7 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 			res.RetryAfterMs = ceilDiv(b.Scale-v, perMs)
 		}
 		if h, ok := holdUntil(&res, at, held, now, hold); ok {
-			at, v, write = h, 0, true // what a claim of whole tokens left (a fraction) goes too
+			at, v, write = h, min(v, 0), true // what a claim of whole tokens left (a fraction) goes too; a debt stays
 		}
 	} else {
 		v, write = spendUnits(&res, v, b, cost, op)
@@ -71,7 +75,7 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 			*st = BucketState{Units: v, At: at, Scale: b.Scale}
 		}
 	}
-	res.Remaining = v / b.Scale
+	res.Remaining = max(0, v/b.Scale)
 	res.ResetAfterMs = ceilDiv(b.Capacity-v, perMs)
 	return res, write
 }
@@ -79,13 +83,23 @@ func takeBucket(st *BucketState, b limit.Bucket, cost int64, now int64, op limit
 // spendUnits decides an OpReturn, OpTake or OpPeek for cost on v units,
 // the same for both bucket algorithms (v is what the token bucket holds;
 // under GCRA, the capacity minus the debt, which may be negative):
-// OpReturn gives cost tokens back, never above the capacity; OpTake and
-// OpPeek admit cost when v holds it (OpTake spending it), else set the
-// retry, unless cost > Limit, which never fits. It returns v after the
-// decision and whether it must be written.
+// OpReturn gives cost tokens back, never above the capacity, and an
+// OpReturn of a negative cost (OpAdjust's spend, see State) spends -cost
+// without a check, down to debtFloor; OpTake and OpPeek admit cost when v
+// holds it (OpTake spending it), else set the retry, unless cost > Limit,
+// which never fits. It returns v after the decision and whether it must
+// be written.
 func spendUnits(res *limit.Result, v int64, b limit.Bucket, cost int64, op limit.Op) (int64, bool) {
 	if op == limit.OpReturn {
 		res.Allowed = true
+		switch lo := debtFloor(b); {
+		case cost < 0 && -cost > (v-lo)/b.Scale: // not v + cost×Scale: it may overflow
+			return lo, true
+		case cost < 0:
+			return max(lo, v+cost*b.Scale), true
+		case cost >= b.Limit && v < 0: // in debt: Limit of the tokens pay Capacity first, as bucket.lua's
+			v, cost = v+b.Capacity, cost-b.Limit
+		}
 		if cost >= b.Limit {
 			return b.Capacity, true
 		}
@@ -131,10 +145,18 @@ func refill(v, elapsed int64, b limit.Bucket) int64 {
 	return v + elapsed*b.Refill
 }
 
-// convert rescales units from one scale to another, rounding down, as the
-// script does with doubles (exact for the magnitudes Bucket allows).
+// convert rescales units from one scale to another, rounding down (a
+// debt, v < 0, grows), as the script does with doubles (exact for the
+// magnitudes Bucket allows).
 func convert(v, from, to int64) int64 {
-	return int64(float64(v) / float64(from) * float64(to))
+	return int64(math.Floor(float64(v) / float64(from) * float64(to)))
+}
+
+// debtFloor is the fewest units a bucket may hold (bucket.lua's
+// debt_floor): a debt of at most one capacity, and never so deep that
+// Capacity − v leaves MaxScaled (GCRA's largest debt is the same bound).
+func debtFloor(b limit.Bucket) int64 {
+	return b.Capacity - min(2*b.Capacity, limit.MaxScaled-1)
 }
 
 func ceilDiv(a, b int64) int64 {

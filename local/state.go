@@ -52,6 +52,12 @@ func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Res
 // DecideFrom is Decide for an OpReturn that names the window its tokens
 // were taken in (from, limit.Request.Window; 0: the current one), or an
 // OpClaim that holds a bucket until from (limit.Request.Hold; 0: none).
+//
+// An OpAdjust of delta (cost) is decided as the scripts decide it
+// (lua.ScriptOp): an OpReturn of -delta to the current window. A negative
+// delta gives back, never above the limit; a positive one is a return of
+// a negative cost, a spend without a check that may leave a bucket in
+// debt (at most one capacity) and a window full.
 func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	return decideFrom(st, p, cost, now, now, op, from)
 }
@@ -59,6 +65,9 @@ func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from i
 // decideFrom is DecideAt: sluiceNow is sluice's clock, which only a
 // calendar policy reads.
 func decideFrom(st *State, p *limit.Policy, cost, now, sluiceNow int64, op limit.Op, from int64) (limit.Result, bool, error) {
+	if op == limit.OpAdjust {
+		cost, op, from = -cost, limit.OpReturn, 0
+	}
 	k := kindOfPolicy(p)
 	if st.kind == k || st.kind == kindNone {
 		res, changed, err := decideAny(st, p, cost, now, sluiceNow, op, from)
@@ -76,11 +85,15 @@ func decideFrom(st *State, p *limit.Policy, cost, now, sluiceNow int64, op limit
 	if err != nil {
 		return limit.Result{}, false, err
 	}
+	if op == limit.OpReturn && cost >= 0 && k != kindPool {
+		// A return to another algorithm's state gives nothing: its tokens
+		// came from a state that is gone (as state.lua's decide); the
+		// reply is a peek of nothing on the spent state. A pool's fill is
+		// how its tokens come in; a negative cost is a spend.
+		res, _, err := decideAny(&fresh, p, 0, now, sluiceNow, limit.OpPeek, 0)
+		return res, false, err
+	}
 	res, changed, err := decideAny(&fresh, p, cost, now, sluiceNow, op, from)
-	// A return to another algorithm's state is not stored: its tokens came
-	// from a state that is gone (as state.lua's decide); a pool's fill is
-	// how its tokens come in.
-	changed = changed && (op != limit.OpReturn || k == kindPool)
 	if changed {
 		*st = fresh
 		if fresh != (State{}) {

@@ -47,7 +47,9 @@ func floorDiv(a, b int64) int64 {
 
 // decideWindow is what both window algorithms do with a count c of which
 // room tokens fit now (room may be negative): OpReturn lowers c by cost,
-// never below 0; OpClaim takes as many of cost as fit, and when none
+// never below 0, and an OpReturn of a negative cost (OpAdjust's spend)
+// raises it by -cost without a check, up to lim (a window owes nothing
+// past itself: it admits nothing more until it ends); OpClaim takes as many of cost as fit, and when none
 // does, retry(1) says when one will; OpTake and OpPeek admit cost when it
 // fits (OpTake adding it to c), else retry(cost) says when it will, unless
 // cost > lim, which never fits (RetryAfterMs -1). It returns the result,
@@ -55,6 +57,12 @@ func floorDiv(a, b int64) int64 {
 func decideWindow(lim, c, room, cost int64, op limit.Op, retry func(need int64) int64) (limit.Result, int64, bool) {
 	res := limit.Result{Limit: lim, RetryAfterMs: -1}
 	switch {
+	case op == limit.OpReturn && cost < 0: // OpAdjust's spend: no check, up to lim
+		res.Allowed = true
+		if c >= lim || -cost >= lim-c { // not c − cost: it may overflow
+			return res, max(c, lim), true
+		}
+		return res, c - cost, true
 	case op == limit.OpReturn:
 		res.Allowed = true
 		return res, max(0, c-cost), true

@@ -64,3 +64,16 @@ func argsOf[P any](params func() (P, error), a func(P) [3]int64, id int, script 
 	}
 	return Args{ID: id, Script: script, A: a(x)}, nil
 }
+
+// ScriptOp returns the cost and op (0 take … 3 return) the scripts decide
+// op for cost by. Every op is its own number but OpAdjust, which the
+// scripts know as a return of -cost to the current window: a give-back
+// when the delta is negative, a spend without a check (into debt) when it
+// is positive (see bucket.lua's spend_units, window.lua's decide_window).
+// A return of a negative cost is nothing else.
+func ScriptOp(op limit.Op, cost int64) (int64, int) {
+	if op == limit.OpAdjust {
+		return -cost, int(limit.OpReturn)
+	}
+	return cost, int(op)
+}

@@ -57,7 +57,8 @@ func batchSkewed(ctx context.Context, c redis.Scripter, items []batchItem, now, 
 		args = append(args, a.ID, a.A[0], a.A[1], a.A[2])
 	}
 	for _, it := range items {
-		args = append(args, it.key, index[it.p], it.cost, int(it.op))
+		cost, op := lua.ScriptOp(it.op, it.cost)
+		args = append(args, it.key, index[it.p], cost, op)
 	}
 	args = append(args, now/1_000_000, now%1_000_000)
 	v, err := clockedBatch.Run(ctx, c, nil, args...).Int64Slice()
@@ -118,7 +119,8 @@ func TestBatchAgreesWithGo(t *testing.T) {
 			for i := range items {
 				k := rng.IntN(nkeys)
 				which[i] = k
-				items[i] = batchItem{keys[k], pols[k], 1 + rng.Int64N(pols[k].Limit/2+2), limit.Op(rng.IntN(4))}
+				op, cost := randomOp(rng, 1+rng.Int64N(pols[k].Limit/2+2))
+				items[i] = batchItem{keys[k], pols[k], cost, op}
 			}
 			agreeBatch(ctx, t, node.Client(), items, which, states, now, fmt.Sprintf("seq %d step %d", seq, step))
 		}
@@ -170,8 +172,7 @@ func TestAlgorithmSwitchAgreesWithGo(t *testing.T) {
 		for i := range 40 {
 			p := pols[rng.IntN(len(pols))]
 			now += step(rng, p)
-			cost := 1 + rng.Int64N(p.Limit/2+2)
-			op := limit.Op(rng.IntN(4))
+			op, cost := randomOp(rng, 1+rng.Int64N(p.Limit/2+2))
 			want, _, err := local.Decide(&st, p, cost, now, op)
 			if err != nil {
 				t.Fatal(err)

@@ -3,13 +3,29 @@
 -- capacity minus the debt, which may be negative). local/bucket.go has the
 -- same two parts, spendUnits and holdUntil.
 
+-- debt_floor is the fewest units a bucket may hold: a debt (RL.ADJUST
+-- spending more than there is) of at most one capacity, and never so deep
+-- that capacity - v leaves 2^53 (gcra.lua's maxd is the same bound).
+local function debt_floor(capacity)
+  return capacity - math.min(2 * capacity, 9007199254740991)
+end
+
 -- spend_units decides a return (op 3), a take (0) or a peek (1) of cost
--- tokens on v units: a return gives cost back, never above the capacity; a
--- take or a peek admits cost when v holds it (a take spends it), else says
--- when it will, unless cost > limit, which never fits. It returns allowed,
--- retry_after_ms, v after the decision and whether to write it.
+-- tokens on v units: a return gives cost back, never above the capacity,
+-- and a return of a negative cost (an RL.ADJUST that spends) spends -cost
+-- without a check, down to debt_floor; a take or a peek admits cost when v
+-- holds it (a take spends it), else says when it will, unless cost >
+-- limit, which never fits. It returns allowed, retry_after_ms, v after the
+-- decision and whether to write it.
 local function spend_units(v, capacity, scale, limit, per_ms, cost, op)
   if op == 3 then
+    if cost < 0 then return 1, -1, math.max(debt_floor(capacity), v + cost * scale), true end
+    if cost >= limit and v < 0 then
+      -- in debt: limit of the tokens given back pay capacity units first,
+      -- so that cost * scale below stays under capacity, exact
+      v = v + capacity
+      cost = cost - limit
+    end
     if cost >= limit then return 1, -1, capacity, true end
     return 1, -1, math.min(capacity, v + cost * scale), true
   end

@@ -28,6 +28,8 @@ func FuzzLuaAgreesWithGo(f *testing.F) {
 	f.Add([]byte("\x0a\x00\x00\x00\x01\x00\x00\x00\x23" + "\x00\x03\x00\x00\x00\x10\x00\x00" + "\x01\x09\x00\x00\x00\x00\x10\x00"))
 	f.Add([]byte("\x0a\x00\x00\x00\x01\x00\x00\x00\x33" + "\x00\x0a\x00\x00\x00\x10\x00\x00" + "\x00\x09\x00\x00\x00\x00\x10\x00"))
 	f.Add([]byte("\x0a\x00\x00\x00\x06\x00\x00\x00\x43" + "\x03\x07\x00\x00\x00\x10\x00\x00" + "\x00\x03\x00\x00\x00\x00\x10\x00" + "\x02\x09\x00\x00\x00\x00\x00\x00" + "\x00\x0b\x00\x00\x00\x00\x00\x00"))
+	// RL.ADJUST (op 4): a take, a spend into debt, a give-back, a take
+	f.Add([]byte("\x0a\x00\x00\x00\x0a\x00\x00\x00\x03" + "\x00\x0a\x00\x00\x00\x00\x00\x00" + "\x04\x0f\x00\x00\x00\x00\x00\x00" + "\x04\x03\x00\x01\x00\x10\x00\x00" + "\x00\x01\x00\x00\x00\x00\x01\x00"))
 	var seq int
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 9 {
@@ -52,8 +54,7 @@ func FuzzLuaAgreesWithGo(f *testing.F) {
 			steps = steps[:64*8] // bounded work per input
 		}
 		for ; len(steps) >= 8; steps = steps[8:] {
-			op := limit.Op(steps[0] & 3)
-			cost := 1 + int64(binary.LittleEndian.Uint16(steps[1:3]))%(p.Limit*2)
+			op, cost := fuzzOp(steps[0], steps[3], 1+int64(binary.LittleEndian.Uint16(steps[1:3]))%(p.Limit*2))
 			now += int64(int32(binary.LittleEndian.Uint32(steps[4:8]))) // may go back: the clock is allowed to
 			want, _, err := local.Decide(&st, p, cost, now, op)
 			if err != nil {
@@ -80,6 +81,7 @@ func FuzzBatchAgreesWithGo(f *testing.F) {
 	f.Add([]byte("\x01\x00\x05\x00\x00\x00\x00\x01" + "\x01\x00\x05\x00\x00\x00\x00\x01" + "\x11\x01\x02\x00\x00\x10\x00\x00"))
 	f.Add([]byte("\x40\x03\x04\x00\x00\x00\x00\x00" + "\x40\x00\x03\x00\x00\x00\x00\x00" + "\x41\x02\x05\x00\x00\x00\x00\x00" + "\x40\x00\x01\x00\x00\x00\x00\x00"))
 	f.Add([]byte("\x23\x02\x09\x00\x40\x00\x00\x00" + "\x33\x03\x01\x00\x00\x00\x00\x00" + "\x00\x00\x00\x00\x00\x00\x00\x00" + "\x23\x00\x09\x00\x00\x00\x10\x00"))
+	f.Add([]byte("\x01\x04\x06\x00\x00\x00\x00\x00" + "\x01\x04\x03\x01\x00\x00\x00\x00" + "\x31\x04\x05\x00\x00\x00\x00\x00" + "\x31\x04\x02\x01\x00\x00\x00\x00" + "\x32\x04\x02\x01\x00\x00\x00\x00"))
 	var seq int
 	f.Fuzz(func(t *testing.T, data []byte) {
 		seq++
@@ -115,12 +117,8 @@ func FuzzBatchAgreesWithGo(f *testing.F) {
 			// a key's algorithm is its policy's, or now and then another
 			// one, as after a policy change
 			p := pols[(k+int(data[0]&3))%5]
-			items = append(items, batchItem{
-				key:  "fb:" + strconv.Itoa(seq) + ":" + strconv.Itoa(k),
-				p:    p,
-				cost: 1 + int64(binary.LittleEndian.Uint16(data[2:4]))%(p.Limit+2),
-				op:   limit.Op(data[1] & 3),
-			})
+			op, cost := fuzzOp(data[1], data[3], 1+int64(binary.LittleEndian.Uint16(data[2:4]))%(p.Limit+2))
+			items = append(items, batchItem{key: "fb:" + strconv.Itoa(seq) + ":" + strconv.Itoa(k), p: p, cost: cost, op: op})
 			which = append(which, k)
 		}
 		flush()

@@ -38,7 +38,9 @@
 --           same tokens, which keeps a its time)
 -- op        0 take; 1 peek (report only, spend nothing);
 --           2 claim (a lease: take up to cost whole tokens, as many as
---           exist); 3 return (give cost unused tokens back)
+--           exist); 3 return (give cost unused tokens back; a negative
+--           cost is RL.ADJUST's spend, as token_bucket.lua's: the debt
+--           grows past the burst, up to maxd)
 -- now       the shard's clock, microseconds
 -- from      for a claim: hold until then (us), as token_bucket.lua's
 --

@@ -42,7 +42,8 @@ func evalSkewed(ctx context.Context, c redis.Scripter, key string, p *limit.Poli
 	if err != nil {
 		return limit.Result{Err: err}
 	}
-	v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, int(op), now/1_000_000, now%1_000_000).Int64Slice()
+	cost, o := lua.ScriptOp(op, cost)
+	v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, o, now/1_000_000, now%1_000_000).Int64Slice()
 	if err != nil {
 		return limit.Result{Err: err}
 	}
@@ -141,7 +142,7 @@ func TestLuaAgreesWithGo(t *testing.T) {
 				for i := range 30 {
 					now += step(rng, p)
 					cost := 1 + rng.Int64N(p.Limit+p.Limit/10+1)
-					op := limit.Op(rng.IntN(4))
+					op, cost := randomOp(rng, cost)
 					want, _, err := local.Decide(&st, p, cost, now, op)
 					if err != nil {
 						t.Fatal(err)

@@ -69,16 +69,20 @@ end
 
 -- decide runs algorithm alg (id) on raw's state, as fields reads it, and
 -- returns its reply and the state to store. A return (op 3) to a state
--- another algorithm wrote is not stored: its tokens came from a state that
+-- another algorithm wrote gives nothing: its tokens came from a state that
 -- is gone, as from a closed window, and storing it would credit the new
 -- owner (a window's count lowered to 0 deletes the key, and a bucket then
--- reads it full). A pool is the exception: a fill is how its tokens come
--- in, and another state under its key reads as none (see fields).
+-- reads it full); its reply is a peek of nothing on the spent state. A
+-- return of a negative cost (RL.ADJUST's spend) is a spend, and stored. A
+-- pool is the exception: a fill is how its tokens come in, and another
+-- state under its key reads as none (see fields).
 -- local/state.go's DecideFrom does the same.
 local function decide(alg, raw, id, a1, a2, a3, cost, op, now, from)
-  local res, new = alg(fields(raw, id, a1, a3, now), a1, a2, a3, cost, op, now, from)
-  if op == 3 and id ~= 5 and raw[1] ~= nil and raw[1] ~= tags[id] then new = nil end
-  return res, new
+  local st = fields(raw, id, a1, a3, now)
+  if op == 3 and cost >= 0 and id ~= 5 and raw[1] ~= nil and raw[1] ~= tags[id] then
+    return (alg(st, a1, a2, a3, 0, 1, now, 0)), nil
+  end
+  return alg(st, a1, a2, a3, cost, op, now, from)
 end
 
 -- after returns raw as it is once an algorithm's new state (nil: unchanged,

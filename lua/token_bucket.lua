@@ -16,7 +16,10 @@
 -- cost      tokens wanted
 -- op        0 take; 1 peek (report only, spend nothing);
 --           2 claim (a lease: take up to cost whole tokens, as many as
---           exist); 3 return (give cost unused tokens back)
+--           exist); 3 return (give cost unused tokens back; a negative
+--           cost is RL.ADJUST's spend of -cost without a check, which
+--           may leave v below 0, a debt of at most one capacity, that
+--           refill pays before anything is admitted)
 -- now       the shard's clock, microseconds
 -- from      for a claim: hold the bucket until |from| (us), after the
 --           claim: nothing refills before it (the main bucket of a split
@@ -58,6 +61,7 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
       at = now
     end
     if v > capacity then v = capacity end
+    if v < debt_floor(capacity) then v = debt_floor(capacity) end -- see bucket.lua
   end
   local held = 0 -- a hold in force: nothing refills before at
   if at > now then held = at end
@@ -65,7 +69,7 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
   local per_ms = refill * 1000
   local allowed, retry, granted, write = 0, -1, 0, false
   if op == 2 then
-    granted = math.min(cost, math.floor(v / scale))
+    granted = math.max(0, math.min(cost, math.floor(v / scale))) -- v < 0 in debt
     if granted > 0 then
       allowed = 1
       v = v - granted * scale
@@ -78,7 +82,7 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
     local h = hold_until(at, held, now, from) -- see bucket.lua
     if h ~= nil then
       at = h
-      v = 0 -- what a claim of whole tokens left (a fraction) goes too
+      if v > 0 then v = 0 end -- what a claim of whole tokens left (a fraction) goes too; a debt stays
       write = true
     end
   else
@@ -93,5 +97,5 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
   local reply7 = 0
   if op == 2 and from ~= nil and from ~= 0 then reply7 = held end
 
-  return {allowed, limit, math.floor(v / scale), retry, math.ceil((capacity - v) / per_ms), granted, reply7}, new
+  return {allowed, limit, math.max(0, math.floor(v / scale)), retry, math.ceil((capacity - v) / per_ms), granted, reply7}, new
 end

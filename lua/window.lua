@@ -33,13 +33,17 @@ end
 
 -- decide_window decides op for cost on a window's count c, of which room
 -- tokens fit now (room may be negative): a return (op 3) lowers c by cost,
--- never below 0; a claim (2) takes as many of cost as fit; a take (0) or a
+-- never below 0, and a return of a negative cost (RL.ADJUST's spend) adds
+-- -cost without a check, up to limit (a window cannot owe more than
+-- itself: it admits nothing more until it ends); a claim (2) takes as many
+-- of cost as fit; a take (0) or a
 -- peek (1) admits cost when it fits (a take adds it to c), unless cost >
 -- limit, which never fits. It returns allowed, granted, c after the
 -- decision, whether to write it, and the tokens whose wait the caller puts
 -- in retry_after_ms: 1 for a claim that got nothing, cost for a take or a
 -- peek that does not fit now, nil for none (-1).
 local function decide_window(limit, c, room, cost, op)
+  if op == 3 and cost < 0 then return 1, 0, math.max(c, math.min(limit, c - cost)), true, nil end
   if op == 3 then return 1, 0, math.max(0, c - cost), true, nil end
   if op == 2 then
     local granted = math.max(0, math.min(cost, room))

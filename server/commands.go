@@ -125,6 +125,7 @@ func newCommandTable() commandTable {
 	for _, cmd := range serverCommands() {
 		t.add(cmd)
 	}
+	t.add(adjustCommand())
 	return t
 }
 

@@ -82,7 +82,7 @@ func parseSession(t *testing.T, block []string) (args, cmds []string, want []ses
 		}
 		sl := sessionLine{cmd: cmd, text: l}
 		name := strings.ToUpper(strings.Fields(cmd)[0])
-		if m := integerRE.FindStringSubmatch(l); m != nil && (name == "RL.TAKE" || name == "RL.PEEK" || name == "RL.MTAKE") {
+		if m := integerRE.FindStringSubmatch(l); m != nil && (name == "RL.TAKE" || name == "RL.PEEK" || name == "RL.MTAKE" || name == "RL.ADJUST") {
 			v, _ := strconv.ParseInt(m[2], 10, 64)
 			sl.ms = (m[1] == "4" || m[1] == "5") && v > 0
 		}
@@ -128,6 +128,12 @@ func checkSessionLine(w sessionLine, got string, slackMs int64) bool {
 // within the session's own duration.
 func TestReadmeSession(t *testing.T) {
 	t.Parallel()
+	replaySession(t, "session")
+}
+
+// replaySession replays the README's session block name as
+// TestReadmeSession says, on a binary of its own.
+func replaySession(t *testing.T, name string) {
 	cli := requireTool(t, "redis-cli")
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
@@ -138,7 +144,7 @@ func TestReadmeSession(t *testing.T) {
 		t.Fatal("README.md no longer says to start `sluice serve --config sluice.yaml` for the session")
 	}
 	config := strings.Join(readmeBlock(t, readme, "config"), "\n") + "\n"
-	args, cmds, want := parseSession(t, readmeBlock(t, readme, "session"))
+	args, cmds, want := parseSession(t, readmeBlock(t, readme, name))
 	if len(cmds) == 0 || len(want) == 0 {
 		t.Fatal("the session has no command or no reply")
 	}

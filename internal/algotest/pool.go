@@ -171,7 +171,9 @@ var Pool = []Vector{
 		Policy: tb(7, 1, time.Second),
 		Steps: []Step{
 			{Cost: 7, Want: Want{true, 0, -1, 7000, 0}},
-			{Cost: 5, Op: limit.OpReturn, Policy: fw(4, time.Second), Want: Want{true, 4, -1, 0, 0}},
+			// the reply reads the state as it stays: spent (it said 4 left
+			// before RL.ADJUST, which sends such returns from clients)
+			{Cost: 5, Op: limit.OpReturn, Policy: fw(4, time.Second), Want: Want{true, 0, -1, 1000, 0}},
 			{Cost: 7, Policy: tb(7, 1, time.Second), Want: Want{false, 0, 7000, 7000, 0}},
 		},
 	},
@@ -182,7 +184,7 @@ var Pool = []Vector{
 		Policy: fw(3, time.Second),
 		Steps: []Step{
 			{Cost: 1, Want: Want{true, 2, -1, 1000, 0}},
-			{Cost: 2, Op: limit.OpReturn, Policy: tb(5, 1, time.Second), Want: Want{true, 2, -1, 3000, 0}},
+			{Cost: 2, Op: limit.OpReturn, Policy: tb(5, 1, time.Second), Want: Want{true, 0, -1, 5000, 0}},
 			{Cost: 1, Policy: fw(3, time.Second), Want: Want{true, 1, -1, 1000, 0}},
 		},
 	},

@@ -484,6 +484,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			}
 			it.logf(t, "%5d hotkeys %s -> %d hot, here: %v", it.ms(time.Now()), p.name, len(v), hot)
 		},
+		"adjust": func(t *rapid.T) { it.adjust(t, ctx) },
 	}
 }
 

@@ -140,6 +140,12 @@ type KeyLog struct {
 	Adm      []Admission
 	Resets   []Interval
 	Fallback []string // decided_by of fallback-* / overload-* replies
+	// Back are the give-backs of RL.ADJUST with a negative delta (Cost:
+	// the tokens given back): each may let as many more be admitted, so
+	// an interval's bound grows by every give-back that may have been
+	// applied within it (adjust.go). A positive delta only spends: it
+	// needs no entry.
+	Back []Admission
 }
 
 // Slack are the documented imprecisions a check allows for.
@@ -321,6 +327,7 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Resul
 				continue
 			}
 			bound, floor := bucketBound(ss, b.Sub(a).Seconds(), sl)
+			bound += givenBack(k.Back, a, b)
 			if float64(sum) <= bound {
 				continue
 			}
@@ -418,6 +425,7 @@ func checkWindows(k *KeyLog, adm []Admission, spans []Span, res *Result) {
 		for _, s := range ss {
 			L = max(L, s.V.Limit)
 		}
+		L += int64(givenBack(k.Back, w.start, w.end))
 		if n > L && (worst == nil || n-L > worst.Admitted-int64(worst.Bound)) {
 			worst = &Violation{Key: k.Key, Policy: k.Policy, Kind: "window", From: w.start, To: w.end,
 				Admitted: n, Bound: float64(L), Variants: names(ss), By: byCount(adm, w.start, w.end)}

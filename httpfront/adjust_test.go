@@ -1,0 +1,43 @@
+package httpfront
+
+import (
+	"strings"
+	"testing"
+)
+
+// POST /v1/adjust: the take reply's six fields, a debt that refuses the
+// next take, a give-back that admits again, and the errors.
+func TestAdjust(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{})
+	steps := []struct {
+		path, body string
+		status     int
+		want       string
+	}{
+		{"/v1/take", `{"key": "three:a", "cost": 2}`, 200, `"remaining":1,`},
+		{"/v1/adjust", `{"key": "three:a", "delta": 3}`, 200, `{"allowed":true,"limit":3,"remaining":0,"retry_after_ms":-1,"reset_after_ms":5000,"decided_by":"embedded"}`},
+		{"/v1/take", `{"key": "three:a"}`, 200, `"allowed":false,`},
+		{"/v1/adjust", `{"key": "three:a", "delta": -3}`, 200, `"remaining":1,`},
+		{"/v1/take", `{"key": "three:a"}`, 200, `"allowed":true,`},
+		{"/v1/adjust", `{"key": "three:a", "delta": 0}`, 200, `"remaining":0,`},
+		{"/v1/adjust", `{"key": "three:a", "delta": 1.5}`, 400, `{"error":"delta must be an integer between -9007199254740991 and 9007199254740991"}`},
+		{"/v1/adjust", `{"key": "three:a", "delta": "1"}`, 400, `delta must be an integer`},
+		{"/v1/adjust", `{"key": "three:a", "delta": 9007199254740992}`, 400, `delta must be an integer`},
+		{"/v1/adjust", `{"key": "three:a"}`, 400, `{"error":"\"delta\" is required"}`},
+		{"/v1/adjust", `{"delta": 1}`, 400, `{"error":"\"key\" is required"}`},
+		{"/v1/adjust", `{"key": "three:a", "delta": 1, "cost": 1}`, 400, `unknown field`},
+		{"/v1/adjust", `[{"key": "three:a", "delta": 1}]`, 400, `body must be a JSON object`},
+		{"/v1/adjust", `{"key": "", "delta": 1}`, 400, `{"error":"key must not be empty"}`},
+		{"/v1/adjust", `{"key": "none", "delta": 1}`, 404, `{"error":"no policy matches key 'none'"}`},
+	}
+	for i, st := range steps {
+		resp := do(t, s, "POST", st.path, st.body)
+		if got := bodyText(t, resp); resp.StatusCode != st.status || !strings.Contains(got, st.want) {
+			t.Errorf("step %d %s %s: %d %s, want %d and %s", i, st.path, st.body, resp.StatusCode, got, st.status, st.want)
+		}
+	}
+	if resp := do(t, s, "GET", "/v1/adjust", ""); resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /v1/adjust: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}

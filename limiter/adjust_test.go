@@ -1,0 +1,151 @@
+package limiter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+)
+
+// adjust sends one RL.ADJUST of delta on key.
+func adjust(t *testing.T, l *Limiter, key string, delta int64) limit.Result {
+	t.Helper()
+	out := make([]limit.Result, 1)
+	l.Decide(context.Background(), []limit.Request{{Key: key, Cost: delta, Op: limit.OpAdjust}}, out)
+	return out[0]
+}
+
+// A give-back drops the key's refusal from the deny cache: the next take
+// goes to the store and is admitted; a spend does not.
+func TestAdjustForgetsDenyCache(t *testing.T) {
+	t.Parallel()
+	p := &limit.Policy{Name: "p", Limit: 2, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed}
+	l, _ := newDenyLimiter(t, p)
+	take(t, l, "k", "k")
+	take(t, l, "k") // refused by the store: cached
+	if r := take(t, l, "k")[0]; r.DecidedBy != limit.ByDenyCache {
+		t.Fatalf("take = %+v, want the deny cache", r)
+	}
+	if r := adjust(t, l, "k", 1); r.Err != nil || !r.Allowed || r.Remaining != 0 || r.DecidedBy != limit.ByStore {
+		t.Fatalf("adjust +1 = %+v", r)
+	}
+	if r := take(t, l, "k")[0]; r.DecidedBy != limit.ByDenyCache {
+		t.Fatalf("take after a spend = %+v, want the deny cache still", r)
+	}
+	if r := adjust(t, l, "k", -2); r.Err != nil || r.Remaining != 1 {
+		t.Fatalf("adjust -2 = %+v, want 1 left (1 of the 2 paid the debt)", r)
+	}
+	if r := take(t, l, "k")[0]; !r.Allowed || r.DecidedBy != limit.ByStore {
+		t.Fatalf("take after the give-back = %+v, want admitted by the store", r)
+	}
+	if s := l.Snapshot(); s.Adjusts != 2 || s.AdjustSpent != 1 || s.AdjustReturned != 2 {
+		t.Fatalf("adjust counters %+v", s)
+	}
+}
+
+// A hot (leased) key's adjust goes to its main bucket in the store, and is
+// not counted as traffic of the key.
+func TestAdjustHotKeyMainBucket(t *testing.T) {
+	t.Parallel()
+	store := local.New(local.Config{DecidedBy: limit.ByStore})
+	hot, err := hotkey.New(hotkey.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hot.Close(context.Background())
+	p := &limit.Policy{Name: "api", Limit: 100, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed,
+		Hot: limit.Hot{Mode: limit.HotLease, Threshold: 5}}
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: store, Hot: hot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := false
+	for range 50 {
+		if take(t, l, "viral")[0].DecidedBy == limit.ByLease {
+			leased = true
+		}
+	}
+	if !leased {
+		t.Fatal("the key never went the lease way")
+	}
+	// Everything the lease has not claimed yet, and more: the main bucket
+	// is in debt, and a lease can claim nothing more from it.
+	if r := adjust(t, l, "viral", 200); r.Err != nil || r.DecidedBy != limit.ByStore || r.Remaining != 0 {
+		t.Fatalf("adjust of a hot key = %+v, want the store's main bucket", r)
+	}
+	peek := make([]limit.Result, 1)
+	store.Do(context.Background(), []limit.Request{{Key: "viral", Cost: 1, Op: limit.OpPeek, Policy: p}}, peek)
+	if peek[0].Allowed || peek[0].RetryAfterMs <= 0 {
+		t.Fatalf("main bucket after the adjust = %+v, want refused", peek[0])
+	}
+}
+
+// When the store cannot answer: local adjusts the fallback bucket, open
+// and closed record nothing and say so; shadow applies it and says shadow.
+func TestAdjustStoreErrorAndShadow(t *testing.T) {
+	t.Parallel()
+	unavailable := &limit.UnavailableError{Node: "n1", Err: context.DeadlineExceeded}
+	for _, tc := range []struct {
+		mode    limit.FailMode
+		allowed bool
+		left    int64
+		by      string
+	}{
+		{limit.FailLocal, true, 0, limit.ByFallbackLocal},
+		{limit.FailOpen, true, 10, limit.ByFallbackOpen},
+		{limit.FailClosed, false, 0, limit.ByFallbackClosed},
+	} {
+		l, err := New(Config{Policies: policyFor(tc.mode, 1), Store: downStore{unavailable}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := adjust(t, l, "k", 12); r.Err != nil || r.Allowed != tc.allowed || r.Remaining != tc.left || r.DecidedBy != tc.by {
+			t.Errorf("%s: adjust +12 = %+v", tc.mode, r)
+		}
+		if tc.mode == limit.FailLocal {
+			if r := take(t, l, "k")[0]; r.Allowed {
+				t.Errorf("local: take after a debt = %+v, want refused", r)
+			}
+			if r := adjust(t, l, "k", -5); r.Remaining != 3 {
+				t.Errorf("local: adjust -5 = %+v, want 3 left (2 of debt paid first)", r)
+			}
+		}
+	}
+	p := &limit.Policy{Name: "dark", Limit: 5, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed, Shadow: true}
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: local.New(local.Config{DecidedBy: limit.ByStore})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := adjust(t, l, "k", 9); !r.Allowed || r.Remaining != 0 || r.DecidedBy != limit.ByShadow {
+		t.Fatalf("shadow adjust = %+v", r)
+	}
+	if r := take(t, l, "k")[0]; !r.Allowed || r.DecidedBy != limit.ByShadow || r.Remaining != 0 {
+		t.Fatalf("shadow take in debt = %+v, want admitted in shadow with 0 left", r)
+	}
+}
+
+// A global policy refuses RL.ADJUST, in a batch beside requests that are
+// decided.
+func TestAdjustGlobalRefused(t *testing.T) {
+	t.Parallel()
+	g := &limit.Policy{Name: "g", Limit: 5, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed, Scope: limit.ScopeGlobal}
+	r := &limit.Policy{Name: "r", Limit: 5, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed}
+	l, err := New(Config{Policies: MatcherFunc(func(k string) *limit.Policy {
+		if k == "g" {
+			return g
+		}
+		return r
+	}), Store: local.New(local.Config{DecidedBy: limit.ByStore})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []limit.Request{{Key: "g", Cost: -1, Op: limit.OpAdjust}, {Key: "r", Cost: 2, Op: limit.OpAdjust}, {Key: "g", Cost: 1}}
+	out := make([]limit.Result, len(reqs))
+	l.Decide(context.Background(), reqs, out)
+	if out[0].Err == nil || out[1].Err != nil || out[1].Remaining != 3 || out[2].Err != nil {
+		t.Fatalf("batch = %+v", out)
+	}
+}
