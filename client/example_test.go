@@ -14,7 +14,7 @@ import (
 // Every example runs against a sluice with these policies (main_test.go):
 //
 //	api:*  limit 3, 1 token per hour
-//	llm:*  limit 10,000, 10,000 tokens per hour
+//	llm:*  limit 10,000, 1 token per hour
 
 func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr}) // sluice, e.g. 127.0.0.1:6380
@@ -122,4 +122,26 @@ func ExampleError() {
 	// Output:
 	// true
 	// true sluice: ERR cost must be a positive integer
+}
+
+func ExampleClient_Adjust() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr})
+	defer rdb.Close()
+	rl := client.New(rdb)
+	ctx := context.Background()
+
+	// An LLM call: take an estimate of its tokens at the request...
+	d, _ := rl.Take(ctx, "llm:acme", 500)
+	fmt.Println(d.Allowed, d.Remaining)
+	// ...and correct by the difference once the response says it used 800.
+	d, _ = rl.Adjust(ctx, "llm:acme", 800-500)
+	fmt.Println(d.Remaining)
+	// The next one used 100 of its estimated 500: give 400 back.
+	_, _ = rl.Take(ctx, "llm:acme", 500)
+	d, _ = rl.Adjust(ctx, "llm:acme", 100-500)
+	fmt.Println(d.Remaining)
+	// Output:
+	// true 9500
+	// 9200
+	// 9100
 }

@@ -22,7 +22,7 @@ const examplePolicies = `defaults:
   deny_cache: false
 policies:
   - {name: api, match: "api:*", limit: 3, rate: 1, period: 1h}
-  - {name: llm, match: "llm:*", limit: 10000, rate: 10000, period: 1h}
+  - {name: llm, match: "llm:*", limit: 10000, rate: 1, period: 1h}
 `
 
 // sluiceAddr is the RESP address the examples dial: an embedded sluice
