@@ -13,6 +13,7 @@ type State struct {
 	GCRA   GCRAState   // gcra
 	Window WindowState // sliding_window and fixed_window
 	Pool   PoolState   // pool
+	Slots  *SlotState  // concurrency (concurrency.go); nil when none
 	kind   kind        // which of them holds the state
 }
 
@@ -27,6 +28,7 @@ const (
 	kindGCRA
 	kindWindow
 	kindPool
+	kindSlots // a concurrency limit's slots
 )
 
 func kindOf(a limit.Algorithm) kind {
@@ -37,6 +39,8 @@ func kindOf(a limit.Algorithm) kind {
 		return kindWindow
 	case limit.Pool:
 		return kindPool
+	case limit.Concurrency:
+		return kindSlots
 	}
 	return kindBucket
 }

@@ -13,7 +13,9 @@
 -- w the windows {w, c, p} (the two window algorithms share their fields, as
 -- their hashes did; the fixed window's p is 0), p a region's pool {v, t, 0}.
 -- A value of another tag reads as spent (see fields): a key whose policy
--- changes algorithm starts empty, never full (a pool: empty). A hash, as sluice wrote
+-- changes algorithm starts empty, never full (a pool: empty).
+-- A concurrency limit's sorted set (concurrency.lua) reads as another
+-- algorithm's state too (tag c). A hash, as sluice wrote
 -- before, is read by its field names and replaced by a string at the next
 -- write; the pool never had a hash, so under it a hash reads as no state.
 
@@ -28,6 +30,9 @@ local function read(key, id)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then return nil, v end
+    if redis.pcall('TYPE', key).ok == 'zset' and redis.pcall('ZSCORE', key, '!sluice:concurrency') then
+      return {'c'} -- a concurrency limit's slots (concurrency.lua): another owner's state
+    end
     if hashfields[id] == nil then
       if redis.pcall('TYPE', key).ok ~= 'hash' then
         return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
