@@ -137,7 +137,7 @@ func (a *App) wire(set *policy.Set) error {
 		decideBy = a.reg.Store()
 	}
 	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.deny.Clear), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
-		OnDecision: a.m.Decision, OnError: a.m.DecisionError})
+		OnDecision: a.m.Decision, OnError: a.m.DecisionError, Slots: slotStore(a.store)})
 	if err != nil {
 		return err
 	}
