@@ -125,6 +125,9 @@ func newCommandTable() commandTable {
 	for _, cmd := range serverCommands() {
 		t.add(cmd)
 	}
+	for _, cmd := range acquireCommands() {
+		t.add(cmd)
+	}
 	return t
 }
 
