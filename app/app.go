@@ -151,6 +151,7 @@ func (a *App) wire(set *policy.Set) error {
 		Info: func(w io.Writer) {
 			writeInfo(w, a.mode, a.holder, a.lim, a.store, a.hot, a.m)
 			writeDenyInfo(w, a.deny)
+			writeSlotInfo(w, a.lim)
 			writeRegionInfo(w, a.reg)
 		},
 		HotKeys:    func() []server.HotKey { return hotKeys(a.hot) },
