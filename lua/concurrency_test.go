@@ -3,13 +3,16 @@ package lua_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/algotest"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/lua"
 )
 
@@ -104,4 +107,52 @@ func TestConcurrencyOwner(t *testing.T) {
 	if r := evalAt(ctx, c, "foreign", tb, 1, limit.OpTake, now); r.Err == nil {
 		t.Fatalf("take on a foreign zset: %+v, want an error", r)
 	}
+}
+
+// FuzzConcurrencyAgreesWithGo drives the slot scripts on a real Redis and
+// local's AcquireSlot and ReleaseSlot through the same random sequence:
+// the first byte is the limit (1–8); then 4 bytes a step: acquire or
+// release, one of 4 tokens, a TTL, and a clock step that may go back.
+func FuzzConcurrencyAgreesWithGo(f *testing.F) {
+	node := redistest.NewSingle(f)
+	f.Add([]byte("\x02" + "\x00\x00\x00\x10" + "\x01\x00\x01\x10" + "\x02\x01\x02\x10" + "\x04\x00\x00\x80"))
+	f.Add([]byte("\x01" + "\x00\x03\x01\x00" + "\x01\x03\x00\xf0" + "\x00\x02\x03\x7f"))
+	ttls := []int64{1, 7, 100, 1000, 86_400_000}
+	var seq int
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 1 {
+			return
+		}
+		p := &limit.Policy{Algorithm: limit.Concurrency, Limit: 1 + int64(data[0]%8), Period: time.Second}
+		seq++
+		key := "cfuzz:" + strconv.Itoa(seq)
+		ctx := context.Background()
+		slots := slotsOn(ctx, node.Client())
+		var st local.SlotState
+		now := algotest.T0
+		steps := data[1:]
+		if len(steps) > 64*4 {
+			steps = steps[:64*4]
+		}
+		for ; len(steps) >= 4; steps = steps[4:] {
+			tok := "t" + strconv.Itoa(int(steps[1]&3))
+			now += int64(int8(steps[3])) * 20 * 1000 // ±2.5 s in 20 ms steps
+			if steps[0]&4 != 0 {
+				got, want := slots.Release(t, key, p, tok, now), local.ReleaseSlot(&st, tok, now)
+				if got != want {
+					t.Fatalf("release %s at +%dµs: lua %v, go %v", tok, now-algotest.T0, got, want)
+				}
+				continue
+			}
+			ttl := ttls[int(steps[2])%len(ttls)]
+			got := slots.Acquire(t, key, p, tok, ttl, now)
+			want := local.AcquireSlot(&st, p.Limit, tok, ttl, now)
+			if got.Err != nil {
+				t.Fatal(got.Err)
+			}
+			if got.Allowed != want.Allowed || got.Limit != want.Limit || got.Remaining != want.Remaining || got.RetryAfterMs != want.RetryAfterMs || got.ResetAfterMs != want.ResetAfterMs {
+				t.Fatalf("limit %d acquire %s ttl %d at +%dµs: lua %+v, go %+v", p.Limit, tok, ttl, now-algotest.T0, got, want)
+			}
+		}
+	})
 }
