@@ -155,3 +155,29 @@ func TestAcquireShadow(t *testing.T) {
 		t.Fatal("the shadow token held a slot")
 	}
 }
+
+// An overloaded store sends an acquire to on_overload: by default the
+// policy's on_store_error, but local for open.
+func TestAcquireOverload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	over := &limit.OverloadError{Node: "n", Wait: time.Second, Left: time.Millisecond}
+	for _, tc := range []struct {
+		onStore, onOverload limit.FailMode
+		by                  string
+	}{
+		{limit.FailOpen, "", limit.ByOverloadLocal},
+		{limit.FailClosed, "", limit.ByOverloadClosed},
+		{limit.FailClosed, limit.FailOpen, limit.ByOverloadOpen},
+	} {
+		p := slotPolicy(tc.onStore, 0.5)
+		p.OnOverload = tc.onOverload
+		l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{over}, Slots: downSlots{over}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := l.Acquire(ctx, "k", 0); r.Err != nil || r.DecidedBy != tc.by {
+			t.Fatalf("%s/%s: %+v, want %s", tc.onStore, tc.onOverload, r, tc.by)
+		}
+	}
+}
