@@ -137,7 +137,7 @@ func (a *App) wire(set *policy.Set) error {
 		decideBy = a.reg.Store()
 	}
 	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.deny.Clear), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
-		OnDecision: a.m.Decision, OnError: a.m.DecisionError})
+		OnDecision: a.m.Decision, OnError: a.m.DecisionError, Slots: slotStore(a.store)})
 	if err != nil {
 		return err
 	}
@@ -151,6 +151,7 @@ func (a *App) wire(set *policy.Set) error {
 		Info: func(w io.Writer) {
 			writeInfo(w, a.mode, a.holder, a.lim, a.store, a.hot, a.m)
 			writeDenyInfo(w, a.deny)
+			writeSlotInfo(w, a.lim)
 			writeRegionInfo(w, a.reg)
 		},
 		HotKeys:    func() []server.HotKey { return hotKeys(a.hot) },

@@ -128,6 +128,9 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, de
 	if err := m.CollectServer(srv.Stats); err != nil {
 		return err
 	}
+	if err := collectSlots(m, lim); err != nil {
+		return err
+	}
 	return m.CollectPolicies(func() int { return len(h.Current().Policies) })
 }
 

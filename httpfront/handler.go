@@ -82,8 +82,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) answer {
 			return notAllowed("POST")
 		}
 		return s.adjust(w, r)
+	case "/v1/acquire", "/v1/release": // concurrency policies (acquire.go)
+		if r.Method != http.MethodPost {
+			return notAllowed("POST")
+		}
+		if r.URL.Path == "/v1/acquire" {
+			return s.acquire(w, r)
+		}
+		return s.release(w, r)
 	}
-	return fail(http.StatusNotFound, "no such endpoint: use POST /v1/take, GET|POST /v1/check or POST /v1/adjust")
+	return fail(http.StatusNotFound, "no such endpoint: use POST /v1/take, GET|POST /v1/check, POST /v1/adjust, POST /v1/acquire or POST /v1/release")
 }
 
 func notAllowed(allow string) answer {
@@ -295,7 +303,8 @@ func (s *Server) decide(r *http.Request, reqs []limit.Request, out []limit.Resul
 
 // errorStatus maps a decision error to its status: no policy 404, the
 // store unavailable 503 (the limiter normally answers those by the
-// policy's on_store_error), anything else (an error Redis returned, a
+// policy's on_store_error), a command that does not apply to the policy's
+// algorithm 400, anything else (an error Redis returned, a
 // malformed reply) 500.
 func errorStatus(err error) int {
 	switch {
@@ -303,6 +312,8 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, limit.ErrUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, limit.ErrWrongAlgorithm), errors.Is(err, edge.ErrTTL):
+		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
 }

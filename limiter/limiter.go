@@ -83,6 +83,10 @@ type Config struct {
 	// (no policy, an error Redis returned, a malformed reply); the same
 	// rules as OnDecision apply.
 	OnError func(err error)
+	// Slots holds RL.ACQUIRE's slots (concurrency.go); nil means Store,
+	// when it is a limit.SlotStore. A Store that wraps another (a region's
+	// layer) passes the store under it here.
+	Slots limit.SlotStore
 }
 
 // Limiter is the decision path. It is safe for concurrent use.
@@ -103,6 +107,9 @@ type Limiter struct {
 
 	throttle     sync.Map // throttleKey → *limit.Policy
 	throttleSize atomic.Int64
+
+	slots     slotStats       // RL.ACQUIRE and RL.RELEASE (concurrency.go)
+	slotStore limit.SlotStore // nil: none
 }
 
 // Stats are the Limiter's counters, read with Snapshot.
@@ -140,6 +147,10 @@ func New(cfg Config) (*Limiter, error) {
 		l.fallback = local.New(local.Config{DecidedBy: limit.ByFallbackLocal})
 	}
 	_, l.inProcess = cfg.Store.(*local.Store)
+	l.slotStore = cfg.Slots
+	if ss, ok := cfg.Store.(limit.SlotStore); ok && l.slotStore == nil {
+		l.slotStore = ss
+	}
 	return l, nil
 }
 
@@ -156,6 +167,10 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 		}
 		if p == nil {
 			out[i] = limit.Result{Err: fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key)}
+			continue
+		}
+		if p.Algorithm.IsConcurrency() { // RL.ACQUIRE's policy (concurrency.go)
+			out[i], reqs[i].Policy = limit.Result{Err: wrongAlgorithm(reqs[i].Op, p)}, nil
 			continue
 		}
 		if err := notAdjustable(&reqs[i]); err != nil {

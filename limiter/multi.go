@@ -42,6 +42,9 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 		if reqs[i].Policy == nil {
 			return false, l.failed(fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key))
 		}
+		if p := reqs[i].Policy; p.Algorithm.IsConcurrency() {
+			return false, l.failed(&limit.AlgorithmError{Command: "rl.mtake", Policy: p.Name, Algorithm: p.Algorithm})
+		}
 		reqs[i].Op = limit.OpTake
 		if reqs[i].Policy.Shadow {
 			shadow = append(shadow, i)

@@ -13,6 +13,7 @@ type State struct {
 	GCRA   GCRAState   // gcra
 	Window WindowState // sliding_window and fixed_window, calendar windows too
 	Pool   PoolState   // pool
+	Slots  *SlotState  // concurrency (concurrency.go); nil when none
 	kind   kind        // which of them holds the state
 }
 
@@ -28,6 +29,7 @@ const (
 	kindWindow
 	kindPool
 	kindCalendar // see calendar.go
+	kindSlots    // a concurrency limit's slots
 )
 
 func kindOf(a limit.Algorithm) kind {
@@ -38,6 +40,8 @@ func kindOf(a limit.Algorithm) kind {
 		return kindWindow
 	case limit.Pool:
 		return kindPool
+	case limit.Concurrency:
+		return kindSlots
 	}
 	return kindBucket
 }

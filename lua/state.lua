@@ -16,7 +16,9 @@
 -- a start, so a policy that moves between fixed_window and calendar never
 -- reads the other's state as its own).
 -- A value of another tag reads as spent (see fields): a key whose policy
--- changes algorithm starts empty, never full (a pool: empty). A hash, as sluice wrote
+-- changes algorithm starts empty, never full (a pool: empty).
+-- A concurrency limit's sorted set (concurrency.lua) reads as another
+-- algorithm's state too (tag z, never stored: not the calendar's c). A hash, as sluice wrote
 -- before, is read by its field names and replaced by a string at the next
 -- write; the pool never had a hash, so under it a hash reads as no state.
 
@@ -31,6 +33,9 @@ local function read(key, id)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then return nil, v end
+    if redis.pcall('TYPE', key).ok == 'zset' and redis.pcall('ZSCORE', key, '!sluice:concurrency') then
+      return {'z'} -- a concurrency limit's slots (concurrency.lua): another owner's state
+    end
     if hashfields[id] == nil then
       if redis.pcall('TYPE', key).ok ~= 'hash' then
         return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}

@@ -259,7 +259,7 @@ func TestParseErrors(t *testing.T) {
 
 		// Algorithms.
 		{"unknown algorithm", policyYAML("    algorithm: leaky\n"), []string{
-			`sluice.yaml:8: policy #1 "api": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window`}},
+			`sluice.yaml:8: policy #1 "api": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window | concurrency`}},
 		{"gcra without rate", "defaults: {on_store_error: open}\npolicies:\n  - name: g\n    match: x\n    algorithm: gcra\n    limit: 5\n",
 			[]string{`sluice.yaml:3: policy #1 "g": rate: required: tokens refilled per period, a positive integer`}},
 		{"hot lease on a window", policyYAML("    algorithm: fixed_window\n    hot: {mode: lease, threshold: 10}\n"),
@@ -443,7 +443,7 @@ func TestParsePolicyJSON(t *testing.T) {
 		{"float limit", `{"match": "x", "limit": 1.0, "rate": 1, "on_store_error": "open"}`, `policy "p": limit: must be a positive integer, got 1.0`},
 		{"duplicate", `{` + base + `, "limit": 2}`, `policy "p": limit: set twice`},
 		{"name disagrees", `{` + base + `, "name": "q"}`, `policy "p": name: "q" does not agree with the policy name "p"`},
-		{"leaky", `{` + base + `, "algorithm": "leaky"}`, `policy "p": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window`},
+		{"leaky", `{` + base + `, "algorithm": "leaky"}`, `policy "p": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window | concurrency`},
 		{"numeric period", `{` + base + `, "period": 60}`, `policy "p": period: needs a unit, such as 60s, got 60`},
 		{"on_overload", `{` + base + `, "on_overload": "shut"}`, `policy "p": on_overload: must be one of open | closed | local, got "shut"`},
 		{"hot lease", `{` + base + `, "hot": {"mode": "lease"}}`, `policy "p": hot.threshold: required when hot.mode is lease`},
@@ -498,7 +498,7 @@ func TestNewSet(t *testing.T) {
 		{"duplicate", 0, []*limit.Policy{good, {Name: "a", Match: "b", Limit: 1, Rate: 1, OnStoreError: limit.FailOpen}},
 			`policy #2 "a": name: "a" is already the name of policy #1 "a"`},
 		{"bad algorithm", 0, []*limit.Policy{{Name: "p", Match: "x", Algorithm: "leaky", Limit: 1, Rate: 1, OnStoreError: limit.FailOpen}},
-			`policy #1 "p": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window`},
+			`policy #1 "p": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window | concurrency`},
 		{"negative share", 0, []*limit.Policy{{Name: "p", Match: "x", Limit: 1, Rate: 1, OnStoreError: limit.FailLocal, LocalShare: -1}},
 			`policy #1 "p": local_share: must be greater than 0 and at most 1, got -1`},
 	}

@@ -11,7 +11,7 @@ import (
 // RL.POLICY SET and a Go caller of NewSet cannot name it.
 func TestPoolIsRefused(t *testing.T) {
 	t.Parallel()
-	const want = `algorithm: unknown algorithm "pool", want token_bucket | gcra | sliding_window | fixed_window`
+	const want = `algorithm: unknown algorithm "pool", want token_bucket | gcra | sliding_window | fixed_window | concurrency`
 	yaml := "defaults: {on_store_error: open}\npolicies:\n  - {name: p, match: x, algorithm: pool, limit: 5, rate: 5, period: 1s}\n"
 	if s, err := Parse([]byte(yaml), "sluice.yaml"); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("YAML: Parse = %v, %v; want an error with %q", s, err, want)

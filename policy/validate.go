@@ -115,13 +115,16 @@ func checkName(s string) string {
 	return ""
 }
 
-const supportedAlgorithms = "token_bucket | gcra | sliding_window | fixed_window"
+const supportedAlgorithms = "token_bucket | gcra | sliding_window | fixed_window | concurrency"
 
 func checkAlgorithm(a limit.Algorithm) string {
 	for _, known := range limit.Algorithms {
 		if a == known {
 			return ""
 		}
+	}
+	if a.IsConcurrency() { // RL.ACQUIRE's, not in limit.Algorithms (RL.TAKE's)
+		return ""
 	}
 	return fmt.Sprintf("unknown algorithm %q, want %s", a, supportedAlgorithms)
 }
@@ -240,6 +243,10 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 		rateRequired = ": tokens refilled per period, a positive integer"
 	}
 	test("rate", p.Rate == 0, rateRequired, checkPositive(p.Rate))
+	if p.Algorithm.IsConcurrency() && p.Rate != 0 && !bad["rate"] {
+		bad["rate"] = true
+		report("rate", "must not be given with algorithm concurrency: limit is the slots held at once, period a slot's TTL")
+	}
 	test("period", p.Period == 0, "", checkPeriod(p.Period))
 	test("on_store_error", p.OnStoreError == "", " ("+failModes+"), set it here or in defaults", checkFailMode(p.OnStoreError))
 	test("on_overload", p.OnOverload == "", "", checkFailMode(p.OnOverload))
@@ -274,7 +281,11 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 	if q.Period == 0 {
 		q.Period = DefaultPeriod
 	}
-	if q.Algorithm.IsBucket() {
+	if q.Algorithm.IsConcurrency() {
+		if _, err := q.Slots(); err != nil {
+			report("period", err.Error())
+		}
+	} else if q.Algorithm.IsBucket() {
 		if _, err := q.Bucket(); err != nil {
 			report("period", err.Error())
 		}

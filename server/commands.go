@@ -126,6 +126,9 @@ func newCommandTable() commandTable {
 		t.add(cmd)
 	}
 	t.add(adjustCommand())
+	for _, cmd := range acquireCommands() {
+		t.add(cmd)
+	}
 	return t
 }
 

@@ -26,6 +26,7 @@ const (
 //	int, int64     -> :n
 //	bool           -> :1 or :0
 //	*limit.Result  -> the six-element RL.TAKE array
+//	*acquired      -> the seven-element RL.ACQUIRE array
 //	[]string       -> array of bulks
 //	[]any          -> array, each element by these rules
 //
@@ -58,6 +59,8 @@ func reply(b []byte, v any, err error) (_ []byte, isErr bool) {
 		}
 	case *limit.Result:
 		b = appendResult(b, v)
+	case *acquired:
+		b = appendAcquired(b, v)
 	case []string:
 		b = redcon.AppendArray(b, len(v))
 		for _, s := range v {

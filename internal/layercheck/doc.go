@@ -1,9 +1,9 @@
 // Package layercheck is the cross-layer checker of issue 20: a stateful
 // property test (pgregory.net/rapid) that drives two real sluice processes
 // (region eu, a 3+3 Redis Cluster, a home redis-server, all three doors)
-// through every layer that writes Redis state — the four algorithms and a
+// through every layer that writes Redis state — the four algorithms, a
 // calendar quota (a Kolkata day, changed at run time to a New York month
-// and to a 1-day fixed_window), hot
+// and to a 1-day fixed_window) and concurrency slots, hot
 // keys in lease and split mode, RL.MTAKE, CL.THROTTLE, shadow policies,
 // runtime policies, SIGHUP reloads, a global policy — and checks the
 // invariant of docs/architecture.md ("The bound every layer keeps") from the
@@ -50,4 +50,13 @@
 // fallback-* or overload-* decision is inconclusive (counted, not checked).
 // A global key may exceed its bound by its region floor's own
 // limit + rate × T (reported as the region excess, not a violation).
+//
+// A concurrency policy (cc, algorithm: concurrency) is driven by the
+// acquire, acquire-burst and release actions, through RESP and HTTP, on
+// both instances: "slots held ≤ limit at every moment" is checked from the
+// replies (CheckSlots). A slot counts only while it was certainly held,
+// from the acquire's answer to the earlier of the release's send and the
+// acquire's send plus its TTL, so timing never makes a false violation. A
+// release of a slot whose TTL cannot have passed must answer 1, and a
+// token under the other cc key must free nothing.
 package layercheck

@@ -46,6 +46,7 @@ policies:
   - {name: gwu, match: "gw:user=*", algorithm: fixed_window, limit: 5, period: 1s}
   - {name: gwa, match: "gw:acct=*", algorithm: token_bucket, limit: 4, rate: 4, period: 1s}
   - {name: cd, match: "cd.*", calendar: day, timezone: Asia/Kolkata, ` + cd + `}
+  - {name: cc, match: "cc.*", algorithm: concurrency, limit: 3, period: 1s}
   - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
   - {name: all, match: "*", limit: 8, rate: 4, period: 1s}
 `
@@ -144,6 +145,7 @@ type stats struct {
 	examples     map[string]string
 	regionMax    *RegionExcess
 	iterations   int
+	slotsMost    int // the most slots of a cc key certainly held at once
 }
 
 func (w *world) effective() map[Variant]bool {
@@ -195,6 +197,7 @@ type iteration struct {
 	cl    map[string]*KeyLog
 	trace []string
 	bases map[string]string // spelled key → the base it was spelled from
+	slots []*slot           // RL.ACQUIRE's grants (layers_slots_test.go)
 }
 
 func (it *iteration) log(key string, throttle bool) *KeyLog {
@@ -467,7 +470,10 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			w.count("wait")
 			it.logf(t, "%5d wait %v", it.ms(time.Now()), d)
 		},
-		"burst": func(t *rapid.T) { it.burst(t, ctx) },
+		"burst":         func(t *rapid.T) { it.burst(t, ctx) },
+		"acquire":       func(t *rapid.T) { it.acquire(t, ctx) },
+		"release":       func(t *rapid.T) { it.release(t, ctx) },
+		"acquire-burst": func(t *rapid.T) { it.acquireBurst(t, ctx) },
 		"hotkeys": func(t *rapid.T) {
 			_, p := w.pick(t)
 			v, err := p.rc.Do(ctx, "RL.HOTKEYS").Slice()
@@ -770,6 +776,7 @@ func (it *iteration) check(t *rapid.T) {
 		}
 		w.mu.Unlock()
 	}
+	cats = append(cats, it.checkSlots(t)...)
 	if len(cats) > 0 && !w.keepGoing {
 		// One message for every violation: rapid shrinks towards any
 		// violation (the VIOLATION lines say which), and a timing-dependent
@@ -925,9 +932,9 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 	if r := w.stats.regionMax; r != nil {
 		region = fmt.Sprintf("largest %d admitted vs bound %.2f over %.2fs on %q (within the floor's share)", r.Admitted, r.Bound, r.Seconds, r.Key)
 	}
-	line := fmt.Sprintf("layercheck summary: %v, %d iterations, operations %d (%s), keys %d, violations %d, inconclusive keys %d, decided_by {%s}, region excess: %s",
+	line := fmt.Sprintf("layercheck summary: %v, %d iterations, operations %d (%s), keys %d, violations %d, inconclusive keys %d, decided_by {%s}, region excess: %s, slots certainly held at once: at most %d of %d",
 		elapsed.Round(time.Second), w.stats.iterations, total, strings.Join(ops, " "), w.stats.keys, len(w.stats.violations),
-		w.stats.inconclusive, strings.Join(by, " "), region)
+		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit)
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
 	if w.stats.by["lease"] == 0 || w.stats.by["split"] == 0 {

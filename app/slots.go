@@ -1,0 +1,35 @@
+package app
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/metrics"
+)
+
+// slotStore is the store of RL.ACQUIRE's slots: the store itself, under
+// the region layer (a concurrency policy is never global), or nil when it
+// holds none.
+func slotStore(s limit.Store) limit.SlotStore {
+	ss, _ := s.(limit.SlotStore)
+	return ss
+}
+
+// writeSlotInfo appends RL.ACQUIRE's and RL.RELEASE's lines to INFO's
+// # Sluice section.
+func writeSlotInfo(w io.Writer, lim *limiter.Limiter) {
+	s := lim.SlotSnapshot()
+	fmt.Fprintf(w, "slot_acquires:%d\r\nslot_acquired:%d\r\nslot_releases:%d\r\nslot_released:%d\r\n", s.Acquires, s.Acquired, s.Releases, s.Released)
+}
+
+// collectSlots registers the slot counters for /metrics.
+func collectSlots(m *metrics.Metrics, lim *limiter.Limiter) error {
+	return registerCounters(m, nil, lim.SlotSnapshot, []counter[limiter.SlotSnapshot]{
+		{"sluice_slot_acquires_total", "RL.ACQUIRE decisions (concurrency policies), admitted or refused.", func(s limiter.SlotSnapshot) int64 { return s.Acquires }},
+		{"sluice_slot_acquired_total", "RL.ACQUIRE decisions that took a slot.", func(s limiter.SlotSnapshot) int64 { return s.Acquired }},
+		{"sluice_slot_releases_total", "RL.RELEASE calls answered.", func(s limiter.SlotSnapshot) int64 { return s.Releases }},
+		{"sluice_slot_released_total", "RL.RELEASE calls that freed a held slot (the rest named an unknown or expired token).", func(s limiter.SlotSnapshot) int64 { return s.Released }},
+	})
+}

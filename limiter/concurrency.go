@@ -1,0 +1,192 @@
+package limiter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// slotStats count RL.ACQUIRE and RL.RELEASE.
+type slotStats struct {
+	acquires, acquired, releases, released atomic.Int64
+}
+
+// SlotSnapshot is a copy of the slot counters: acquires decided (Acquires,
+// of which Acquired admitted) and releases answered (Releases, of which
+// Released freed a held slot).
+type SlotSnapshot struct {
+	Acquires, Acquired, Releases, Released int64
+}
+
+// SlotSnapshot returns the slot counters now.
+func (l *Limiter) SlotSnapshot() SlotSnapshot {
+	return SlotSnapshot{l.slots.acquires.Load(), l.slots.acquired.Load(), l.slots.releases.Load(), l.slots.released.Load()}
+}
+
+// ErrSlotTTL is the error of an acquire whose ttl_ms is above
+// limit.MaxSlotTTL; the doors check it first, with their own words.
+var ErrSlotTTL = fmt.Errorf("ttl_ms must be at most %d (%s)", limit.MaxSlotTTL.Milliseconds(), limit.MaxSlotTTL)
+
+// errNoSlots is the error of RL.ACQUIRE on a store that holds no slots.
+var errNoSlots = errors.New("this store does not hold concurrency slots")
+
+// wrongAlgorithm is the error of a rate command (op) on a concurrency
+// policy.
+func wrongAlgorithm(op limit.Op, p *limit.Policy) error {
+	cmd := "rl.take"
+	switch op {
+	case limit.OpPeek:
+		cmd = "rl.peek"
+	case limit.OpAdjust:
+		cmd = "rl.adjust"
+	}
+	return &limit.AlgorithmError{Command: cmd, Policy: p.Name, Algorithm: p.Algorithm}
+}
+
+// NewToken returns a slot token: 128 bits from crypto/rand, in hex. No
+// one can guess another holder's, and one key's is unknown under every
+// other (the store keeps slots per key).
+func NewToken() string {
+	var b [limit.TokenBytes]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand's contract since Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// slotPolicy returns key's policy when it is a concurrency policy, else
+// the error of cmd on it.
+func (l *Limiter) slotPolicy(key, cmd string) (*limit.Policy, error) {
+	p := l.policies.Match(key)
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, key)
+	case !p.Algorithm.IsConcurrency():
+		return nil, &limit.AlgorithmError{Command: cmd, Policy: p.Name, Algorithm: p.Algorithm}
+	}
+	return p, nil
+}
+
+// Acquire decides RL.ACQUIRE key [ttl_ms]: one of the policy's slots for
+// ttlMs (0: the policy's period; the door bounds it by limit.MaxSlotTTL),
+// and the token that names it ("" when refused). A store that cannot
+// answer sends it to on_store_error (on_overload when it is overloaded):
+// open admits with a token that holds nothing (RL.RELEASE answers 0 for
+// it), closed refuses, local takes a slot of this instance's share
+// (limit.Policy.Share: local_share × limit, rounded down, at least 1) in
+// the in-process fallback. A shadow policy admits what it would refuse,
+// with a token that holds nothing. Refusals never enter the deny cache: a
+// release frees a slot at once.
+func (l *Limiter) Acquire(ctx context.Context, key string, ttlMs int64) (limit.Result, string) {
+	p, err := l.slotPolicy(key, "rl.acquire")
+	var res limit.Result
+	token := ""
+	if err == nil {
+		res, token = l.acquire(ctx, key, p, ttlMs)
+	} else {
+		res.Err = err
+	}
+	if res.Err == nil {
+		l.slots.acquires.Add(1)
+		if res.Allowed {
+			l.slots.acquired.Add(1)
+		}
+	}
+	l.count(ctx, []limit.Request{{Key: key, Cost: 1, Policy: p}}, []limit.Result{res})
+	if !res.Allowed {
+		token = ""
+	}
+	return res, token
+}
+
+func (l *Limiter) acquire(ctx context.Context, key string, p *limit.Policy, ttlMs int64) (limit.Result, string) {
+	sp, err := p.Slots()
+	if err != nil {
+		return limit.Result{Err: err}, ""
+	}
+	if ttlMs <= 0 {
+		ttlMs = sp.TTLMs
+	}
+	if ttlMs > limit.MaxSlotTTL.Milliseconds() {
+		return limit.Result{Err: ErrSlotTTL}, ""
+	}
+	ss := l.slotStore
+	if ss == nil {
+		return limit.Result{Err: errNoSlots}, ""
+	}
+	token := NewToken()
+	dctx, cancel := l.deadline(ctx)
+	res := ss.Acquire(dctx, key, p, token, ttlMs)
+	cancel()
+	if res.Err != nil && errors.Is(res.Err, limit.ErrUnavailable) {
+		l.stats.StoreErrors.Add(1)
+		res = l.onSlotError(ctx, key, p, token, ttlMs, res.Err)
+	}
+	if p.Shadow && res.Err == nil && !res.Allowed {
+		res.Allowed, res.RetryAfterMs, res.DecidedBy = true, -1, limit.ByShadow
+		token = NewToken() // holds nothing
+	}
+	return res, token
+}
+
+// onSlotError is on_store_error (or on_overload) for an acquire whose
+// store call failed for connectivity with err.
+func (l *Limiter) onSlotError(ctx context.Context, key string, p *limit.Policy, token string, ttlMs int64, err error) limit.Result {
+	mode, open, closed, local := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
+	if errors.Is(err, limit.ErrOverload) {
+		mode, open, closed, local = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
+	}
+	switch mode {
+	case limit.FailOpen:
+		// Nothing is known of the slots: report them as free. The token
+		// is held nowhere.
+		return limit.Result{Allowed: true, Limit: p.Limit, Remaining: p.Limit, RetryAfterMs: -1, DecidedBy: open}
+	case limit.FailLocal:
+		if fs, ok := l.fallback.(limit.SlotStore); ok {
+			res := fs.Acquire(ctx, key, p.Share(), token, ttlMs)
+			res.DecidedBy = local
+			return res
+		}
+	}
+	return limit.Result{Limit: p.Limit, RetryAfterMs: l.closedRetry.Milliseconds(), DecidedBy: closed}
+}
+
+// Release decides RL.RELEASE key token: it frees the slot and reports
+// whether it was held. The in-process fallback is asked too (a slot taken
+// there while the store could not answer is freed there), so the answer
+// is true when either held it. A store that cannot answer is an error
+// (limit.ErrUnavailable): the slot, if the store holds it, frees itself
+// after its TTL.
+func (l *Limiter) Release(ctx context.Context, key, token string) (bool, error) {
+	p, err := l.slotPolicy(key, "rl.release")
+	if err != nil {
+		l.stats.Errors.Add(1)
+		return false, l.failed(err)
+	}
+	held := false
+	if fs, ok := l.fallback.(limit.SlotStore); ok && (p.OnStoreError == limit.FailLocal || p.OverloadMode() == limit.FailLocal) {
+		held, _ = fs.Release(ctx, key, p, token)
+	}
+	ss := l.slotStore
+	if ss == nil {
+		return false, l.failed(errNoSlots)
+	}
+	dctx, cancel := l.deadline(ctx)
+	inStore, err := ss.Release(dctx, key, p, token)
+	cancel()
+	if err != nil && !held {
+		if errors.Is(err, limit.ErrUnavailable) {
+			l.stats.StoreErrors.Add(1)
+		}
+		l.stats.Errors.Add(1)
+		return false, l.failed(err)
+	}
+	l.slots.releases.Add(1)
+	if held || inStore {
+		l.slots.released.Add(1)
+	}
+	return held || inStore, nil
+}

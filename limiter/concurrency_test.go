@@ -1,0 +1,183 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
+)
+
+// downSlots is a slot store that cannot answer.
+type downSlots struct{ err error }
+
+func (d downSlots) Acquire(context.Context, string, *limit.Policy, string, int64) limit.Result {
+	return limit.Result{Err: d.err}
+}
+
+func (d downSlots) Release(context.Context, string, *limit.Policy, string) (bool, error) {
+	return false, d.err
+}
+
+func slotPolicy(mode limit.FailMode, share float64) *limit.Policy {
+	return &limit.Policy{Name: "jobs", Algorithm: limit.Concurrency, Limit: 4, Period: time.Second, OnStoreError: mode, LocalShare: share}
+}
+
+// While the store cannot answer, on_store_error decides: open admits with
+// a token that holds nothing, closed refuses, local holds local_share of
+// the slots here (rounded down, at least one) and frees them on release.
+func TestAcquireFailurePolicies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	down := &limit.UnavailableError{Node: "n", Err: errors.New("refused")}
+	for _, tc := range []struct {
+		mode     limit.FailMode
+		share    float64
+		admitted int // of 6 acquires
+		by       string
+	}{
+		{limit.FailOpen, 1, 6, limit.ByFallbackOpen},
+		{limit.FailClosed, 1, 0, limit.ByFallbackClosed},
+		{limit.FailLocal, 0.5, 2, limit.ByFallbackLocal},
+		{limit.FailLocal, 0.1, 1, limit.ByFallbackLocal},
+	} {
+		p := slotPolicy(tc.mode, tc.share)
+		l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{down}, Slots: downSlots{down}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toks []string
+		for range 6 {
+			r, tok := l.Acquire(ctx, "k", 0)
+			want := int64(4)
+			if tc.mode == limit.FailLocal {
+				want = int64(tc.admitted) // the share's slots, as a fallback-local RL.TAKE reports its share
+			}
+			if r.Err != nil || r.DecidedBy != tc.by || r.Limit != want || (tok != "") != r.Allowed {
+				t.Fatalf("%s: %+v %q", tc.mode, r, tok)
+			}
+			if r.Allowed {
+				toks = append(toks, tok)
+			}
+		}
+		if len(toks) != tc.admitted {
+			t.Fatalf("%s share %v: %d admitted, want %d", tc.mode, tc.share, len(toks), tc.admitted)
+		}
+		for _, tok := range toks {
+			held, err := l.Release(ctx, "k", tok)
+			if tc.mode == limit.FailLocal && (!held || err != nil) {
+				t.Fatalf("local: release %v %v, want the fallback's slot freed", held, err)
+			}
+			if tc.mode == limit.FailOpen && (held || !errors.Is(err, limit.ErrUnavailable)) {
+				t.Fatalf("open: release %v %v, want nothing held and the store's error", held, err)
+			}
+		}
+		if tc.mode == limit.FailLocal {
+			if r, _ := l.Acquire(ctx, "k", 0); !r.Allowed {
+				t.Fatalf("local after releases: %+v", r)
+			}
+		}
+	}
+}
+
+// The rate commands refuse a concurrency policy, and the slot commands a
+// rate policy, naming the command, the policy and what to use instead.
+func TestWrongAlgorithm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cp := slotPolicy(limit.FailClosed, 1)
+	rp := &limit.Policy{Name: "api", Limit: 5, Rate: 5, Period: time.Second, OnStoreError: limit.FailClosed}
+	l, err := New(Config{Policies: MatcherFunc(func(k string) *limit.Policy {
+		if k == "jobs" {
+			return cp
+		}
+		return rp
+	}), Store: local.New(local.Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []limit.Request{{Key: "jobs", Cost: 1}, {Key: "api", Cost: 1}, {Key: "jobs", Cost: 1, Op: limit.OpPeek}}
+	out := make([]limit.Result, 3)
+	l.Decide(ctx, reqs, out)
+	if out[0].Err == nil || out[0].Err.Error() != "rl.take does not apply to concurrency policy 'jobs': use RL.ACQUIRE and RL.RELEASE" || !errors.Is(out[0].Err, limit.ErrWrongAlgorithm) {
+		t.Fatalf("take: %v", out[0].Err)
+	}
+	if out[1].Err != nil || !out[1].Allowed || out[2].Err == nil {
+		t.Fatalf("the rest of the batch: %+v %+v", out[1], out[2])
+	}
+	if _, err := l.MTake(ctx, []limit.Request{{Key: "api", Cost: 1}, {Key: "jobs", Cost: 1}}, make([]limit.Result, 2)); !errors.Is(err, limit.ErrWrongAlgorithm) {
+		t.Fatalf("mtake: %v", err)
+	}
+	if r, _ := l.Acquire(ctx, "api", 0); r.Err == nil || r.Err.Error() != "rl.acquire does not apply to token_bucket policy 'api': use RL.TAKE" {
+		t.Fatalf("acquire: %v", r.Err)
+	}
+	if _, err := l.Release(ctx, "api", "t"); !errors.Is(err, limit.ErrWrongAlgorithm) {
+		t.Fatalf("release: %v", err)
+	}
+	r, tok := l.Acquire(ctx, "jobs", 0)
+	if !r.Allowed || r.DecidedBy != limit.ByEmbedded || len(tok) != 2*limit.TokenBytes {
+		t.Fatalf("acquire: %+v %q", r, tok)
+	}
+	if r, _ := l.Acquire(ctx, "jobs", limit.MaxSlotTTL.Milliseconds()+1); !errors.Is(r.Err, ErrSlotTTL) {
+		t.Fatalf("ttl above the cap: %+v", r)
+	}
+	if existed, err := l.Reset(ctx, "jobs"); !existed || err != nil {
+		t.Fatalf("reset: %v %v", existed, err)
+	}
+	if held, _ := l.Release(ctx, "jobs", tok); held {
+		t.Fatal("a slot survived RL.RESET")
+	}
+	s := l.SlotSnapshot()
+	if s.Acquires != 1 || s.Acquired != 1 || s.Releases != 1 || s.Released != 0 {
+		t.Fatalf("counters %+v", s)
+	}
+}
+
+// A shadow policy admits what it would refuse, with a token that holds
+// nothing.
+func TestAcquireShadow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := slotPolicy(limit.FailClosed, 1)
+	p.Limit, p.Shadow = 1, true
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: local.New(local.Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := l.Acquire(ctx, "k", 0)
+	second, tok := l.Acquire(ctx, "k", 0)
+	if !first.Allowed || first.DecidedBy != limit.ByEmbedded || !second.Allowed || second.DecidedBy != limit.ByShadow || tok == "" {
+		t.Fatalf("%+v, %+v %q", first, second, tok)
+	}
+	if held, _ := l.Release(ctx, "k", tok); held {
+		t.Fatal("the shadow token held a slot")
+	}
+}
+
+// An overloaded store sends an acquire to on_overload: by default the
+// policy's on_store_error, but local for open.
+func TestAcquireOverload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	over := &limit.OverloadError{Node: "n", Wait: time.Second, Left: time.Millisecond}
+	for _, tc := range []struct {
+		onStore, onOverload limit.FailMode
+		by                  string
+	}{
+		{limit.FailOpen, "", limit.ByOverloadLocal},
+		{limit.FailClosed, "", limit.ByOverloadClosed},
+		{limit.FailClosed, limit.FailOpen, limit.ByOverloadOpen},
+	} {
+		p := slotPolicy(tc.onStore, 0.5)
+		p.OnOverload = tc.onOverload
+		l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{over}, Slots: downSlots{over}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := l.Acquire(ctx, "k", 0); r.Err != nil || r.DecidedBy != tc.by {
+			t.Fatalf("%s/%s: %+v, want %s", tc.onStore, tc.onOverload, r, tc.by)
+		}
+	}
+}

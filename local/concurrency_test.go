@@ -1,0 +1,73 @@
+package local
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/algotest"
+	"github.com/sluice-rl/sluice/limit"
+)
+
+// storeAt is a Store whose clock the caller sets.
+func storeAt() (*Store, *int64) {
+	now := new(int64)
+	return New(Config{Now: func() time.Time { return time.UnixMicro(*now) }}), now
+}
+
+// The concurrency vectors on the Go Store (embedded mode and the local
+// fallback), the same table as the Lua scripts run.
+func TestConcurrencyVectors(t *testing.T) {
+	t.Parallel()
+	s, clock := storeAt()
+	ctx := context.Background()
+	algotest.RunSlots(t, algotest.Concurrency, "", algotest.Slots{
+		Acquire: func(t *testing.T, key string, p *limit.Policy, token string, ttlMs, now int64) limit.Result {
+			*clock = now
+			return s.Acquire(ctx, key, p, token, ttlMs)
+		},
+		Release: func(t *testing.T, key string, p *limit.Policy, token string, now int64) bool {
+			*clock = now
+			held, err := s.Release(ctx, key, p, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return held
+		},
+	})
+}
+
+// One owner per key: slots and a bucket of one key never read each other.
+func TestConcurrencyOwner(t *testing.T) {
+	t.Parallel()
+	s, clock := storeAt()
+	*clock = algotest.T0
+	ctx := context.Background()
+	cp := &limit.Policy{Algorithm: limit.Concurrency, Limit: 2, Period: time.Second}
+	tb := &limit.Policy{Algorithm: limit.TokenBucket, Limit: 10, Rate: 10, Period: time.Second}
+	var out [1]limit.Result
+	s.Do(ctx, []limit.Request{{Key: "rate", Cost: 1, Policy: tb}}, out[:])
+	if r := s.Acquire(ctx, "rate", cp, "a", 1000); r.Allowed || r.RetryAfterMs < 1 {
+		t.Fatalf("acquire on a bucket's key: %+v", r)
+	}
+	if r := s.Acquire(ctx, "slots", cp, "a", 1000); !r.Allowed {
+		t.Fatalf("acquire: %+v", r)
+	}
+	s.Do(ctx, []limit.Request{{Key: "slots", Cost: 1, Policy: tb}}, out[:])
+	if out[0].Err != nil || out[0].Allowed {
+		t.Fatalf("take on a concurrency key: %+v, want spent", out[0])
+	}
+	if held, _ := s.Release(ctx, "slots", cp, "a"); !held {
+		t.Fatal("the slot was lost")
+	}
+	if ok, _ := s.Reset(ctx, "slots", cp); ok {
+		t.Fatal("reset found slots after the last release")
+	}
+	s.Acquire(ctx, "slots", cp, "b", 1000)
+	if ok, _ := s.Reset(ctx, "slots", cp); !ok {
+		t.Fatal("reset did not find the held slot")
+	}
+	if r := s.Acquire(ctx, "slots", cp, "c", 1000); r.Remaining != 1 {
+		t.Fatalf("after reset: %+v, want one slot free of two", r)
+	}
+}
