@@ -85,6 +85,8 @@ func TestErrorKinds(t *testing.T) {
 		{"ERR wrong number of arguments for 'rl.take' command", ErrInvalid},
 		{"ERR value is not an integer or out of range", ErrInvalid},
 		{"NOAUTH Authentication required.", ErrAuth},
+		{"ERR rl.take does not apply to concurrency policy 'r': use RL.ACQUIRE and RL.RELEASE", ErrNotApplicable},
+		{"ERR RL.ADJUST is not supported for policy 'g': scope: global budgets are spent through region pools; adjust is regional only", ErrNotApplicable},
 		{"WRONGPASS invalid username-password pair or user is disabled.", ErrAuth},
 	} {
 		_, err := New(canned{err: redisError(tc.reply)}).Take(t.Context(), "k", 1)

@@ -39,7 +39,7 @@ func (e *Error) Is(target error) bool {
 	case ErrAuth:
 		return strings.HasPrefix(m, "NOAUTH") || strings.HasPrefix(m, "WRONGPASS")
 	case ErrNotApplicable:
-		return strings.Contains(m, "does not apply") || strings.Contains(m, "not a concurrency policy")
+		return strings.Contains(m, " does not apply to ") || strings.Contains(m, " is not supported for policy ")
 	case ErrInvalid:
 		return strings.HasPrefix(m, "ERR ") && (strings.Contains(m, " must ") ||
 			strings.Contains(m, "not an integer") || strings.Contains(m, "wrong number of arguments"))

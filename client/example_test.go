@@ -15,6 +15,7 @@ import (
 //
 //	api:*  limit 3, 1 token per hour
 //	llm:*  limit 10,000, 1 token per hour
+//	render:*  concurrency: 2 slots, each freed after 1 minute unless released
 
 func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr}) // sluice, e.g. 127.0.0.1:6380
@@ -119,9 +120,12 @@ func ExampleError() {
 	fmt.Println(errors.Is(err, client.ErrNoPolicy))
 	_, err = rl.Take(ctx, "api:frank", 0)
 	fmt.Println(errors.Is(err, client.ErrInvalid), err)
+	_, err = rl.Take(ctx, "render:frank", 1) // a concurrency policy takes Acquire
+	fmt.Println(errors.Is(err, client.ErrNotApplicable))
 	// Output:
 	// true
 	// true sluice: ERR cost must be a positive integer
+	// true
 }
 
 func ExampleClient_Adjust() {
@@ -144,4 +148,30 @@ func ExampleClient_Adjust() {
 	// true 9500
 	// 9200
 	// 9100
+}
+
+func ExampleClient_Acquire() {
+	rdb := redis.NewClient(&redis.Options{Addr: sluiceAddr})
+	defer rdb.Close()
+	rl := client.New(rdb)
+	ctx := context.Background()
+
+	// At most 2 renders of a tenant at once. A slot frees itself after
+	// its TTL (here 30 s), so a crashed worker cannot leak it.
+	first, _ := rl.Acquire(ctx, "render:acme", 30*time.Second)
+	second, _ := rl.Acquire(ctx, "render:acme", 30*time.Second)
+	third, _ := rl.Acquire(ctx, "render:acme", 30*time.Second)
+	fmt.Println(first.Allowed, second.Allowed, third.Allowed, third.Token == "")
+	fmt.Println("retry within the TTL:", third.RetryAfter > 0 && third.RetryAfter <= 30*time.Second)
+
+	held, _ := rl.Release(ctx, "render:acme", first.Token) // the render is done
+	again, _ := rl.Release(ctx, "render:acme", first.Token)
+	fmt.Println(held, again)
+	next, _ := rl.Acquire(ctx, "render:acme", 0) // 0: the policy's period
+	fmt.Println(next.Allowed, next.Remaining)
+	// Output:
+	// true true false true
+	// retry within the TTL: true
+	// true false
+	// true 0
 }

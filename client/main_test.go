@@ -23,6 +23,7 @@ const examplePolicies = `defaults:
 policies:
   - {name: api, match: "api:*", limit: 3, rate: 1, period: 1h}
   - {name: llm, match: "llm:*", limit: 10000, rate: 1, period: 1h}
+  - {name: renders, match: "render:*", algorithm: concurrency, limit: 2, period: 1m}
 `
 
 // sluiceAddr is the RESP address the examples dial: an embedded sluice
