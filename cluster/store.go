@@ -188,9 +188,17 @@ func (s *Store) connectCluster() {
 		DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
 		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
 		TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
-		MaintNotificationsConfig: maintOff(),
+		MaintNotificationsConfig: maintOff(), Protocol: nodeProtocol,
 	}
 }
+
+// nodeProtocol is the RESP version of the connections that carry the
+// pipelines: RESP2. The replies sluice reads — integers, arrays of them,
+// error replies — are the same in both; over RESP3 go-redis looks for
+// push notifications before and after every pipeline, with a
+// recvfrom(MSG_PEEK) on a connection not put back in its pool in the last
+// 5s, which a pipeline slot's own connection (link) never is.
+const nodeProtocol = 2
 
 // nodeOptions are the options of Config.URL's node: the URL's, with the
 // deadlines, TLS, credentials and pool size of cfg over them.
@@ -204,6 +212,9 @@ func nodeOptions(cfg Config) (*redis.Options, error) {
 	o.MaxRetries = -1
 	o.DisableIdentity = true
 	o.MaintNotificationsConfig = maintOff()
+	if o.Protocol == 0 { // not named by the URL
+		o.Protocol = nodeProtocol
+	}
 	if cfg.TLS != nil {
 		t := cfg.TLS.Clone()
 		if h, _, err := net.SplitHostPort(o.Addr); err == nil && t.ServerName == "" {
