@@ -3,8 +3,8 @@ package lua_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
