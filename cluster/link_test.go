@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,5 +92,40 @@ func TestLinksAreKeptAndReplaced(t *testing.T) {
 	t.Logf("after CLIENT KILL: %d of %d calls unavailable", failed, 2*pipelines+10)
 	if failed > pipelines {
 		t.Errorf("%d calls failed after the kill, want at most one per slot (%d)", failed, pipelines)
+	}
+}
+
+// A pool smaller than the pipeline slots is raised: every slot holds a
+// connection, and concurrent calls, which keep both slots busy, are all
+// answered (with a pool of one, the second slot would wait for a
+// connection until its deadline).
+func TestPoolHoldsEveryLink(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 2 * time.Second, Pipelines: 2, PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := &limit.Policy{Limit: 1_000_000, Rate: 1, Period: time.Hour}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var first atomic.Value
+	for c := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				if r := takeN(t.Context(), s, p, "pool:"+strconv.Itoa(c)+":"+strconv.Itoa(i))[0]; r.Err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, r.Err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f != 0 {
+		t.Errorf("%d of %d calls failed (first: %v), want 0", f, 16*20, first.Load())
+	}
+	if got := s.cfg.PoolSize; got != 3 {
+		t.Errorf("PoolSize %d, want Pipelines + 1 = 3", got)
 	}
 }

@@ -56,7 +56,10 @@ type Config struct {
 	// short. (go-redis with ContextTimeoutEnabled sets each socket deadline
 	// to the earlier of the context's and now plus these timeouts.)
 	MaxTimeout time.Duration
-	// PoolSize is connections per node; 0 means go-redis's default.
+	// PoolSize is connections per node; 0 means go-redis's default. Each
+	// of a node's Pipelines holds one of them for good (link.go), so it is
+	// raised to Pipelines + 1 at least: one more for the breaker's PING
+	// and the store's other commands.
 	PoolSize int
 	// BreakerThreshold is the consecutive failures that open a node's
 	// circuit breaker; 0 means 5.
@@ -154,6 +157,9 @@ func (cfg *Config) setDefaults() {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
+	}
+	if cfg.PoolSize > 0 {
+		cfg.PoolSize = max(cfg.PoolSize, cfg.Pipelines+1)
 	}
 }
 
