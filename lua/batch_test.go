@@ -3,8 +3,8 @@ package lua_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
