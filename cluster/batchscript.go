@@ -148,19 +148,21 @@ func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bo
 	}
 	switch {
 	case err == nil:
-		err := lua.BatchReply(cmd.Val(), len(items), func(i int, r []int64) {
-			it := items[i]
-			if r == nil {
-				it.alone, it.again = true, true
-				return
-			}
-			q.decisions.Add(1)
-			it.res = decodeInts(r)
-		})
-		if err != nil {
-			e := fmt.Errorf("cluster: unexpected batch script reply: %w", err)
+		v := cmd.Val()
+		if len(v) != 8*len(items) {
+			e := fmt.Errorf("cluster: unexpected batch script reply of %d integers for %d requests", len(v), len(items))
 			for _, it := range items {
 				it.res = limit.Result{Err: e}
+			}
+			return true, false
+		}
+		for i, it := range items {
+			r := v[8*i : 8*i+8]
+			if r[0] == 1 {
+				q.decisions.Add(1)
+				it.res = decodeInts(r[1:])
+			} else {
+				it.alone, it.again = true, true
 			}
 		}
 		return true, false

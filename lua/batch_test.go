@@ -3,7 +3,6 @@ package lua_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -59,14 +58,16 @@ func batchAt(ctx context.Context, c redis.Scripter, items []batchItem, now int64
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(v) != 8*len(items) {
+		return nil, nil, fmt.Errorf("reply of %d integers for %d items", len(v), len(items))
+	}
 	served := make([]bool, len(items))
 	res := make([]limit.Result, len(items))
-	err = lua.BatchReply(v, len(items), func(i int, r []int64) {
-		if served[i] = r != nil; served[i] {
-			res[i] = result(r)
-		}
-	})
-	return served, res, err
+	for i := range items {
+		served[i] = v[8*i] == 1
+		res[i] = result(v[8*i+1 : 8*i+8])
+	}
+	return served, res, nil
 }
 
 // The one table of vectors, each step a batch of one.
@@ -332,42 +333,5 @@ func TestHashStateIsAnEmptyPool(t *testing.T) {
 	}
 	if typ := rc.Type(ctx, "old").Val(); typ != "string" {
 		t.Fatalf("after a write the key is a %s, want a string", typ)
-	}
-}
-
-// BatchReply reads the three shapes of an item's reply and refuses a reply
-// of another shape before it reports any item.
-func TestBatchReplyShapes(t *testing.T) {
-	t.Parallel()
-	good := []int64{6, 1, 10, 9, -1, 100, 1, 0, 7, 1, 5, 4, -1, 200, 1, 12345}
-	var got [][]int64
-	if err := lua.BatchReply(good, 3, func(_ int, r []int64) { got = append(got, slices.Clone(r)) }); err != nil {
-		t.Fatal(err)
-	}
-	want := [][]int64{{1, 10, 9, -1, 100, 1, 0}, nil, {1, 5, 4, -1, 200, 1, 12345}}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for i := range want {
-		if !slices.Equal(got[i], want[i]) || (got[i] == nil) != (want[i] == nil) {
-			t.Errorf("item %d: %v, want %v", i, got[i], want[i])
-		}
-	}
-	for _, tc := range []struct {
-		name string
-		v    []int64
-		n    int
-	}{
-		{"short", good[:10], 3},
-		{"one item too many", good, 2},
-		{"one item too few", good, 4},
-		{"bad head", []int64{5, 1, 2, 3, 4, 5}, 1},
-		{"negative head", []int64{-1}, 1},
-		{"empty", nil, 1},
-	} {
-		calls := 0
-		if err := lua.BatchReply(tc.v, tc.n, func(int, []int64) { calls++ }); err == nil || calls != 0 {
-			t.Errorf("%s: err %v after %d items, want an error before any", tc.name, err, calls)
-		}
 	}
 }

@@ -219,12 +219,8 @@ const BatchItemArgs = 4
 // way, which follows MOVED and ASK. The others are decided in order on
 // their state in memory (the same key twice sees its first decision), and
 // each changed key is written once, at the end: the script never fails
-// half-way through its writes. Its reply is, per item, a head and what it
-// announces (read it with BatchReply): 0 for a marked item, nothing after;
-// 6 and the first six integers of the decision when the seventh (a
-// window's start, a hold) is 0, as for every take of a bucket; 7 and all
-// seven. The integers a reply does not carry cost Redis CPU on every
-// decision.
+// half-way through its writes. It returns eight integers per item: 1 and
+// the seven of its decision, or eight 0s for a marked item.
 var Batch = newScript("batch", "#!lua flags=allow-cross-slot-keys\n"+algorithms+clockLine+batchMain)
 
 const batchMain = `local np = tonumber(ARGV[1])
@@ -243,13 +239,12 @@ for i = 0, n - 1 do
     if raw == nil then bad[k] = true else raws[k] = raw end
   end
 end
-local out, o, order, changed = {}, 0, {}, {}
+local out, order, changed = {}, {}, {}
 for i = 0, n - 1 do
   local b = base + i * 4
   local k = ARGV[b + 1]
   if bad[k] then
-    o = o + 1
-    out[o] = 0
+    for j = 1, 8 do out[#out + 1] = 0 end
   else
     local p = pol[tonumber(ARGV[b + 2])]
     local id = p[1]
@@ -263,52 +258,13 @@ for i = 0, n - 1 do
         order[#order + 1] = k
       end
     end
-    local m = 7
-    if res[7] == 0 then m = 6 end
-    out[o + 1] = m
-    for j = 1, m do out[o + 1 + j] = res[j] end
-    o = o + 1 + m
+    out[#out + 1] = 1
+    for j = 1, 7 do out[#out + 1] = res[j] end
   end
 end
 for _, k in ipairs(order) do write(k, raws[k], ttls[k]) end
 return out
 `
-
-// BatchReply reads the reply v of a Batch call of n items: it calls each
-// with every item's index and the ReplyInts integers of its decision, or
-// nil for an item the node did not decide (marked). The slice passed is
-// valid during the call only. It fails, before calling each, on a reply
-// of another shape.
-func BatchReply(v []int64, n int, each func(i int, r []int64)) error {
-	at := 0
-	for i := 0; i < n; i++ {
-		if at >= len(v) {
-			return fmt.Errorf("lua: batch reply of %d integers ends at item %d of %d", len(v), i, n)
-		}
-		h := v[at]
-		if h != 0 && h != ReplyInts-1 && h != ReplyInts || at+1+int(h) > len(v) {
-			return fmt.Errorf("lua: batch reply of %d integers: item %d announces %d", len(v), i, h)
-		}
-		at += 1 + int(h)
-	}
-	if at != len(v) {
-		return fmt.Errorf("lua: batch reply of %d integers for %d items, %d left over", len(v), n, len(v)-at)
-	}
-	var r [ReplyInts]int64
-	at = 0
-	for i := 0; i < n; i++ {
-		h := int(v[at])
-		if h == 0 {
-			each(i, nil)
-		} else {
-			r = [ReplyInts]int64{}
-			copy(r[:], v[at+1:at+1+h])
-			each(i, r[:])
-		}
-		at += 1 + h
-	}
-	return nil
-}
 
 // For returns the single-key script of algorithm id (IDTokenBucket...).
 func For(id int) *Script {
