@@ -60,8 +60,9 @@ type nodeQueue struct {
 	// slots bounds the pipelines in flight to the node (Pipelines): a
 	// worker takes one before it sends, and so does a caller that finds
 	// the node idle and sends its own unit at once, sparing the hand-off
-	// to a worker goroutine and back.
-	slots   chan struct{}
+	// to a worker goroutine and back. Each slot is a connection of its
+	// own (link), taken with the slot and put back with it.
+	slots   chan *link
 	waiting atomic.Int64 // units a worker holds while it waits for a slot
 
 	last                           atomic.Int64 // unix ns of the last pipeline sent
@@ -88,7 +89,10 @@ func (s *Store) queue(addr string) (*nodeQueue, error) {
 		return nil, ErrClosed
 	}
 	q := &nodeQueue{s: s, addr: addr, br: s.breakerLocked(addr), ch: make(chan *unit, 4096), stop: make(chan struct{}),
-		slots: make(chan struct{}, s.cfg.Pipelines)}
+		slots: make(chan *link, s.cfg.Pipelines)}
+	for range s.cfg.Pipelines {
+		q.slots <- new(link)
+	}
 	if s.cc == nil {
 		q.client = s.single
 	} else {
@@ -128,14 +132,14 @@ func (s *Store) submit(u *unit, inline bool) error {
 		u.q, u.queued = q, now.UnixNano()
 		if inline && len(q.ch) == 0 {
 			select {
-			case q.slots <- struct{}{}:
+			case l := <-q.slots:
 				// Under the read lock, so that a sweep cannot close the
 				// client while this pipeline uses it.
 				q.last.Store(now.UnixNano())
 				q.backlog.Add(int64(len(u.items)))
-				q.send([]*unit{u})
+				q.send([]*unit{u}, l)
 				q.backlog.Add(-int64(len(u.items)))
-				<-q.slots
+				q.slots <- l
 				q.mu.RUnlock()
 				close(u.done)
 				return nil
@@ -176,7 +180,7 @@ func (q *nodeQueue) work() {
 		// A slot first, then the rest of the queue: what queues while the
 		// node's pipelines are busy goes out together.
 		q.waiting.Add(1)
-		q.slots <- struct{}{}
+		l := <-q.slots
 		q.waiting.Add(-1)
 		batch = append(batch[:0], u)
 		n := len(u.items)
@@ -191,8 +195,8 @@ func (q *nodeQueue) work() {
 			}
 		}
 		q.last.Store(time.Now().UnixNano())
-		q.send(batch)
-		<-q.slots
+		q.send(batch, l)
+		q.slots <- l
 		for _, u := range batch {
 			q.backlog.Add(-int64(len(u.items)))
 			close(u.done)
@@ -212,8 +216,9 @@ func (q *nodeQueue) work() {
 // near its end never cuts the time of the fresh ones beside it: a unit
 // whose deadline passes in flight is answered unavailable by its own waiter
 // (Store.round), the rest get the node's answers, and the breaker hears
-// only whether the node answered.
-func (q *nodeQueue) send(batch []*unit) {
+// only whether the node answered. It sends on l, the connection of the
+// slot its caller holds.
+func (q *nodeQueue) send(batch []*unit, l *link) {
 	items, latest := q.live(batch)
 	if len(items) == 0 {
 		return
@@ -231,11 +236,11 @@ func (q *nodeQueue) send(batch []*unit) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
-	reached, evalBatch := q.pipeline(ctx, items, false)
+	reached, evalBatch := q.pipeline(ctx, l, items, false)
 	if reached {
 		q.noteAnswer(time.Now(), sent, len(items))
 	}
-	reached = q.retry(ctx, batch, items, reached, evalBatch)
+	reached = q.retry(ctx, l, batch, items, reached, evalBatch)
 	q.heard(batch, sent, reached)
 }
 
@@ -266,7 +271,7 @@ func (q *nodeQueue) live(batch []*unit) (items []*item, latest time.Time) {
 // has answered spends nothing more; what is left after a pass the node
 // did not answer, or after the third, is answered unavailable. It reports
 // whether the node answered the last pass.
-func (q *nodeQueue) retry(ctx context.Context, batch []*unit, items []*item, reached, evalBatch bool) bool {
+func (q *nodeQueue) retry(ctx context.Context, l *link, batch []*unit, items []*item, reached, evalBatch bool) bool {
 	for pass := 0; pass < 3; pass++ {
 		var again []*item
 		for _, u := range batch {
@@ -290,7 +295,7 @@ func (q *nodeQueue) retry(ctx context.Context, batch []*unit, items []*item, rea
 		if len(again) == 0 {
 			break
 		}
-		reached, evalBatch = q.pipeline(ctx, again, evalBatch)
+		reached, evalBatch = q.pipeline(ctx, l, again, evalBatch)
 	}
 	for _, it := range items { // a fourth pass is not taken: answer what is left
 		if it.eval || it.again {
@@ -318,10 +323,10 @@ func (q *nodeQueue) heard(batch []*unit, sent time.Time, reached bool) {
 	q.br.report(answered, time.Now())
 }
 
-// pipeline sends items in one round trip and files each reply; it reports
-// whether the node answered, and whether the batch script met NOSCRIPT (the
-// next pass sends it by EVAL; evalBatch says this pass does).
-func (q *nodeQueue) pipeline(ctx context.Context, items []*item, evalBatch bool) (reached, noScript bool) {
+// pipeline sends items in one round trip on l and files each reply; it
+// reports whether the node answered, and whether the batch script met
+// NOSCRIPT (the next pass sends it by EVAL; evalBatch says this pass does).
+func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBatch bool) (reached, noScript bool) {
 	for _, it := range items {
 		it.again = false // sent now; a reply may ask for it again
 	}
@@ -338,7 +343,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item, evalBatch bool)
 	sc.cmds = slices.Grow(sc.cmds[:0], len(rest))[:len(rest)]
 	cmds := sc.cmds
 	start := time.Now()
-	_, _ = q.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := l.conn(q.client).Pipelined(ctx, func(p redis.Pipeliner) error {
 		if bcmd != nil {
 			_ = p.Process(ctx, bcmd)
 		}
@@ -351,6 +356,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, items []*item, evalBatch bool)
 		}
 		return nil
 	})
+	l.check(err, bcmd, cmds)
 	if o := q.s.cfg.Observer; o != nil {
 		o.Pipeline(q.addr, time.Since(start), len(cmds)+min(1, len(batched)))
 	}

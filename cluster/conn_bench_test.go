@@ -55,34 +55,42 @@ func BenchmarkPipelineClient(b *testing.B) {
 		batched, rest := items[:n], items[n:]
 		decisions := float64(n + singles)
 
-		b.Run(fmt.Sprintf("go-redis/N=%d", n), func(b *testing.B) {
-			c := redis.NewClient(&redis.Options{Addr: node.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
-				DisableIdentity: true, MaintNotificationsConfig: maintOff(), PoolSize: 2})
-			defer c.Close()
-			cmds := make([]*redis.IntSliceCmd, len(rest))
-			run := func() {
-				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				bcmd := batchCmd(ctx, batched, false, new(scratch))
-				_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-					_ = p.Process(ctx, bcmd)
-					for i, it := range rest {
-						cmds[i] = redis.NewIntSliceCmd(ctx, it.command(false)...)
-						_ = p.Process(ctx, cmds[i])
-					}
-					return nil
-				})
-				if v, err := bcmd.Result(); err != nil || len(v) != (1+lua.ReplyInts)*n || v[0] != 1 {
-					b.Fatalf("batch: %v %v", v, err)
+		for _, v := range goRedisVariants {
+			b.Run(fmt.Sprintf("%s/N=%d", v.name, n), func(b *testing.B) {
+				c := redis.NewClient(&redis.Options{Addr: node.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+					DisableIdentity: true, MaintNotificationsConfig: maintOff(), PoolSize: 2, Protocol: v.protocol})
+				defer c.Close()
+				pipelined := c.Pipelined
+				if v.conn {
+					cn := c.Conn()
+					defer cn.Close()
+					pipelined = cn.Pipelined
 				}
-				for _, cmd := range cmds {
-					if r := decodeInts(cmd.Val()); r.Err != nil || !r.Allowed {
-						b.Fatalf("single: %+v %v", r, cmd.Err())
+				cmds := make([]*redis.IntSliceCmd, len(rest))
+				run := func() {
+					ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					bcmd := batchCmd(ctx, batched, false, new(scratch))
+					_, _ = pipelined(ctx, func(p redis.Pipeliner) error {
+						_ = p.Process(ctx, bcmd)
+						for i, it := range rest {
+							cmds[i] = redis.NewIntSliceCmd(ctx, it.command(false)...)
+							_ = p.Process(ctx, cmds[i])
+						}
+						return nil
+					})
+					if v, err := bcmd.Result(); err != nil || len(v) != (1+lua.ReplyInts)*n || v[0] != 1 {
+						b.Fatalf("batch: %v %v", v, err)
+					}
+					for _, cmd := range cmds {
+						if r := decodeInts(cmd.Val()); r.Err != nil || !r.Allowed {
+							b.Fatalf("single: %+v %v", r, cmd.Err())
+						}
 					}
 				}
-			}
-			measure(b, run, decisions)
-		})
+				measure(b, run, decisions)
+			})
+		}
 
 		b.Run(fmt.Sprintf("redcon/N=%d", n), func(b *testing.B) {
 			c, err := dialRawPipe(node.Addr)
@@ -114,6 +122,20 @@ func BenchmarkPipelineClient(b *testing.B) {
 			measure(b, run, decisions)
 		})
 	}
+}
+
+// goRedisVariants are the ways through go-redis measured: the client's
+// pool (a health check on every checkout), one sticky connection
+// (Client.Conn), each with RESP3 (go-redis's default) and RESP2.
+var goRedisVariants = []struct {
+	name     string
+	conn     bool
+	protocol int
+}{
+	{"go-redis", false, 3},
+	{"go-redis-resp2", false, 2},
+	{"go-redis-conn", true, 3},
+	{"go-redis-conn-resp2", true, 2},
 }
 
 // measure runs one pipeline b.N times and reports the client's CPU per

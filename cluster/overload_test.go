@@ -160,7 +160,7 @@ func TestExpiredInQueueIsOverload(t *testing.T) {
 	}
 
 	u := expired()
-	q.send([]*unit{u})
+	q.send([]*unit{u}, new(link)) // expired: nothing is sent
 	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrUnavailable) || errors.Is(err, limit.ErrOverload) {
 		t.Fatalf("before the node ever answered: %v, want unavailable, not overload", err)
 	}
@@ -171,7 +171,7 @@ func TestExpiredInQueueIsOverload(t *testing.T) {
 	}
 	before := q.overloads.Load()
 	u = expired()
-	q.send([]*unit{u})
+	q.send([]*unit{u}, new(link)) // expired: nothing is sent
 	if err := u.items[0].res.Err; !errors.Is(err, limit.ErrOverload) {
 		t.Fatalf("while the node answers: %v, want overload", err)
 	}

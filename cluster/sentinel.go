@@ -54,6 +54,7 @@ func newFailoverClient(cfg Config) (*redis.Client, error) {
 		Username: cfg.Username, Password: cfg.Password,
 		DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
 		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
+		Protocol: nodeProtocol,
 		// One configuration for the sentinels and the primary; an empty
 		// ServerName is the host dialed, as crypto/tls fills it in.
 		TLSConfig: cfg.TLS,

@@ -56,7 +56,10 @@ type Config struct {
 	// short. (go-redis with ContextTimeoutEnabled sets each socket deadline
 	// to the earlier of the context's and now plus these timeouts.)
 	MaxTimeout time.Duration
-	// PoolSize is connections per node; 0 means go-redis's default.
+	// PoolSize is connections per node; 0 means go-redis's default. Each
+	// of a node's Pipelines holds one of them for good (link.go), so it is
+	// raised to Pipelines + 1 at least: one more for the breaker's PING
+	// and the store's other commands.
 	PoolSize int
 	// BreakerThreshold is the consecutive failures that open a node's
 	// circuit breaker; 0 means 5.
@@ -155,6 +158,9 @@ func (cfg *Config) setDefaults() {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
 	}
+	if cfg.PoolSize > 0 {
+		cfg.PoolSize = max(cfg.PoolSize, cfg.Pipelines+1)
+	}
 }
 
 // connectCluster makes the cluster client of Config.Addrs, and the options
@@ -188,9 +194,17 @@ func (s *Store) connectCluster() {
 		DialTimeout: cfg.MaxTimeout, ReadTimeout: cfg.MaxTimeout, WriteTimeout: cfg.MaxTimeout,
 		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize, DisableIdentity: true,
 		TLSConfig: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
-		MaintNotificationsConfig: maintOff(),
+		MaintNotificationsConfig: maintOff(), Protocol: nodeProtocol,
 	}
 }
+
+// nodeProtocol is the RESP version of the connections that carry the
+// pipelines: RESP2. The replies sluice reads — integers, arrays of them,
+// error replies — are the same in both; over RESP3 go-redis looks for
+// push notifications before and after every pipeline, with a
+// recvfrom(MSG_PEEK) on a connection not put back in its pool in the last
+// 5s, which a pipeline slot's own connection (link) never is.
+const nodeProtocol = 2
 
 // nodeOptions are the options of Config.URL's node: the URL's, with the
 // deadlines, TLS, credentials and pool size of cfg over them.
@@ -204,6 +218,9 @@ func nodeOptions(cfg Config) (*redis.Options, error) {
 	o.MaxRetries = -1
 	o.DisableIdentity = true
 	o.MaintNotificationsConfig = maintOff()
+	if o.Protocol == 0 { // not named by the URL
+		o.Protocol = nodeProtocol
+	}
 	if cfg.TLS != nil {
 		t := cfg.TLS.Clone()
 		if h, _, err := net.SplitHostPort(o.Addr); err == nil && t.ServerName == "" {
