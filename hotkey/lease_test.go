@@ -405,3 +405,15 @@ func TestCloseWaitsForClaims(t *testing.T) {
 		t.Fatalf("bucket holds %d after Close, want 159", got)
 	}
 }
+
+// The default lease (limit.Policy.DefaultHot) starts where a block holds
+// two tokens: below it a claim takes one, one store call per admission.
+func TestMinDefaultLeaseLimit(t *testing.T) {
+	if got, want := int64(limit.MinDefaultLeaseLimit), int64(2*MaxBlockDivisor); got != want {
+		t.Errorf("limit.MinDefaultLeaseLimit = %d, want 2 × MaxBlockDivisor = %d", got, want)
+	}
+	p := &limit.Policy{Limit: limit.MinDefaultLeaseLimit}
+	if got := max(1, p.Limit/MaxBlockDivisor); got != 2 {
+		t.Errorf("block bound at limit %d = %d, want 2", p.Limit, got)
+	}
+}
