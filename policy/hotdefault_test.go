@@ -163,6 +163,14 @@ func TestHotDefaultStored(t *testing.T) {
 			t.Errorf("GET %s = %s, %v; want %s", name, got, ok, want.get)
 		}
 	}
+	list := map[string]string{}
+	for _, in := range rt.List() {
+		list[in.Name] = in.Hot
+	}
+	if list["plain"] != "lease(threshold=500/s) (default)" || list["threshold"] != "lease(threshold=900/s) (default)" || list["off"] != "off" ||
+		list["default"] != "lease(threshold=500/s) (default)" {
+		t.Errorf("LIST hot blocks: %v", list)
+	}
 	p := rt.h.Current().Lookup("plain")
 	if p == nil || p.Hot != (limit.Hot{Mode: limit.HotLease, Threshold: limit.DefaultHotThreshold, Default: true}) {
 		t.Errorf("plain in force: %+v, want the default lease", p)

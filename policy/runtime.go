@@ -60,6 +60,7 @@ func NewRuntime(h *Holder, file *Set, b Backend) *Runtime {
 // Info is one policy in force, for RL.POLICY LIST.
 type Info struct {
 	Name, Source string // Source: "runtime", or the file, or "built-in"
+	Hot          string // the hot block in force, as DescribeHot writes it
 }
 
 // List returns the policies in force in match order.
@@ -73,7 +74,7 @@ func (r *Runtime) List() []Info {
 		if _, ok := r.raw[p.Name]; ok {
 			src = "runtime"
 		}
-		out[i] = Info{Name: p.Name, Source: src}
+		out[i] = Info{Name: p.Name, Source: src, Hot: DescribeHot(p)}
 	}
 	return out
 }

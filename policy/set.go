@@ -387,18 +387,26 @@ func Describe(p *limit.Policy) string {
 		}
 		fmt.Fprintf(&b, " scope=global region_floor=%s", strconv.FormatFloat(f, 'g', -1, 64))
 	}
+	b.WriteString(" hot=")
+	b.WriteString(DescribeHot(p))
+	return b.String()
+}
+
+// DescribeHot renders the hot block in force of p, as String shows it
+// after "hot=": off, lease(threshold=500/s), split(threshold=500/s,k=8),
+// the lease followed by " (default)" when the config named no hot mode.
+func DescribeHot(p *limit.Policy) string {
 	switch p.Hot.Mode {
 	case limit.HotLease:
-		fmt.Fprintf(&b, " hot=lease(threshold=%d/s)", p.Hot.Threshold)
+		s := fmt.Sprintf("lease(threshold=%d/s)", p.Hot.Threshold)
 		if p.Hot.Default {
-			b.WriteString(" (default)")
+			s += " (default)"
 		}
+		return s
 	case limit.HotSplit:
-		fmt.Fprintf(&b, " hot=split(threshold=%d/s,k=%d)", p.Hot.Threshold, p.Hot.Split)
-	default:
-		b.WriteString(" hot=off")
+		return fmt.Sprintf("split(threshold=%d/s,k=%d)", p.Hot.Threshold, p.Hot.Split)
 	}
-	return b.String()
+	return "off"
 }
 
 func plural(n int, one, many string) string {

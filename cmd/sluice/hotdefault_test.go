@@ -105,7 +105,8 @@ func TestHotDefaultOnCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t, localredis.Config{})
 	seeds := strings.Join(c.Addrs(), ",")
-	args := []string{"--config", writeConfig(t, hotDefaultConfig), "--cluster", seeds}
+	cfg := writeConfig(t, hotDefaultConfig)
+	args := []string{"--config", cfg, "--cluster", seeds}
 	pa, pb := startSluice(t, args...), startSluice(t, args...)
 	a, b := pa.client(t), pb.client(t)
 	clients := []*redis.Client{a, b}
@@ -119,6 +120,16 @@ func TestHotDefaultOnCluster(t *testing.T) {
 	}
 	if p := startSluice(t, "--cluster", seeds); !p.waitLog(`default match=\"*\" token_bucket limit=100 rate=50/1s on_store_error=local local_share=1 `+lease, 10*time.Second) {
 		t.Errorf("the built-in policy's line does not show the default lease:\n%s", p.Logs())
+	}
+
+	rows, err := a.Do(t.Context(), "RL.POLICY", "LIST").Slice()
+	if err != nil || len(rows) != 2 || fmt.Sprint(rows[0]) != "[name off source "+cfg+" hot off]" ||
+		fmt.Sprint(rows[1]) != "[name api source "+cfg+" hot "+strings.TrimPrefix(lease, "hot=")+"]" {
+		t.Errorf("RL.POLICY LIST = %v, %v; want each policy's hot block in force", rows, err)
+	}
+	if js, err := a.Do(t.Context(), "RL.POLICY", "GET", "api").Text(); err != nil ||
+		!strings.Contains(js, fmt.Sprintf(`"hot":{"mode":"lease","threshold":%d}`, limit.DefaultHotThreshold)) {
+		t.Errorf("RL.POLICY GET api = %s, %v; want the default lease", js, err)
 	}
 
 	t.Run("no hot block: lease on both instances, within the bound", func(t *testing.T) {
