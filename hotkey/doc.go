@@ -2,7 +2,8 @@
 // Redis shard. It detects the keys this instance sees too often (Observe), and decides their
 // requests (Decide) either from tokens leased in blocks from the key's
 // shared bucket, or from K sub-buckets spread over K slots, as each policy's
-// `hot` block says. It works over any limit.Store and imports only limit.
+// `hot` block says (a policy without one has limit.Policy.DefaultHot: lease
+// where it applies). It works over any limit.Store and imports only limit.
 //
 // It must not admit more than the policy allows in lease mode, must not
 // hold state that grows with the number of distinct keys, and must not put
