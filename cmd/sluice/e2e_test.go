@@ -239,12 +239,14 @@ policies:
     rate: 1
     period: 1h
     on_store_error: open
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
   - name: closed
     match: "closed:*"
     limit: 1000
     rate: 1
     period: 1h
     on_store_error: closed
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
   - name: local
     match: "local:*"
     limit: 40
@@ -252,6 +254,7 @@ policies:
     period: 1h
     on_store_error: local
     local_share: 0.5
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
 `
 
 // The lab's `docker pause`: SIGSTOP the primary owning the keys. Each policy
