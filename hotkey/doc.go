@@ -33,8 +33,8 @@
 // one store call (limit.OpClaim; a partial grant when fewer remain) and
 // answers takes from them without a round trip, decided_by lease. Only one
 // claim per key is in flight per instance; other takes wait for it, bounded
-// by their context (past it: an overload error, limit.ErrOverload, so on_overload applies), then try the lease
-// again. A block is this instance's arrival rate for the key × the lease
+// by their context (past it: an overload error, limit.ErrOverload, so
+// on_overload applies), then try the lease again. A block is this instance's arrival rate for the key × the lease
 // TTL, at least the request's cost, at most max(1, limit/16) (see
 // MaxBlockDivisor): one instance never holds more than 1/16 of the burst
 // unless one request costs more, so sixteen instances can hold full leases
