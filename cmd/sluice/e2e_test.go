@@ -96,6 +96,7 @@ policies:
     rate: 50
     period: 1s
     on_store_error: closed
+    hot: {mode: off}          # one shared bucket decided exactly by the store: a lease may under-admit by another instance's block
 `
 
 // The lab's Experiment 1: two sluice processes in front of one cluster share
