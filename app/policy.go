@@ -77,7 +77,7 @@ func (a policyAdmin) List() []server.PolicyInfo {
 	list := a.rt.List()
 	out := make([]server.PolicyInfo, len(list))
 	for i, p := range list {
-		out[i] = server.PolicyInfo{Name: p.Name, Source: p.Source}
+		out[i] = server.PolicyInfo{Name: p.Name, Source: p.Source, Hot: p.Hot}
 	}
 	return out
 }

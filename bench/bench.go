@@ -532,7 +532,10 @@ func (f *front) sanity(ctx context.Context, key, by string) error {
 // frontStats are sluice's counters that a run checks.
 type frontStats struct {
 	decisions, byStore, byEmbedded, byLease, byDeny, errorReplies int64
-	nodes                                                         nodeTotals
+	// leaseHeld is the tokens sluice's leases hold (claimed, neither
+	// spent nor returned), when every take costs 1 as in the benchmarks.
+	leaseHeld int64
+	nodes     nodeTotals
 }
 
 var errNoStats = errors.New("bench: sluice INFO lacks decisions or decided_by_store")
@@ -554,6 +557,10 @@ func (f *front) stats(ctx context.Context) (frontStats, error) {
 	st.byLease, _ = strconv.ParseInt(m["decided_by_lease"], 10, 64)       // 0 when absent
 	st.byEmbedded, _ = strconv.ParseInt(m["decided_by_embedded"], 10, 64) // 0 when absent
 	st.byDeny, _ = strconv.ParseInt(m["decided_by_deny_cache"], 10, 64)   // 0 when absent
+	claimed, _ := strconv.ParseInt(m["lease_tokens_claimed"], 10, 64)
+	hits, _ := strconv.ParseInt(m["lease_hits"], 10, 64)
+	returned, _ := strconv.ParseInt(m["lease_tokens_returned"], 10, 64)
+	st.leaseHeld = claimed - hits - returned
 	st.nodes = nodeCalls(text)
 	return st, nil
 }

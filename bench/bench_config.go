@@ -54,7 +54,9 @@ var DefaultScenarios = []Scenario{Uniform, Hot}
 // pass; it admits essentially everything, so that both sides run the same
 // script and it writes every time. Ahead of it, "bench-lease" matches only
 // HotLeaseKey, with the same limit and rate and hot mode lease, for the
-// hot-lease scenario. The timeout is long so that a loaded store answers
+// hot-lease scenario, and "bench-hot" only HotKey, the same with hot mode
+// off, so that the hot scenario measures the store path (uniform keys, under
+// "bench", have the default hot block, which they never reach). The timeout is long so that a loaded store answers
 // instead of the failure policy; Run checks that it did.
 const Policy = `# written by sluice bench: policies that admit essentially everything
 timeout: 1s
@@ -68,6 +70,14 @@ policies:
     hot:
       mode: lease
       threshold: 1000
+  - name: bench-hot
+    match: "hot"
+    limit: 1000000000
+    rate: 1000000000
+    period: 1s
+    on_store_error: closed
+    hot:
+      mode: off
   - name: bench
     match: "*"
     limit: 1000000000

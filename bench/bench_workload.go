@@ -157,8 +157,9 @@ type WorkloadRun struct {
 	Decisions int64
 	// ByStore is the sluice replies decided_by store, ByDenyCache those
 	// decided_by deny-cache (refusals the store gave a moment before,
-	// answered by sluice without asking it again).
-	ByStore, ByDenyCache int64
+	// answered by sluice without asking it again), ByLease those decided
+	// by lease (keys hot on sluice, served from tokens it claimed).
+	ByStore, ByDenyCache, ByLease int64
 	// ScriptCalls are the primaries' EVAL/EVALSHA calls during the run:
 	// one per request direct, one per batch through sluice.
 	ScriptCalls int64

@@ -181,6 +181,20 @@ func (w *workloads) sluiceStats(ctx context.Context, allowed *int64) (frontStats
 	return st, err
 }
 
+// leasesBack waits, up to 2 s, until sluice's leases hold no token: the
+// unused ones go back to the primaries within 1.5 lease TTLs of the run's
+// end, and their script calls belong to it, not to the next run.
+func (w *workloads) leasesBack(ctx context.Context) {
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var allowed int64
+		if st, err := w.sluiceStats(ctx, &allowed); err != nil || st.leaseHeld <= 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling sluice's INFO
+	}
+}
+
 // runOne runs one side of one workload at one depth and checks it.
 func (w *workloads) runOne(ctx context.Context, round int, workload string, depth int, side Side) (WorkloadRun, error) {
 	run := WorkloadRun{Round: round, Workload: workload, Depth: depth, Side: side}
@@ -198,6 +212,9 @@ func (w *workloads) runOne(ctx context.Context, round int, workload string, dept
 	if err != nil {
 		return run, w.rig.errorf("round %d %s P%d %s: %w", round, workload, depth, side, err)
 	}
+	if side == Sluice {
+		w.leasesBack(ctx)
+	}
 	after, err := w.counters(ctx)
 	if err != nil {
 		return run, err
@@ -210,7 +227,7 @@ func (w *workloads) runOne(ctx context.Context, round int, workload string, dept
 	run.Decisions = res.admitted + res.refused
 	if side == Sluice {
 		run.Decisions = after.front.decisions - before.front.decisions
-		run.ByStore, run.ByDenyCache = res.by["store"], res.by["deny-cache"]
+		run.ByStore, run.ByDenyCache, run.ByLease = res.by["store"], res.by["deny-cache"], res.by["lease"]
 	}
 	return run, w.check(run, res, before, after)
 }
@@ -229,9 +246,11 @@ func (w *workloads) check(run WorkloadRun, res genResult, before, after workload
 		return fmt.Errorf("%s: the primaries ran the script %d times for %d requests", where, run.ScriptCalls, n)
 	case run.Side == Direct:
 		return nil
-	case run.ByStore+run.ByDenyCache != n || after.front.byStore-before.front.byStore != run.ByStore || after.front.byDeny-before.front.byDeny != run.ByDenyCache:
-		return fmt.Errorf("%s: %d + %d of %d replies decided by the store and the deny cache (INFO decided_by_store +%d, decided_by_deny_cache +%d): %v", where, run.ByStore, run.ByDenyCache, n,
-			after.front.byStore-before.front.byStore, after.front.byDeny-before.front.byDeny, res.by)
+	case run.ByStore+run.ByDenyCache+run.ByLease != n || after.front.byStore-before.front.byStore != run.ByStore ||
+		after.front.byDeny-before.front.byDeny != run.ByDenyCache || after.front.byLease-before.front.byLease != run.ByLease:
+		return fmt.Errorf("%s: %d + %d + %d of %d replies decided by the store, the deny cache and lease (INFO decided_by_store +%d, decided_by_deny_cache +%d, decided_by_lease +%d): %v",
+			where, run.ByStore, run.ByDenyCache, run.ByLease, n, after.front.byStore-before.front.byStore, after.front.byDeny-before.front.byDeny,
+			after.front.byLease-before.front.byLease, res.by)
 	case after.allowed-before.allowed != run.Admitted:
 		return fmt.Errorf("%s: sluice counted %d allowed, the replies %d", where, after.allowed-before.allowed, run.Admitted)
 	case after.front.errorReplies != before.front.errorReplies:

@@ -219,25 +219,28 @@ func TestHotLabMarkdown(t *testing.T) {
 	}
 }
 
-// The bench's policy file gives the hot-lease key a lease policy with the
-// catch-all's bucket, so both sides of the scenario run the same bucket.
+// The bench's policy file gives the hot-lease key a lease policy and the
+// hot key a policy with hot mode off, both with the catch-all's bucket, so
+// both sides of each scenario run the same bucket; the catch-all, for the
+// uniform keys, has the default hot block.
 func TestBenchPolicyLeaseKey(t *testing.T) {
 	t.Parallel()
 	set, err := policy.Parse([]byte(Policy), "bench.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, hot := set.Match(HotLeaseKey), set.Match(HotKey)
-	if lease == nil || lease.Hot.Mode != limit.HotLease || hot == nil || hot.Name != "bench" || hot.Hot.Mode != limit.HotOff {
+	lease, hot, all := set.Match(HotLeaseKey), set.Match(HotKey), set.Lookup("bench")
+	if lease == nil || lease.Hot.Mode != limit.HotLease || hot == nil || hot.Name != "bench-hot" || hot.Hot != (limit.Hot{Mode: limit.HotOff}) {
 		t.Fatalf("policies: %s = %+v, %s = %+v", HotLeaseKey, lease, HotKey, hot)
 	}
-	if set.Match("bench:sanity") != hot || set.Match("key:123") != hot {
-		t.Error("the catch-all does not match the other keys")
+	if all == nil || set.Match("bench:sanity") != all || set.Match("key:123") != all || !all.Hot.Default {
+		t.Errorf("the catch-all does not match the other keys, or has a hot block of its own: %+v", all)
 	}
 	lb, err1 := lease.Bucket()
 	hb, err2 := hot.Bucket()
-	if err1 != nil || err2 != nil || lb != hb {
-		t.Errorf("buckets differ: %+v %v, %+v %v", lb, err1, hb, err2)
+	ab, err3 := all.Bucket()
+	if err1 != nil || err2 != nil || err3 != nil || lb != hb || hb != ab {
+		t.Errorf("buckets differ: %+v %v, %+v %v, %+v %v", lb, err1, hb, err2, ab, err3)
 	}
 	if _, err := (Config{Scenarios: []Scenario{Uniform, Hot, HotLease}}).resolve(); err != nil {
 		t.Error(err)

@@ -318,10 +318,12 @@ type labPolicy struct {
 
 // seedPolicy is the policy file of the seed lab's experiments: one
 // catch-all token bucket, "acme", of limit tokens refilled rate per
-// second; timeout and share 0 are not written (the defaults).
+// second, hot mode off (they watch the store path and the failure policy,
+// which the default lease would take a hammered key away from); timeout
+// and share 0 are not written (the defaults).
 func seedPolicy(lab string, timeout time.Duration, limit, rate int64, onError string, share float64) string {
 	return policyFile("written by sluice lab "+lab, timeout,
-		labPolicy{name: "acme", match: "*", limit: limit, rate: rate, onError: onError, localShare: share})
+		labPolicy{name: "acme", match: "*", limit: limit, rate: rate, onError: onError, localShare: share, hot: "off"})
 }
 
 // policyFile renders an experiment's policy file: a comment line, the
@@ -339,7 +341,10 @@ func policyFile(comment string, timeout time.Duration, ps ...labPolicy) string {
 		if p.localShare != 0 {
 			fmt.Fprintf(&b, "    local_share: %g\n", p.localShare)
 		}
-		if p.hot != "" {
+		switch {
+		case p.hot == string(limit.HotOff) && p.threshold == 0:
+			b.WriteString("    hot:\n      mode: off\n")
+		case p.hot != "":
 			fmt.Fprintf(&b, "    hot:\n      mode: %s\n      threshold: %d\n      split: %d\n", p.hot, p.threshold, p.split)
 		}
 	}

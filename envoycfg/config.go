@@ -82,6 +82,9 @@ func (r *Rule) String() string {
 		if p.Shadow {
 			b.WriteString(" shadow")
 		}
+		if p.Hot.Mode == limit.HotLease {
+			fmt.Fprintf(&b, " hot=lease(threshold=%d/s)", p.Hot.Threshold)
+		}
 	}
 	if r.Name != "" {
 		fmt.Fprintf(&b, " name=%s", r.Name)

@@ -434,6 +434,7 @@ func (w *fileWalk) rateLimit(v *yaml.Node, path, name, descPath string, shadow b
 		if rpu == 0 {
 			r.Policy.Rate = 1 // never used: a blocked rule reaches no store
 		}
+		r.Policy.Hot = r.Policy.DefaultHot() // as a sluice policy without a hot block
 	}
 	w.c.rules = append(w.c.rules, r)
 	return r

@@ -208,11 +208,11 @@ descriptors:
 			t.Errorf("%s %v: %+v, want %+v", domain, entries, p, want)
 		}
 	}
-	check("a", e("code", "500"), limit.Policy{Name: "a:code=500", Algorithm: limit.FixedWindow, Limit: 1000, Rate: 1000, Period: time.Second, OnStoreError: limit.FailClosed, Shadow: true})
-	check("a", e("user", "x"), limit.Policy{Name: "a:user", Algorithm: limit.TokenBucket, Limit: 1000, Rate: 1000, Period: time.Second, OnStoreError: limit.FailLocal})
-	check("b", e("k", "x"), limit.Policy{Name: "b:k", Algorithm: limit.GCRA, Limit: 30, Rate: 30, Period: 30 * 24 * time.Hour, OnStoreError: limit.FailOpen})
-	check("b", e("j", "x"), limit.Policy{Name: "b:j", Algorithm: limit.GCRA, Limit: 365, Rate: 365, Period: 365 * 24 * time.Hour, OnStoreError: limit.FailOpen})
-	check("b", e("w", "x"), limit.Policy{Name: "b:w", Algorithm: limit.GCRA, Limit: 7, Rate: 7, Period: 7 * 24 * time.Hour, OnStoreError: limit.FailOpen})
+	check("a", e("code", "500"), limit.Policy{Name: "a:code=500", Algorithm: limit.FixedWindow, Limit: 1000, Rate: 1000, Period: time.Second, OnStoreError: limit.FailClosed, Shadow: true, Hot: limit.Hot{Mode: limit.HotOff, Default: true}})
+	check("a", e("user", "x"), limit.Policy{Name: "a:user", Algorithm: limit.TokenBucket, Limit: 1000, Rate: 1000, Period: time.Second, OnStoreError: limit.FailLocal, Hot: limit.Hot{Mode: limit.HotLease, Threshold: limit.DefaultHotThreshold, Default: true}})
+	check("b", e("k", "x"), limit.Policy{Name: "b:k", Algorithm: limit.GCRA, Limit: 30, Rate: 30, Period: 30 * 24 * time.Hour, OnStoreError: limit.FailOpen, Hot: limit.Hot{Mode: limit.HotOff, Default: true}})
+	check("b", e("j", "x"), limit.Policy{Name: "b:j", Algorithm: limit.GCRA, Limit: 365, Rate: 365, Period: 365 * 24 * time.Hour, OnStoreError: limit.FailOpen, Hot: limit.Hot{Mode: limit.HotLease, Threshold: limit.DefaultHotThreshold, Default: true}})
+	check("b", e("w", "x"), limit.Policy{Name: "b:w", Algorithm: limit.GCRA, Limit: 7, Rate: 7, Period: 7 * 24 * time.Hour, OnStoreError: limit.FailOpen, Hot: limit.Hot{Mode: limit.HotOff, Default: true}})
 	if n := len(c.Rules()); n != 5 {
 		t.Errorf("%d rules, want 5:\n%s", n, c)
 	}

@@ -68,13 +68,38 @@ func (h *Layer) Decide(ctx context.Context, reqs []limit.Request, out []limit.Re
 				if w.split {
 					what = "a split hand-over"
 				}
-				out[w.i] = limit.Result{Err: &limit.UnavailableError{Err: fmt.Errorf("waiting for %s: %w", what, ctx.Err())}}
+				out[w.i] = limit.Result{Err: &waitError{what: what, err: ctx.Err()}}
 			}
 		}
 	}
 	if b.entered && h.inflight.Add(-1) == 0 && h.closed.Load() {
 		h.idleOnce.Do(func() { close(h.idle) })
 	}
+}
+
+// waitError is the error of a request whose context ended while it waited
+// for another request's claim or hand-over: the store was sent the call and
+// has not answered in time, an overload as the store's own queue reports it
+// (limit.OverloadError, Left 0), so the limiter applies on_overload, not
+// on_store_error. Were it only "unavailable", an `on_store_error: open`
+// policy would admit every waiter of a hot key blindly during a surge
+// (TestSurgeKeepsLimiting, once its key was leased by default: 22,022
+// admitted against a budget of 922 plus the local share 922). A claim that
+// itself fails reports the store's own error to its waiters.
+type waitError struct {
+	what string
+	err  error
+}
+
+func (e *waitError) Error() string {
+	return "store overloaded: waiting for " + e.what + ": " + e.err.Error()
+}
+
+func (e *waitError) Unwrap() error { return e.err }
+
+// Is reports limit.ErrOverload and limit.ErrUnavailable as matches.
+func (e *waitError) Is(target error) bool {
+	return target == limit.ErrOverload || target == limit.ErrUnavailable
 }
 
 // noGen marks a request that has not waited for a claim.

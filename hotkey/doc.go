@@ -2,7 +2,8 @@
 // Redis shard. It detects the keys this instance sees too often (Observe), and decides their
 // requests (Decide) either from tokens leased in blocks from the key's
 // shared bucket, or from K sub-buckets spread over K slots, as each policy's
-// `hot` block says. It works over any limit.Store and imports only limit.
+// `hot` block says (a policy without one has limit.Policy.DefaultHot: lease
+// where it applies). It works over any limit.Store and imports only limit.
 //
 // It must not admit more than the policy allows in lease mode, must not
 // hold state that grows with the number of distinct keys, and must not put
@@ -32,8 +33,8 @@
 // one store call (limit.OpClaim; a partial grant when fewer remain) and
 // answers takes from them without a round trip, decided_by lease. Only one
 // claim per key is in flight per instance; other takes wait for it, bounded
-// by their context (past it: an unavailable error), then try the lease
-// again. A block is this instance's arrival rate for the key × the lease
+// by their context (past it: an overload error, limit.ErrOverload, so
+// on_overload applies), then try the lease again. A block is this instance's arrival rate for the key × the lease
 // TTL, at least the request's cost, at most max(1, limit/16) (see
 // MaxBlockDivisor): one instance never holds more than 1/16 of the burst
 // unless one request costs more, so sixteen instances can hold full leases
@@ -101,7 +102,7 @@
 // millisecond, at most 64 times, within the request's context). An
 // instance renews its hold on split decisions once half of it is left.
 // The key's other requests on this instance wait for the hand-over,
-// bounded by their own context (past it: an unavailable error), as for a
+// bounded by their own context (past it: an overload error), as for a
 // lease claim. A sub-bucket the hand-over could not read is claimed as if
 // full, a failed claim goes once more. A hand-over never splits over
 // sub-buckets it has not seen set: when the main claim fails, a

@@ -310,7 +310,8 @@ func TestLeaseConcurrent(t *testing.T) {
 }
 
 // Waiters for a claim in flight give up with the context and report the
-// store as unavailable.
+// store as overloaded (so unavailable too): it was asked and has not
+// answered in time.
 func TestLeaseWaitBoundedByContext(t *testing.T) {
 	t.Parallel()
 	c := newClock()
@@ -325,8 +326,8 @@ func TestLeaseWaitBoundedByContext(t *testing.T) {
 	defer cancel()
 	out := make([]limit.Result, 1)
 	h.Decide(ctx, []limit.Request{{Key: "acme", Cost: 1, Policy: p}}, out)
-	if !errors.Is(out[0].Err, limit.ErrUnavailable) {
-		t.Fatalf("waiter past its deadline: %+v, want ErrUnavailable", out[0])
+	if !errors.Is(out[0].Err, limit.ErrUnavailable) || !errors.Is(out[0].Err, limit.ErrOverload) || !errors.Is(out[0].Err, context.DeadlineExceeded) {
+		t.Fatalf("waiter past its deadline: %+v, want ErrOverload (and ErrUnavailable)", out[0])
 	}
 	close(fs.gate)
 	if res := <-done; !res.Allowed {
@@ -403,5 +404,17 @@ func TestCloseWaitsForClaims(t *testing.T) {
 	}
 	if got := peek(t, fs, "acme", p); got != 159 {
 		t.Fatalf("bucket holds %d after Close, want 159", got)
+	}
+}
+
+// The default lease (limit.Policy.DefaultHot) starts where a block holds
+// two tokens: below it a claim takes one, one store call per admission.
+func TestMinDefaultLeaseLimit(t *testing.T) {
+	if got, want := int64(limit.MinDefaultLeaseLimit), int64(2*MaxBlockDivisor); got != want {
+		t.Errorf("limit.MinDefaultLeaseLimit = %d, want 2 × MaxBlockDivisor = %d", got, want)
+	}
+	p := &limit.Policy{Limit: limit.MinDefaultLeaseLimit}
+	if got := max(1, p.Limit/MaxBlockDivisor); got != 2 {
+		t.Errorf("block bound at limit %d = %d, want 2", p.Limit, got)
 	}
 }

@@ -456,8 +456,8 @@ func TestSplitHandoffWait(t *testing.T) {
 	defer cancel()
 	out := make([]limit.Result, 1)
 	h.Decide(ctx, []limit.Request{{Key: "acme", Cost: 1, Policy: p}}, out)
-	if !errors.Is(out[0].Err, limit.ErrUnavailable) {
-		t.Fatalf("waiter past its deadline: %+v, want ErrUnavailable", out[0])
+	if !errors.Is(out[0].Err, limit.ErrUnavailable) || !errors.Is(out[0].Err, limit.ErrOverload) {
+		t.Fatalf("waiter past its deadline: %+v, want ErrOverload (and ErrUnavailable)", out[0])
 	}
 	second := make(chan limit.Result)
 	go func() { second <- decideOne(h, "acme", 1, p) }()

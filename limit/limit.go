@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,11 +81,43 @@ const (
 	HotSplit HotMode = "split"
 )
 
-// Hot configures hot-key handling for a policy. The zero value is off.
+// Hot configures hot-key handling for a policy. The zero value is off
+// here; package policy gives a policy whose config names no hot mode the
+// block of Policy.DefaultHot instead.
 type Hot struct {
 	Mode      HotMode
 	Threshold int64 // requests/s on one instance before a key is hot
 	Split     int   // K sub-buckets for HotSplit
+	// Default is true when the config named no hot mode and this block is
+	// DefaultHot's. An in-process store, which has no shard to spare,
+	// leaves such a policy's keys to the store (package limiter).
+	Default bool
+}
+
+// DefaultHotThreshold is the hot.threshold, in requests/s on one
+// instance, of a lease or split policy that names none, and of the lease a
+// policy without a hot mode gets from DefaultHot.
+const DefaultHotThreshold = 500
+
+// MinDefaultLeaseLimit is the smallest limit for which DefaultHot is a
+// lease. A lease claims at most max(1, limit/16) tokens at once (package
+// hotkey, MaxBlockDivisor), so below 32 a claim takes one token and saves
+// no store call, while the deny cache, which hot keys do not use, answers
+// a refused key's requests for up to 1 s per store call instead of a
+// claim every lease TTL.
+const MinDefaultLeaseLimit = 32
+
+// DefaultHot returns the hot block of p when its config names no hot mode:
+// lease at p's Hot.Threshold (DefaultHotThreshold when 0) where a lease
+// applies and pays, that is for a bucket algorithm (token_bucket, gcra), a
+// regional scope, not shadow (its counts stay the store's own, as for the
+// deny cache) and a limit of at least MinDefaultLeaseLimit; otherwise off.
+// Either way Default is true.
+func (p *Policy) DefaultHot() Hot {
+	if !p.Algorithm.IsBucket() || p.Global() || p.Shadow || p.Limit < MinDefaultLeaseLimit {
+		return Hot{Mode: HotOff, Default: true}
+	}
+	return Hot{Mode: HotLease, Threshold: cmp.Or(p.Hot.Threshold, DefaultHotThreshold), Default: true}
 }
 
 // Policy is one rate-limiting rule. Policies are immutable once built;

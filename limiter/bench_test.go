@@ -87,3 +87,49 @@ func BenchmarkDecideDenyCache(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideHotDefault is the cost of the default hot block to a cold
+// key: uniform keys over 65,536, each far below any threshold, decided
+// by a store posing as the shared one (not in process, so the default
+// applies) with the hot-key layer, under hot mode off and under the
+// default lease: the difference is Observe's count in the sketch.
+func BenchmarkDecideHotDefault(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		hot  limit.Hot
+	}{{"off", limit.Hot{Mode: limit.HotOff}}, {"default", limit.Hot{Mode: limit.HotLease, Threshold: limit.DefaultHotThreshold, Default: true}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := &limit.Policy{Limit: 1_000_000_000, Rate: 1_000_000_000, Period: time.Second, OnStoreError: limit.FailOpen, Hot: bc.hot}
+			store := struct{ limit.Store }{local.New(local.Config{DecidedBy: limit.ByStore})}
+			hot, err := hotkey.New(hotkey.Config{Store: store})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer hot.Close(context.Background())
+			l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: store, Hot: hot})
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys := make([]string, 1<<16)
+			for i := range keys {
+				keys[i] = "k" + strconv.Itoa(i)
+			}
+			reqs := make([]limit.Request, 1)
+			out := make([]limit.Result, 1)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				reqs[0] = limit.Request{Key: keys[i&(len(keys)-1)], Cost: 1}
+				l.Decide(ctx, reqs, out)
+				if !out[0].Allowed || out[0].DecidedBy != limit.ByStore {
+					b.Fatalf("%+v", out[0])
+				}
+			}
+			b.StopTimer()
+			if s := hot.Stats(); s.HotKeys != 0 || s.Claims != 0 {
+				b.Fatalf("a cold key went hot: %+v", s)
+			}
+		})
+	}
+}

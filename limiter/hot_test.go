@@ -55,3 +55,44 @@ func TestHotKeysTakeTheHotPath(t *testing.T) {
 		t.Fatalf("admitted %d on one key of limit 100 and 1/hour, want 90..100", viral)
 	}
 }
+
+// The default hot block (limit.Hot.Default) is for sparing a shard: over
+// the embedded store (a *local.Store) a key far above its threshold stays
+// on the store, while the same block written in the config takes the
+// lease.
+func TestDefaultHotSkippedInProcess(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		hot   limit.Hot
+		lease bool
+	}{
+		{"default", limit.Hot{Mode: limit.HotLease, Threshold: 5, Default: true}, false},
+		{"explicit", limit.Hot{Mode: limit.HotLease, Threshold: 5}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := local.New(local.Config{DecidedBy: limit.ByEmbedded})
+			hot, err := hotkey.New(hotkey.Config{Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hot.Close(context.Background())
+			p := &limit.Policy{Name: "api", Limit: 1000, Rate: 1000, Period: time.Second, OnStoreError: limit.FailClosed, Hot: tt.hot}
+			l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: store, Hot: hot})
+			if err != nil {
+				t.Fatal(err)
+			}
+			by := map[string]int{}
+			for range 200 {
+				r := take(t, l, "viral")[0]
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				by[r.DecidedBy]++
+			}
+			if got := by[limit.ByLease] > 0; got != tt.lease || by[limit.ByLease]+by[limit.ByEmbedded] != 200 {
+				t.Errorf("decided_by %v, want lease %v", by, tt.lease)
+			}
+		})
+	}
+}

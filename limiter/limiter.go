@@ -296,9 +296,11 @@ func (l *Limiter) refused(reqs []limit.Request, out []limit.Result, hot []int, c
 	}
 }
 
-// hotIndexes counts every request of a policy with a hot block and returns
-// the indexes of those whose key is hot now, or nil: the common case costs
-// one field test per request.
+// hotIndexes counts every request of a policy with a hot mode and returns
+// the indexes of those whose key is hot now, or nil: a policy without one
+// costs one field test per request. In process (the embedded store) only a
+// hot mode the config names applies: the default (limit.Hot.Default) is
+// there to spare a shard, and there is none.
 func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
 	if l.hot == nil {
 		return nil
@@ -307,7 +309,10 @@ func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
 	var now time.Time
 	for i := range reqs {
 		p := reqs[i].Policy
-		if p.Hot.Mode != limit.HotLease && p.Hot.Mode != limit.HotSplit || reqs[i].Op == limit.OpAdjust {
+		if (p.Hot.Mode != limit.HotLease && p.Hot.Mode != limit.HotSplit) || (p.Hot.Default && l.inProcess) {
+			continue
+		}
+		if reqs[i].Op == limit.OpAdjust {
 			continue // an adjust goes to the main bucket, and is no traffic
 		}
 		if now.IsZero() {

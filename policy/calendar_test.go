@@ -39,13 +39,13 @@ func TestParseCalendar(t *testing.T) {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	want := []limit.Policy{
 		{Name: "daily", Match: "daily:*", Algorithm: limit.FixedWindow, Limit: 1000, Period: 24 * time.Hour, OnStoreError: limit.FailClosed,
-			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff}, Calendar: limit.CalendarDay, Zone: ny},
+			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff, Default: true}, Calendar: limit.CalendarDay, Zone: ny},
 		// the defaults' rate and period are not a calendar policy's; their timezone is
 		{Name: "monthly", Match: "monthly:*", Algorithm: limit.FixedWindow, Limit: 50000, Period: 30 * 24 * time.Hour, OnStoreError: limit.FailClosed,
-			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff}, Calendar: limit.CalendarMonth, Zone: berlin},
+			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff, Default: true}, Calendar: limit.CalendarMonth, Zone: berlin},
 		// a timezone from defaults places nothing without a calendar
 		{Name: "api", Match: "*", Algorithm: limit.TokenBucket, Limit: 5, Rate: 10, Period: time.Minute, OnStoreError: limit.FailClosed,
-			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff}},
+			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff, Default: true}},
 	}
 	got := derefAll(s.Policies)
 	for i := range got { // locations compare by name
@@ -103,7 +103,7 @@ func TestCalendarPolicyJSON(t *testing.T) {
 	if strings.Contains(js, `"period"`) || strings.Contains(js, `"rate"`) {
 		t.Fatalf("PolicyJSON = %s: a calendar policy has no period or rate to show", js)
 	}
-	q, err := ParsePolicyJSON("quota", []byte(js))
+	q, err := ParsePolicyJSON("quota", []byte(policyJSON(p, true))) // the stored form: GET's names the hot mode in force
 	if err != nil || !reflect.DeepEqual(q, p) {
 		t.Fatalf("round trip %+v, %v; want %+v", q, err, p)
 	}

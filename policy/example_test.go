@@ -32,7 +32,7 @@ policies:
 	// login api
 	// sluice.yaml: 2 policies, first match wins, store timeout 50ms
 	//   login match="login:*" token_bucket limit=5 rate=5/1m on_store_error=closed local_share=1 hot=off
-	//   api match="*" token_bucket limit=100 rate=50/1s on_store_error=local local_share=1 hot=off
+	//   api match="*" token_bucket limit=100 rate=50/1s on_store_error=local local_share=1 hot=lease(threshold=500/s) (default)
 }
 
 func ExampleParse_error() {

@@ -34,6 +34,7 @@ func FuzzParse(f *testing.F) {
 func FuzzParsePolicyJSON(f *testing.F) {
 	f.Add("p", []byte(`{"match":"a:*","limit":5,"rate":1,"period":"1m","on_store_error":"open","hot":{"mode":"split","threshold":9,"split":4}}`))
 	f.Add("p", []byte(`{"match":"a","limit":1,"rate":1,"on_store_error":"local","local_share":0.5,"shadow":true}`))
+	f.Add("p", []byte(`{"match":"a","limit":100,"rate":1,"on_store_error":"open","hot":{"threshold":7}}`))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
 		p, err := ParsePolicyJSON(name, data)
 		if err != nil {
@@ -47,6 +48,12 @@ func FuzzParsePolicyJSON(f *testing.F) {
 			t.Fatalf("ParsePolicyJSON accepted a policy NewSet rejects: %v", err)
 		}
 		checkSet(t, s)
+		// What RL.POLICY SET stores reads back with the same hot block,
+		// a default one still the default.
+		stored := policyJSON(p, true)
+		if q, err := ParsePolicyJSON(name, []byte(stored)); err != nil || q.Hot != p.Hot {
+			t.Fatalf("stored %s: %+v, %v; want hot %+v", stored, q, err, p.Hot)
+		}
 	})
 }
 

@@ -46,7 +46,7 @@ func TestParseDesignConfig(t *testing.T) {
 		{
 			Name: "login", Match: "login:*", Algorithm: limit.TokenBucket,
 			Limit: 5, Rate: 5, Period: time.Minute, OnStoreError: limit.FailClosed,
-			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff},
+			LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff, Default: true}, // limit 5: below MinDefaultLeaseLimit
 		},
 		{
 			Name: "api", Match: "*", Algorithm: limit.TokenBucket,
@@ -116,7 +116,7 @@ func TestParseValid(t *testing.T) {
 		{"local_share .25", "policies: [{name: a, match: x, limit: 1, rate: 1, local_share: .25, on_store_error: local}]",
 			func(s *Set) any { return s.Policies[0].LocalShare }, 0.25},
 		{"algorithm default", ok, func(s *Set) any { return s.Policies[0].Algorithm }, limit.TokenBucket},
-		{"hot default off", ok, func(s *Set) any { return s.Policies[0].Hot }, limit.Hot{Mode: limit.HotOff}},
+		{"hot default off below 32", ok, func(s *Set) any { return s.Policies[0].Hot }, limit.Hot{Mode: limit.HotOff, Default: true}},
 		{"hot split", "policies: [{name: a, match: x, limit: 1, rate: 1, on_store_error: open, hot: {mode: split, threshold: 9, split: 64}}]",
 			func(s *Set) any { return s.Policies[0].Hot }, limit.Hot{Mode: limit.HotSplit, Threshold: 9, Split: 64}},
 		{"hot off ignores threshold", "policies: [{name: a, match: x, limit: 1, rate: 1, on_store_error: open, hot: {mode: off, threshold: 9}}]",
@@ -192,8 +192,6 @@ func TestParseErrors(t *testing.T) {
 		{"no policies", "timeout: 1s\n", []string{`sluice.yaml:1: policies: at least one policy is required`}},
 		{"empty policies", "policies: []\n", []string{`sluice.yaml:1: policies: at least one policy is required`}},
 		{"empty file", "", []string{`sluice.yaml: the config is empty: want timeout, defaults and policies`}},
-		{"threshold for lease", policyYAML("    hot: {mode: lease}\n"),
-			[]string{`sluice.yaml:4: policy #1 "api": hot.threshold: required when hot.mode is lease: requests/s on one instance before a key is hot`}},
 		{"split for split", policyYAML("    hot: {mode: split, threshold: 5}\n"),
 			[]string{`sluice.yaml:4: policy #1 "api": hot.split: required when hot.mode is split: the number of sub-buckets, 2 to 64`}},
 
@@ -446,7 +444,7 @@ func TestParsePolicyJSON(t *testing.T) {
 		{"leaky", `{` + base + `, "algorithm": "leaky"}`, `policy "p": algorithm: unknown algorithm "leaky", want token_bucket | gcra | sliding_window | fixed_window | concurrency`},
 		{"numeric period", `{` + base + `, "period": 60}`, `policy "p": period: needs a unit, such as 60s, got 60`},
 		{"on_overload", `{` + base + `, "on_overload": "shut"}`, `policy "p": on_overload: must be one of open | closed | local, got "shut"`},
-		{"hot lease", `{` + base + `, "hot": {"mode": "lease"}}`, `policy "p": hot.threshold: required when hot.mode is lease`},
+		{"hot lease window", `{` + base + `, "algorithm": "fixed_window", "hot": {"mode": "lease"}}`, `policy "p": hot.mode: lease needs a bucket algorithm`},
 		{"not an object", `[1]`, `policy "p": must be a JSON object of policy fields, got a list`},
 		{"syntax", `{"match": }`, `policy "p": invalid JSON: invalid character '}' looking for beginning of value`},
 		{"trailing", `{` + base + `} {}`, `policy "p": invalid JSON: unexpected data after the object`},
@@ -472,7 +470,7 @@ func TestNewSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := limit.Policy{Name: "a", Match: "a:*", Algorithm: limit.TokenBucket, Limit: 1, Rate: 1, Period: time.Second,
-		OnStoreError: limit.FailOpen, LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff}}
+		OnStoreError: limit.FailOpen, LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff, Default: true}}
 	if p := s.Match("a:1"); s.Timeout != DefaultTimeout || p == nil || *p != want || s.Match("b") != nil {
 		t.Errorf("NewSet(0, good) = %+v, want timeout 50ms and %+v", s, want)
 	}
@@ -515,7 +513,7 @@ func TestNewSet(t *testing.T) {
 func TestDefault(t *testing.T) {
 	s := Default()
 	want := limit.Policy{Name: "default", Match: "*", Algorithm: limit.TokenBucket, Limit: 100, Rate: 50, Period: time.Second,
-		OnStoreError: limit.FailLocal, LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff}}
+		OnStoreError: limit.FailLocal, LocalShare: 1, Hot: limit.Hot{Mode: limit.HotLease, Threshold: limit.DefaultHotThreshold, Default: true}}
 	if len(s.Policies) != 1 || *s.Policies[0] != want {
 		t.Fatalf("Default().Policies = %+v, want [%+v]", derefAll(s.Policies), want)
 	}
@@ -528,7 +526,7 @@ func TestDefault(t *testing.T) {
 		}
 	}
 	wantText := "built-in: 1 policy, first match wins, store timeout 50ms\n" +
-		`  default match="*" token_bucket limit=100 rate=50/1s on_store_error=local local_share=1 hot=off`
+		`  default match="*" token_bucket limit=100 rate=50/1s on_store_error=local local_share=1 hot=lease(threshold=500/s) (default)`
 	if got := s.String(); got != wantText {
 		t.Errorf("String:\n got %s\nwant %s", got, wantText)
 	}

@@ -60,6 +60,7 @@ func NewRuntime(h *Holder, file *Set, b Backend) *Runtime {
 // Info is one policy in force, for RL.POLICY LIST.
 type Info struct {
 	Name, Source string // Source: "runtime", or the file, or "built-in"
+	Hot          string // the hot block in force, as DescribeHot writes it
 }
 
 // List returns the policies in force in match order.
@@ -73,7 +74,7 @@ func (r *Runtime) List() []Info {
 		if _, ok := r.raw[p.Name]; ok {
 			src = "runtime"
 		}
-		out[i] = Info{Name: p.Name, Source: src}
+		out[i] = Info{Name: p.Name, Source: src, Hot: DescribeHot(p)}
 	}
 	return out
 }
@@ -96,7 +97,7 @@ func (r *Runtime) Set(ctx context.Context, name, data string) error {
 	if err != nil {
 		return err
 	}
-	canon := PolicyJSON(p)
+	canon := policyJSON(p, true)
 	r.mu.Lock()
 	next := maps.Clone(r.raw)
 	next[name] = canon
@@ -258,10 +259,17 @@ func fingerprint(m map[string]string) string {
 }
 
 // PolicyJSON writes p as the JSON object ParsePolicyJSON reads, with every
-// field explicit.
-func PolicyJSON(p *limit.Policy) string {
+// field explicit: a hot block that is the default (limit.Hot.Default) is
+// written as in force, mode and threshold.
+func PolicyJSON(p *limit.Policy) string { return policyJSON(p, false) }
+
+// policyJSON is PolicyJSON; stored, it is the form RL.POLICY SET stores,
+// where a default hot block stays unwritten (its threshold written only if
+// the config gave one), so that the policy keeps following the default of
+// the sluice that reads it, in force or not (embedded).
+func policyJSON(p *limit.Policy, stored bool) string {
 	type hot struct {
-		Mode      limit.HotMode `json:"mode"`
+		Mode      limit.HotMode `json:"mode,omitempty"`
 		Threshold int64         `json:"threshold,omitempty"`
 		Split     int           `json:"split,omitempty"`
 	}
@@ -277,13 +285,13 @@ func PolicyJSON(p *limit.Policy) string {
 		LocalShare   float64         `json:"local_share"`
 		Shadow       bool            `json:"shadow"`
 		DenyCache    *bool           `json:"deny_cache,omitempty"`
-		Hot          hot             `json:"hot"`
+		Hot          *hot            `json:"hot,omitempty"`
 		Scope        limit.Scope     `json:"scope,omitempty"`
 		RegionFloor  *float64        `json:"region_floor,omitempty"`
 		Calendar     limit.Calendar  `json:"calendar,omitempty"`
 		Timezone     string          `json:"timezone,omitempty"`
 	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow, nil,
-		hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil, p.Calendar, zoneName(p)}
+		&hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil, p.Calendar, zoneName(p)}
 	if p.Calendar != "" {
 		v.Period = "" // the calendar's: a period is not written with one
 	}
@@ -301,7 +309,12 @@ func PolicyJSON(p *limit.Policy) string {
 	if v.Algorithm == "" {
 		v.Algorithm = limit.TokenBucket
 	}
-	if v.Hot.Mode == "" {
+	switch {
+	case stored && p.Hot.Default && (p.Hot.Mode != limit.HotLease || p.Hot.Threshold == limit.DefaultHotThreshold):
+		v.Hot = nil
+	case stored && p.Hot.Default:
+		v.Hot = &hot{Threshold: p.Hot.Threshold}
+	case v.Hot.Mode == "":
 		v.Hot.Mode = limit.HotOff
 	}
 	if v.LocalShare == 0 {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strconv"
@@ -96,7 +97,9 @@ func (s *Set) Lookup(name string) *limit.Policy {
 
 // Default returns the built-in set used when sluice runs with no config:
 // one catch-all policy "default" of 100 tokens refilled at 50/s, deciding
-// locally when the store is down.
+// locally when the store is down, its hot keys served by lease from
+// limit.DefaultHotThreshold requests/s on an instance (the default of a
+// policy without a hot block).
 func Default() *Set {
 	s, err := NewSet(DefaultTimeout, &limit.Policy{
 		Name:         "default",
@@ -107,7 +110,6 @@ func Default() *Set {
 		Period:       time.Second,
 		OnStoreError: limit.FailLocal,
 		LocalShare:   1.0,
-		Hot:          limit.Hot{Mode: limit.HotOff},
 	})
 	if err != nil {
 		panic("policy: built-in default is invalid: " + err.Error())
@@ -131,8 +133,10 @@ func Load(path string) (*Set, error) {
 // file order, as *Error values joined with errors.Join; file names the
 // source in those messages. Unset fields take their value from defaults,
 // then the built-in defaults: algorithm token_bucket, period 1s,
-// local_share 1, hot mode off. Hot fields are inherited one by one. A null
-// value (`limit: ~`) counts as unset.
+// local_share 1, and the hot block of limit.Policy.DefaultHot (lease where
+// it applies, else off) for a policy whose hot mode is unset. Hot fields
+// are inherited one by one; a lease or split without a threshold takes
+// limit.DefaultHotThreshold. A null value (`limit: ~`) counts as unset.
 func Parse(data []byte, file string) (*Set, error) {
 	w := &walker{file: file}
 	if len(data) > MaxConfigBytes {
@@ -195,9 +199,11 @@ func Parse(data []byte, file string) (*Set, error) {
 
 // NewSet builds a Set from policies built in code, in order, checking them
 // as Parse does. A zero timeout means DefaultTimeout. The Set holds copies
-// of the policies, with the built-in defaults filled in (algorithm
-// token_bucket, period 1s, local_share 1, hot mode off); the arguments are
-// not modified.
+// of the policies, with the built-in defaults filled in as Parse does
+// (algorithm token_bucket, period 1s, local_share 1, the hot block of
+// limit.Policy.DefaultHot when Hot.Mode is empty, limit.DefaultHotThreshold
+// for a lease or split without a threshold); the arguments are not
+// modified.
 func NewSet(timeout time.Duration, policies ...*limit.Policy) (*Set, error) {
 	var errs errorList
 	if msg := checkTimeout(timeout); msg != "" {
@@ -305,8 +311,11 @@ func normalize(p *limit.Policy) {
 	if p.LocalShare == 0 {
 		p.LocalShare = 1
 	}
-	if p.Hot.Mode == "" {
-		p.Hot.Mode = limit.HotOff
+	switch p.Hot.Mode {
+	case "":
+		p.Hot = p.DefaultHot()
+	case limit.HotLease, limit.HotSplit:
+		p.Hot.Threshold = cmp.Or(p.Hot.Threshold, limit.DefaultHotThreshold)
 	}
 }
 
@@ -383,15 +392,26 @@ func Describe(p *limit.Policy) string {
 		}
 		fmt.Fprintf(&b, " scope=global region_floor=%s", strconv.FormatFloat(f, 'g', -1, 64))
 	}
+	b.WriteString(" hot=")
+	b.WriteString(DescribeHot(p))
+	return b.String()
+}
+
+// DescribeHot renders the hot block in force of p, as String shows it
+// after "hot=": off, lease(threshold=500/s), split(threshold=500/s,k=8),
+// the lease followed by " (default)" when the config named no hot mode.
+func DescribeHot(p *limit.Policy) string {
 	switch p.Hot.Mode {
 	case limit.HotLease:
-		fmt.Fprintf(&b, " hot=lease(threshold=%d/s)", p.Hot.Threshold)
+		s := fmt.Sprintf("lease(threshold=%d/s)", p.Hot.Threshold)
+		if p.Hot.Default {
+			s += " (default)"
+		}
+		return s
 	case limit.HotSplit:
-		fmt.Fprintf(&b, " hot=split(threshold=%d/s,k=%d)", p.Hot.Threshold, p.Hot.Split)
-	default:
-		b.WriteString(" hot=off")
+		return fmt.Sprintf("split(threshold=%d/s,k=%d)", p.Hot.Threshold, p.Hot.Split)
 	}
-	return b.String()
+	return "off"
 }
 
 func plural(n int, one, many string) string {

@@ -265,8 +265,6 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 	}
 
 	if !bad["hot.mode"] && (p.Hot.Mode == limit.HotLease || p.Hot.Mode == limit.HotSplit) {
-		test("hot.threshold", p.Hot.Threshold == 0,
-			fmt.Sprintf(" when hot.mode is %s: requests/s on one instance before a key is hot", p.Hot.Mode), "")
 		if !bad["algorithm"] && !p.Algorithm.IsBucket() {
 			report("hot.mode", fmt.Sprintf("%s needs a bucket algorithm (token_bucket or gcra), not %s", p.Hot.Mode, p.Algorithm))
 		}

@@ -22,6 +22,7 @@ type PolicyAdmin interface {
 type PolicyInfo struct {
 	Name   string
 	Source string // "runtime", the config file, or "built-in"
+	Hot    string // the hot block in force: off, lease(threshold=500/s) (default), …
 }
 
 // policyTimeout bounds RL.POLICY SET and DEL: a write and a read of the
@@ -77,7 +78,7 @@ func cmdPolicyList(c *connState, _ [][]byte) (any, error) {
 	list := pa.List()
 	out := make([]any, len(list))
 	for i, p := range list {
-		out[i] = []any{"name", p.Name, "source", p.Source}
+		out[i] = []any{"name", p.Name, "source", p.Source, "hot", p.Hot}
 	}
 	return out, nil
 }

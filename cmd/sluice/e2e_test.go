@@ -96,6 +96,7 @@ policies:
     rate: 50
     period: 1s
     on_store_error: closed
+    hot: {mode: off}          # one shared bucket decided exactly by the store: a lease may under-admit by another instance's block
 `
 
 // The lab's Experiment 1: two sluice processes in front of one cluster share
@@ -239,12 +240,14 @@ policies:
     rate: 1
     period: 1h
     on_store_error: open
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
   - name: closed
     match: "closed:*"
     limit: 1000
     rate: 1
     period: 1h
     on_store_error: closed
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
   - name: local
     match: "local:*"
     limit: 40
@@ -252,6 +255,7 @@ policies:
     period: 1h
     on_store_error: local
     local_share: 0.5
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
 `
 
 // The lab's `docker pause`: SIGSTOP the primary owning the keys. Each policy

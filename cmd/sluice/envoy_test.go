@@ -67,7 +67,7 @@ descriptors:
 		t.Fatalf("no reload logged:\n%s", s.Logs())
 	}
 	for _, want := range []string{
-		`rule="edge:remote_address 600 per minute algorithm=token_bucket on_store_error=closed (`,
+		`rule="edge:remote_address 600 per minute algorithm=token_bucket on_store_error=closed hot=lease(threshold=500/s) (`, // a bucket rule's default
 		`rule="internal:ldap unlimited (`,
 	} {
 		if !strings.Contains(s.Logs(), want) {

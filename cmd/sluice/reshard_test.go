@@ -21,6 +21,7 @@ policies:
     period: 1s
     on_store_error: closed
     deny_cache: false         # the test watches the store and the failure policy, not the deny cache
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
 `
 
 // A live resharding by hand, as an operator or `redis-cli --cluster

@@ -36,6 +36,7 @@ policies:
     period: 1h
     on_store_error: open
     deny_cache: false         # the test watches the store and the failure policy, not the deny cache
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
   - name: closed
     match: "*"
     limit: 1000
@@ -43,6 +44,7 @@ policies:
     period: 1h
     on_store_error: closed
     deny_cache: false         # the test watches the store and the failure policy, not the deny cache
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
 `
 
 // load is RL.TAKE traffic on one key in the background, counted in tl.

@@ -36,6 +36,7 @@ policies:
     rate: 100000
     period: 1s
     on_store_error: local
+    hot: {mode: off}          # the test watches the store and the failure policy, not hot-key leases
 `
 
 // sentinelTimeout is the --timeout of the sentinel test: well above CPU
