@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +26,12 @@ func TestDoorWithEnvoyConfig(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join("..", "envoycfg", "testdata", "readme", f))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f == "example03.yaml" {
+			// 10 an hour, not a second: a token refilled between two calls
+			// (100 ms on a loaded machine) would change the remaining counts
+			// the checks below read, and nothing here is about refill.
+			b = bytes.ReplaceAll(b, []byte("unit: second"), []byte("unit: hour"))
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
 			t.Fatal(err)
