@@ -167,11 +167,21 @@ func (c *Client) decision(ctx context.Context, args ...any) (Decision, error) {
 	return d, nil
 }
 
-// flag sends a command whose reply is :1 or :0.
-func (c *Client) flag(ctx context.Context, args ...any) (bool, error) {
+// send sends a command: an error reply comes back as *Error, any other
+// failure as go-redis gave it.
+func (c *Client) send(ctx context.Context, args ...any) (*redis.Cmd, error) {
 	cmd := c.rdb.Do(ctx, args...)
 	if err := cmd.Err(); err != nil {
-		return false, replyError(err)
+		return nil, replyError(err)
+	}
+	return cmd, nil
+}
+
+// flag sends a command whose reply is :1 or :0.
+func (c *Client) flag(ctx context.Context, args ...any) (bool, error) {
+	cmd, err := c.send(ctx, args...)
+	if err != nil {
+		return false, err
 	}
 	n, err := cmd.Int64()
 	if err != nil {
@@ -182,9 +192,9 @@ func (c *Client) flag(ctx context.Context, args ...any) (bool, error) {
 
 // do sends a command whose reply is an array.
 func (c *Client) do(ctx context.Context, args ...any) ([]any, error) {
-	cmd := c.rdb.Do(ctx, args...)
-	if err := cmd.Err(); err != nil {
-		return nil, replyError(err)
+	cmd, err := c.send(ctx, args...)
+	if err != nil {
+		return nil, err
 	}
 	v, err := cmd.Slice()
 	if err != nil {

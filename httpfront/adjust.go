@@ -3,9 +3,7 @@ package httpfront
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
@@ -35,13 +33,9 @@ func (d *jsonDelta) UnmarshalJSON(b []byte) error {
 // when on_store_error closed answered, and nothing was recorded); 400 for a
 // bad body or a policy that cannot be adjusted (scope: global).
 func (s *Server) adjust(w http.ResponseWriter, r *http.Request) answer {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fail(http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
-		}
-		return fail(http.StatusBadRequest, "reading the body: "+err.Error())
+	body, bad := s.readBody(w, r)
+	if bad != nil {
+		return *bad
 	}
 	var item adjustItem
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {

@@ -121,13 +121,9 @@ func (c *jsonCost) UnmarshalJSON(b []byte) error {
 
 // take answers POST /v1/take: one object, or an array decided as one batch.
 func (s *Server) take(w http.ResponseWriter, r *http.Request) answer {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fail(http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
-		}
-		return fail(http.StatusBadRequest, "reading the body: "+err.Error())
+	body, bad := s.readBody(w, r)
+	if bad != nil {
+		return *bad
 	}
 	body = bytes.TrimLeft(body, " \t\r\n")
 	switch {
@@ -156,6 +152,7 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request) answer {
 		}
 		reqs := make([]limit.Request, len(items))
 		for i, it := range items {
+			var err error
 			if reqs[i], err = s.request(it); err != nil {
 				return fail(http.StatusBadRequest, "request "+strconv.Itoa(i)+": "+err.Error())
 			}
