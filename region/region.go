@@ -236,9 +236,8 @@ func (l *Layer) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		}
 		e := l.entry(r.Key, p)
 		res := &out[i]
-		if e != nil && r.Op == limit.OpTake {
-			e.asked.Add(r.Cost)
-			e.lastAsk.Store(ns)
+		if e != nil {
+			e.demanded(r, p, res, ns)
 		}
 		if res.Err != nil {
 			continue
@@ -253,7 +252,7 @@ func (l *Layer) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 			}
 			continue
 		}
-		short = short || r.Op == limit.OpTake
+		short = short || r.Op == limit.OpTake && r.Cost <= p.Limit
 		if r.Cost <= p.Limit && l.derive(p).floor != nil && !l.allocated(e, ns) {
 			floors = append(floors, i)
 		}
@@ -388,9 +387,10 @@ func (a atomicLayer) DoAll(ctx context.Context, reqs []limit.Request, out []limi
 	ns := a.now().UnixNano()
 	for i := range reqs {
 		if p := reqs[i].Policy; p != nil && p.Global() {
-			if e := a.entry(reqs[i].Key, p); e != nil {
-				e.asked.Add(reqs[i].Cost)
-				e.lastAsk.Store(ns)
+			if e := a.entry(reqs[i].Key, p); e != nil && (ok || !out[i].Allowed) {
+				// a member its pool could pay, refused for another
+				// member, spent nothing: it is no demand
+				e.demanded(&reqs[i], p, &out[i], ns)
 			}
 			if out[i].Err == nil {
 				out[i].DecidedBy = limit.ByRegion
