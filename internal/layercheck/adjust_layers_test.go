@@ -45,7 +45,7 @@ func (it *iteration) adjust(t *rapid.T, ctx context.Context) {
 		k.Fallback = append(k.Fallback, r.DecidedBy)
 	case r.DecidedBy == limit.ByShadow:
 	case delta < 0:
-		k.Back = append(k.Back, Admission{Sent: sent, Recv: recv, Cost: -delta, By: r.DecidedBy, Door: "adjust"})
+		k.Backs = append(k.Backs, GiveBack{Sent: sent, Recv: recv, Delta: -delta, Applied: true, By: r.DecidedBy, Who: "owner"})
 	}
 	it.mu.Unlock()
 	it.w.count("adjust")

@@ -140,12 +140,15 @@ type KeyLog struct {
 	Adm      []Admission
 	Resets   []Interval
 	Fallback []string // decided_by of fallback-* / overload-* replies
-	// Back are the give-backs of RL.ADJUST with a negative delta (Cost:
-	// the tokens given back): each may let as many more be admitted, so
-	// an interval's bound grows by every give-back that may have been
-	// applied within it (adjust.go). A positive delta only spends: it
-	// needs no entry.
-	Back []Admission
+	// Receipts are the receipts the key's admitted takes were answered
+	// with (RL.TAKE key cost RECEIPT): receipt → the take's cost. Only a
+	// receipt found here can credit a give-back of this key.
+	Receipts map[string]int64
+	// Backs are the give-backs sent on the key (RL.ADJUST with a negative
+	// delta), applied or refused, with the receipt each named; Check
+	// credits the valid ones only (receipts.go). A positive delta only
+	// spends: it needs no entry.
+	Backs []GiveBack
 }
 
 // Slack are the documented imprecisions a check allows for.
@@ -171,6 +174,10 @@ type Violation struct {
 	Bound             float64
 	Variants          []string
 	By                map[string]int
+	// Note, for a violation that is no bound's (kinds receipt and
+	// permission: a command the contract refuses was answered as done),
+	// says what was done; Admitted is then its tokens.
+	Note string
 }
 
 func (v Violation) String() string {
@@ -179,6 +186,10 @@ func (v Violation) String() string {
 		by = append(by, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(by)
+	if v.Note != "" {
+		return fmt.Sprintf("key %q (policy %s) %s check: %s, in [%s, %s]; decided_by %s",
+			v.Key, v.Policy, v.Kind, v.Note, v.From.Format("15:04:05.000"), v.To.Format("15:04:05.000"), strings.Join(by, ","))
+	}
 	return fmt.Sprintf("key %q (policy %s) %s check: admitted %d in [%s, %s] (%.3fs), bound %.2f under %s; decided_by %s",
 		v.Key, v.Policy, v.Kind, v.Admitted, v.From.Format("15:04:05.000"), v.To.Format("15:04:05.000"),
 		v.To.Sub(v.From).Seconds(), v.Bound, strings.Join(v.Variants, " | "), strings.Join(by, ","))
@@ -198,6 +209,11 @@ type Result struct {
 	Violations []Violation
 	Region     []RegionExcess
 	Checked    bool // false: fallback decisions made the key inconclusive
+	// Refused are the give-backs answered as applied that the contract
+	// refuses (no receipt, one of no admitted take on this key, one used
+	// already, a delta above its take's cost): a refused command must
+	// change nothing, so each is a violation of its own (kind receipt).
+	Refused []GiveBack
 }
 
 // Check checks one key against the spans of its policy (spans is ignored
@@ -211,9 +227,15 @@ func Check(k *KeyLog, spans []Span, sl Slack) Result {
 	}
 	var res Result
 	res.Checked = true
+	back, refused := credited(k)
+	res.Refused = refused
+	for _, g := range refused {
+		res.Violations = append(res.Violations, Violation{Key: k.Key, Policy: k.Policy, Kind: "receipt", From: g.Sent, To: g.Recv,
+			Admitted: g.Delta, Note: g.why(k), By: map[string]int{"adjust/" + g.By: 1}})
+	}
 	for _, seg := range segments(k, spans, sl) {
-		checkBuckets(k, seg, spans, sl, &res)
-		checkWindows(k, seg, spans, &res)
+		checkBuckets(k, seg, spans, sl, back, &res)
+		checkWindows(k, seg, spans, back, &res)
 	}
 	return res
 }
@@ -296,7 +318,7 @@ func windowsOnly(spans []Span) (windowKind, bool) {
 // the truth allows (never a false violation from timing). It is skipped
 // where only window policies of one period were in force: checkWindows is
 // exact there.
-func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Result) {
+func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, back []Admission, res *Result) {
 	if len(adm) == 0 {
 		return
 	}
@@ -327,7 +349,7 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, res *Resul
 				continue
 			}
 			bound, floor := bucketBound(ss, b.Sub(a).Seconds(), sl)
-			bound += givenBack(k.Back, a, b)
+			bound += givenBack(back, a, b)
 			if float64(sum) <= bound {
 				continue
 			}
@@ -397,7 +419,7 @@ func bucketBound(ss []Span, seconds float64, sl Slack) (bound, floor float64) {
 // the admissions whose whole [Sent, Recv] lies inside it (those certainly
 // decided in it), and compares with the largest limit in force during the
 // window, where only window policies of that kind of windows were.
-func checkWindows(k *KeyLog, adm []Admission, spans []Span, res *Result) {
+func checkWindows(k *KeyLog, adm []Admission, spans []Span, back []Admission, res *Result) {
 	type win struct {
 		start, end time.Time
 		kind       windowKind
@@ -425,7 +447,7 @@ func checkWindows(k *KeyLog, adm []Admission, spans []Span, res *Result) {
 		for _, s := range ss {
 			L = max(L, s.V.Limit)
 		}
-		L += int64(givenBack(k.Back, w.start, w.end))
+		L += int64(givenBack(back, w.start, w.end))
 		if n > L && (worst == nil || n-L > worst.Admitted-int64(worst.Bound)) {
 			worst = &Violation{Key: k.Key, Policy: k.Policy, Kind: "window", From: w.start, To: w.end,
 				Admitted: n, Bound: float64(L), Variants: names(ss), By: byCount(adm, w.start, w.end)}

@@ -1,0 +1,69 @@
+package layercheck
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// GiveBack is one RL.ADJUST of a negative delta, as its sender saw it:
+// in flight in [Sent, Recv], asking Delta tokens back (> 0) with Receipt
+// ("" for none), and whether it was answered as applied (the six fields)
+// rather than refused (an error reply, a 4xx).
+type GiveBack struct {
+	Sent, Recv time.Time
+	Delta      int64
+	Receipt    string
+	Applied    bool
+	By         string // decided_by of an applied one
+	Who        string // the user that sent it
+}
+
+// credited turns k's give-backs into what the bound may count: per key,
+// admitted ≤ limit + rate × T + the valid receipts given back. A
+// give-back is valid when it was answered as applied and named the
+// receipt of an admitted take of this key (k.Receipts) that no earlier
+// applied give-back named; it credits at most that take's cost. Any other
+// give-back answered as applied is returned in refused: the contract says
+// it is an error that changes nothing, so it earns no credit (a refused
+// give-back must not let later takes admit beyond the bound) and is a
+// violation by itself. Refused give-backs answered as refused count for
+// nothing: they changed nothing, which the bound checks.
+//
+// The receipt's policy is not checked here: which policy a sluice
+// instance had in force is known only within a propagation window, and
+// an interval across a change is bounded by the larger policy anyway.
+func credited(k *KeyLog) (back []Admission, refused []GiveBack) {
+	gs := slices.Clone(k.Backs)
+	slices.SortStableFunc(gs, func(x, y GiveBack) int { return x.Sent.Compare(y.Sent) })
+	used := map[string]bool{}
+	for _, g := range gs {
+		if !g.Applied {
+			continue
+		}
+		cost, ok := k.Receipts[g.Receipt]
+		if g.Receipt == "" || !ok || used[g.Receipt] || g.Delta > cost {
+			refused = append(refused, g)
+			continue
+		}
+		used[g.Receipt] = true
+		back = append(back, Admission{Sent: g.Sent, Recv: g.Recv, Cost: min(g.Delta, cost), By: g.By, Door: "adjust"})
+	}
+	return back, refused
+}
+
+// why says why the contract refuses g, a give-back of k answered as
+// applied.
+func (g GiveBack) why(k *KeyLog) string {
+	cost, ok := k.Receipts[g.Receipt]
+	what := fmt.Sprintf("a give-back of %d by %s was answered as applied", g.Delta, g.Who)
+	switch {
+	case g.Receipt == "":
+		return what + " without a receipt"
+	case !ok:
+		return what + fmt.Sprintf(" with receipt %q, of no admitted take on this key (forged or foreign)", g.Receipt)
+	case g.Delta > cost:
+		return what + fmt.Sprintf(" with the receipt of a take of %d", cost)
+	}
+	return what + fmt.Sprintf(" with receipt %q, used already", g.Receipt)
+}
