@@ -5,10 +5,38 @@
 // calendar quota (a Kolkata day, changed at run time to a New York month
 // and to a 1-day fixed_window) and concurrency slots, hot
 // keys in lease and split mode, RL.MTAKE, CL.THROTTLE, shadow policies,
-// runtime policies, SIGHUP reloads, a global policy — and checks the
-// invariant of docs/architecture.md ("The bound every layer keeps") from the
-// replies alone: per user key, admitted over any
-// interval T is at most limit + rate × T (windows: limit per window).
+// runtime policies, SIGHUP reloads, a global policy, receipts and their
+// give-backs — as two users of an aclfile, and checks the invariant of
+// docs/architecture.md ("The bound every layer keeps") from the replies
+// alone: per user key, admitted over any interval T is at most limit +
+// rate × T (windows: limit per window) plus the costs of the valid
+// receipts given back (an applied RL.ADJUST of a negative delta naming
+// the receipt of an admitted take of that key, once, at most its cost:
+// credited). Nothing else raises the bound: a give-back without a valid
+// receipt earns nothing, whatever it was answered, and one the contract
+// refuses that was answered as applied is a violation of its own (kind
+// receipt).
+//
+// # Two tenants
+//
+// The owner (user owner: every command, every key) runs the workload.
+// The rival (user rival: @limit @slot @adjust @read on ev.* only) sends
+// on the owner's keys every command it may not run, through RESP, HTTP
+// and gRPC: takes (with and without RECEIPT), peeks, RL.MTAKE,
+// CL.THROTTLE, give-backs with no receipt, the owner's or a forged one,
+// spends, RL.ACQUIRE, RL.RELEASE with the owner's or a guessed token,
+// RL.RESET, RL.POLICY SET|DEL; each must be refused (NOPERM, HTTP 403,
+// gRPC PermissionDenied), or it is a permission violation, and an
+// admission among them is booked as one. A refused command changes
+// nothing: a refused reset or policy change is not known to the bound,
+// and the owner's peeks before and after a refused take on a bucket or
+// window key (off the hot and global paths, no policy change under way)
+// must show nothing spent. On its own keys the rival takes with receipts
+// and gives back with its own (valid or used), its other key's, the
+// owner's, forged ones or none; holds ev.cc slots (slots held ≤ limit as
+// for cc) and releases with guessed or the owner's tokens (must answer
+// 0); and sends RL.MTAKE across the tenants, refused whole, its own key
+// unspent.
 //
 // The non-test code is the bookkeeping: what was admitted when (KeyLog),
 // which policy variants were in force when (Tracker), and Check, which
@@ -22,6 +50,7 @@
 //	LAYERCHECK_DURATION=2m go test -v -run TestLayers ./internal/layercheck
 //	LAYERCHECK_KEEPGOING=1                         # record violations by category instead of failing at the first
 //	LAYERCHECK_SKIP=throttle,grpc LAYERCHECK_PLAIN=1 # leave actions out, spell keys plainly: tell one bug from another
+//	LAYERCHECK_NOACL=1                             # no aclfile, as before users: the rival is everyone (its checks fail)
 //
 // rapid's own flags work (-rapid.seed, -rapid.steps, -rapid.shrinktime);
 // the test's defaults are 25 steps, 20 s of shrinking, no fail files. Every

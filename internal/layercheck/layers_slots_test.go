@@ -17,9 +17,9 @@ const slotLimit = 3
 
 // slot is one slot an iteration's RL.ACQUIRE (either door) was granted.
 type slot struct {
-	key, token string
-	hold       Hold
-	released   bool
+	key, token, user string
+	hold             Hold
+	released         bool
 }
 
 // acquire is the "acquire" action: RL.ACQUIRE on a cc key through RESP or
@@ -50,7 +50,7 @@ func (it *iteration) acquire(t *rapid.T, ctx context.Context) {
 		if ttl > 0 {
 			d = time.Duration(ttl) * time.Millisecond
 		}
-		it.slots = append(it.slots, &slot{key: key, token: tok, hold: Hold{SentA: sent, RecvA: recv, TTL: d}})
+		it.slots = append(it.slots, &slot{key: key, token: tok, user: p.role, hold: Hold{SentA: sent, RecvA: recv, TTL: d}})
 	}
 }
 
@@ -130,7 +130,7 @@ func (it *iteration) checkSlots(t *rapid.T) []string {
 
 // acquire sends RL.ACQUIRE key [ttl] by door and returns the six fields
 // and the token.
-func (p *proc) acquire(ctx context.Context, door, key string, ttl int64) (reply, string, error) {
+func (p *tenant) acquire(ctx context.Context, door, key string, ttl int64) (reply, string, error) {
 	if door == "http" {
 		return p.httpAcquire(ctx, key, ttl)
 	}
@@ -153,7 +153,7 @@ func (p *proc) acquire(ctx context.Context, door, key string, ttl int64) (reply,
 	return r, tok, err
 }
 
-func (p *proc) httpAcquire(ctx context.Context, key string, ttl int64) (reply, string, error) {
+func (p *tenant) httpAcquire(ctx context.Context, key string, ttl int64) (reply, string, error) {
 	body := map[string]any{"key": key}
 	if ttl > 0 {
 		body["ttl_ms"] = ttl
@@ -180,7 +180,7 @@ func (p *proc) httpAcquire(ctx context.Context, key string, ttl int64) (reply, s
 }
 
 // release sends RL.RELEASE key token by door.
-func (p *proc) release(ctx context.Context, door, key, token string) (bool, error) {
+func (p *tenant) release(ctx context.Context, door, key, token string) (bool, error) {
 	if door == "http" {
 		var j struct{ Held *bool }
 		if err := p.post(ctx, "/v1/release", map[string]any{"key": key, "token": token}, &j); err != nil {
@@ -197,7 +197,7 @@ func (p *proc) release(ctx context.Context, door, key, token string) (bool, erro
 
 // post sends body as JSON to the HTTP door's path and decodes a 200's
 // answer into v.
-func (p *proc) post(ctx context.Context, path string, body, v any) error {
+func (p *tenant) post(ctx context.Context, path string, body, v any) error {
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.httpAddr+path, strings.NewReader(string(b)))
 	if err != nil {
@@ -210,7 +210,7 @@ func (p *proc) post(ctx context.Context, path string, body, v any) error {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d: %s", path, resp.StatusCode, out)
+		return &httpError{resp.StatusCode, path + ": " + string(out)}
 	}
 	return json.Unmarshal(out, v)
 }
@@ -256,7 +256,7 @@ func (it *iteration) acquireBurst(t *rapid.T, ctx context.Context) {
 		}
 		if g.r.Allowed == 1 {
 			granted++
-			it.slots = append(it.slots, &slot{key: key, token: g.tok, hold: Hold{SentA: g.sent, RecvA: g.recv, TTL: d}})
+			it.slots = append(it.slots, &slot{key: key, token: g.tok, user: "owner", hold: Hold{SentA: g.sent, RecvA: g.recv, TTL: d}})
 		}
 	}
 	it.mu.Unlock()

@@ -6,15 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"pgregory.net/rapid"
 
 	"github.com/sluice-rl/sluice/internal/localredis"
@@ -47,6 +44,8 @@ policies:
   - {name: gwa, match: "gw:acct=*", algorithm: token_bucket, limit: 4, rate: 4, period: 1s}
   - {name: cd, match: "cd.*", calendar: day, timezone: Asia/Kolkata, ` + cd + `}
   - {name: cc, match: "cc.*", algorithm: concurrency, limit: 3, period: 1s}
+  - {name: evc, match: "ev.cc.*", algorithm: concurrency, limit: 3, period: 1s}
+  - {name: ev, match: "ev.*", limit: 5, rate: 5, period: 1s}
   - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
   - {name: all, match: "*", limit: 8, rate: 4, period: 1s}
 `
@@ -108,7 +107,7 @@ func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
 		t.Fatal(err)
 	}
 	vs := map[string]Variant{}
-	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd"} {
+	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd", "ev"} {
 		vs[name] = variantOf(s.Lookup(name))
 	}
 	return s, vs
@@ -128,6 +127,7 @@ type world struct {
 	fileAlt   []bool
 	overrides map[string]Variant
 	iter      int
+	settled   time.Time       // every policy change is in force everywhere after it
 	keepGoing bool            // LAYERCHECK_KEEPGOING: record violations, fail once at the end
 	skip      map[string]bool // LAYERCHECK_SKIP: actions left out (to tell one bug from another)
 	plainKeys bool            // LAYERCHECK_PLAIN: only each family's plain spelling
@@ -146,6 +146,7 @@ type stats struct {
 	regionMax    *RegionExcess
 	iterations   int
 	slotsMost    int // the most slots of a cc key certainly held at once
+	refused      int // the rival's commands on the owner's keys refused as they must be
 }
 
 func (w *world) effective() map[Variant]bool {
@@ -169,6 +170,9 @@ func (w *world) change(mut func(), sent, recv time.Time, prop time.Duration) {
 	before := w.effective()
 	mut()
 	after := w.effective()
+	if end := recv.Add(prop); end.After(w.settled) {
+		w.settled = end
+	}
 	for v := range before {
 		if !after[v] {
 			w.tracker.Close(v, recv.Add(prop))
@@ -198,6 +202,10 @@ type iteration struct {
 	trace []string
 	bases map[string]string // spelled key → the base it was spelled from
 	slots []*slot           // RL.ACQUIRE's grants (layers_slots_test.go)
+	// receipts are the receipts of admitted takes (hostile_test.go);
+	// found the categories of violations found outside Check.
+	receipts []*receipt
+	found    []string
 }
 
 func (it *iteration) log(key string, throttle bool) *KeyLog {
@@ -490,7 +498,14 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			}
 			it.logf(t, "%5d hotkeys %s -> %d hot, here: %v", it.ms(time.Now()), p.name, len(v), hot)
 		},
-		"adjust": func(t *rapid.T) { it.adjust(t, ctx) },
+		"adjust":    func(t *rapid.T) { it.adjust(t, ctx) },
+		"give-back": func(t *rapid.T) { it.adjustReceipt(t, ctx) },
+		"take-receipt": func(t *rapid.T) {
+			_, p := w.pick(t)
+			it.takeWithReceipt(t, ctx, p, p.tenant, it.drawKey(t, "key"), drawCost(t, "cost"))
+		},
+		"rival":     func(t *rapid.T) { it.rivalOnOwner(t, ctx) },
+		"rival-own": func(t *rapid.T) { it.rivalOwn(t, ctx) },
 	}
 }
 
@@ -519,182 +534,6 @@ func (it *iteration) reload(i int, alt bool) error {
 		}
 	}, sent, recv, reloadProp)
 	return nil
-}
-
-func (it *iteration) mtake(t *rapid.T, ctx context.Context) {
-	w := it.w
-	_, p := w.pick(t)
-	var keys []string
-	switch rapid.IntRange(0, 2).Draw(t, "mtake.shape") {
-	case 0: // one slot: one hash tag
-		for j := range rapid.IntRange(2, 3).Draw(t, "mtake.n") {
-			fam := rapid.SampledFrom(families).Draw(t, fmt.Sprintf("m%d.family", j))
-			keys = append(keys, it.spell(it.base(fam, "a"), 2))
-		}
-	case 1: // k and {k}: one slot, one Redis key today
-		b := it.drawKey(t, "mtake.k")
-		keys = []string{b, it.spell(b, 1)}
-	default: // anywhere
-		for j := range rapid.IntRange(2, 3).Draw(t, "mtake.n") {
-			keys = append(keys, it.drawKey(t, fmt.Sprintf("m%d", j)))
-		}
-	}
-	seen := map[string]bool{}
-	args := []any{"RL.MTAKE"}
-	var ks []string
-	var costs []int64
-	for j, k := range keys {
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		c := int64(rapid.SampledFrom([]int{1, 1, 1, 2, 40}).Draw(t, fmt.Sprintf("m%d.cost", j))) // 40: this member refuses
-		ks, costs = append(ks, k), append(costs, c)
-		args = append(args, k, c)
-	}
-	sent := time.Now()
-	v, err := p.rc.Do(ctx, args...).Slice()
-	recv := time.Now()
-	if err != nil {
-		t.Fatalf("RL.MTAKE %v on %s: %v", args[1:], p.name, err)
-	}
-	if len(v) != 2 {
-		t.Fatalf("RL.MTAKE %v -> %v: want [allowed, [replies]]", args[1:], v)
-	}
-	all, _ := v[0].(int64)
-	rs, ok := v[1].([]any)
-	if !ok || len(rs) != len(ks) {
-		t.Fatalf("RL.MTAKE %v -> %v: want %d replies", args[1:], v, len(ks))
-	}
-	var out []string
-	for j, x := range rs {
-		r, err := parseReply(x)
-		if err != nil {
-			t.Fatalf("RL.MTAKE %v: member %d: %v", args[1:], j, err)
-		}
-		if e := shapeError(r, costs[j]); e != "" {
-			t.Logf("mtake %s %v -> member %q %v", p.name, args[1:], ks[j], r)
-			t.Fatalf("reply shape (mtake member): %s", e)
-		}
-		if all == 1 && r.Allowed != 1 {
-			t.Logf("mtake %s %v -> admitted, member %q %v", p.name, args[1:], ks[j], r)
-			t.Fatalf("reply shape (mtake): admitted with a member refused")
-		}
-		it.record("mtake", ks[j], costs[j], sent, recv, r, all == 1)
-		out = append(out, r.String())
-	}
-	w.count("mtake")
-	it.logf(t, "%5d mtake %s %q %v -> %d %s", it.ms(recv), p.name, ks, costs, all, strings.Join(out, " "))
-}
-
-func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
-	w := it.w
-	_, p := w.pick(t)
-	req := &rlsv3.RateLimitRequest{Domain: "gw"}
-	var ks []string
-	var costs []int64
-	for j := range rapid.IntRange(1, 2).Draw(t, "grpc.n") {
-		entry := []string{"user", "acct"}[(j+rapid.IntRange(0, 1).Draw(t, fmt.Sprintf("g%d.entry", j)))%2]
-		id := rapid.SampledFrom([]string{"a", "b"}).Draw(t, fmt.Sprintf("g%d.id", j))
-		c := drawCost(t, fmt.Sprintf("g%d.cost", j))
-		key := fmt.Sprintf("gw:%s=i%d%s", entry, it.n, id)
-		if len(ks) > 0 && ks[0] == key {
-			break
-		}
-		ks, costs = append(ks, key), append(costs, c)
-		req.Descriptors = append(req.Descriptors, &ratelimitv3.RateLimitDescriptor{
-			Entries:    []*ratelimitv3.RateLimitDescriptor_Entry{{Key: entry, Value: fmt.Sprintf("i%d%s", it.n, id)}},
-			HitsAddend: nil,
-		})
-	}
-	if len(ks) == 1 {
-		req.HitsAddend = uint32(costs[0])
-	} else {
-		for j := range ks { // one cost per descriptor needs a per-descriptor hits_addend
-			costs[j] = 1
-		}
-	}
-	sent := time.Now()
-	resp, err := p.gc.ShouldRateLimit(ctx, req)
-	recv := time.Now()
-	if err != nil {
-		t.Fatalf("ShouldRateLimit %v on %s: %v", ks, p.name, err)
-	}
-	if len(resp.Statuses) != len(ks) {
-		t.Fatalf("ShouldRateLimit %v: %d statuses", ks, len(resp.Statuses))
-	}
-	ok := resp.OverallCode == rlsv3.RateLimitResponse_OK
-	var codes []string
-	for j, s := range resp.Statuses {
-		codes = append(codes, fmt.Sprintf("%s/%d", s.Code, s.LimitRemaining))
-		if ok && s.Code == rlsv3.RateLimitResponse_OK {
-			it.mu.Lock()
-			k := it.log(ks[j], false)
-			k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: costs[j], By: "grpc", Door: "grpc"})
-			it.mu.Unlock()
-		}
-	}
-	w.count("grpc")
-	it.logf(t, "%5d grpc %s %q %v -> %s %s", it.ms(recv), p.name, ks, costs, resp.OverallCode, strings.Join(codes, " "))
-}
-
-// burst takes one key many times at once from every process, so that the
-// hot-key paths engage.
-func (it *iteration) burst(t *rapid.T, ctx context.Context) {
-	w := it.w
-	var key string
-	if rapid.IntRange(0, 3).Draw(t, "burst.hot") > 0 {
-		fam := rapid.SampledFrom([]string{"hl", "hs"}).Draw(t, "burst.family")
-		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
-	} else {
-		key = it.drawKey(t, "burst.key")
-	}
-	n := rapid.IntRange(20, 80).Draw(t, "burst.n")
-	const workers = 8
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	by := map[string]int{}
-	admitted := 0
-	var firstErr error
-	for g := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := w.procs[g%len(w.procs)]
-			for j := g; j < n; j += workers {
-				sent := time.Now()
-				r, err := p.take(ctx, "RL.TAKE", key, 1)
-				recv := time.Now()
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					if e := shapeError(r, 1); e != "" && firstErr == nil {
-						firstErr = fmt.Errorf("reply shape (burst): %s", e)
-					}
-					by[r.DecidedBy]++
-					if r.Allowed == 1 {
-						admitted++
-					}
-				}
-				mu.Unlock()
-				if err == nil {
-					it.record("resp", key, 1, sent, recv, r, true)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		t.Logf("burst %q: %v", key, firstErr)
-		t.Fatal(firstErr)
-	}
-	w.mu.Lock()
-	w.stats.ops["burst"]++
-	w.stats.ops["burst-take"] += n
-	w.mu.Unlock()
-	it.logf(t, "%5d burst %q x%d -> admitted %d, decided_by %v", it.ms(time.Now()), key, n, admitted, by)
 }
 
 // restore puts the policies back to the files' base before an iteration,
@@ -777,52 +616,13 @@ func (it *iteration) check(t *rapid.T) {
 		w.mu.Unlock()
 	}
 	cats = append(cats, it.checkSlots(t)...)
+	cats = append(cats, it.found...)
 	if len(cats) > 0 && !w.keepGoing {
 		// One message for every violation: rapid shrinks towards any
 		// violation (the VIOLATION lines say which), and a timing-dependent
 		// one reproduces more often.
 		t.Fatalf("violation of limit + rate × T (windows: limit per window); see the VIOLATION lines")
 	}
-}
-
-// doors names the doors in a violation's decided_by counts.
-func doors(by map[string]int) string {
-	var out []string
-	for k := range by {
-		d, _, _ := strings.Cut(k, "/")
-		if !slices.Contains(out, d) {
-			out = append(out, d)
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, "+")
-}
-
-// about returns the actions of the trace that name key's base (every
-// spelling of it) or change a policy: the story of one violation.
-func (it *iteration) about(key string) []string {
-	b := key
-	for n := 0; it.bases[b] != "" && it.bases[b] != b && n < 4; n++ {
-		b = it.bases[b]
-	}
-	var out []string
-	for _, l := range it.trace {
-		if strings.Contains(l, b) || strings.Contains(l, " policy ") || strings.Contains(l, " sighup ") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (it *iteration) admissions(k *KeyLog) string {
-	var b strings.Builder
-	for _, a := range k.Adm {
-		fmt.Fprintf(&b, "%d-%d %d %s/%s; ", it.ms(a.Sent), it.ms(a.Recv), a.Cost, a.Door, a.By)
-	}
-	for _, r := range k.Resets {
-		fmt.Fprintf(&b, "RESET %d-%d; ", it.ms(r.Sent), it.ms(r.Recv))
-	}
-	return b.String()
 }
 
 // TestLayers is the checker of issue 20: rapid drives two sluice processes
@@ -857,14 +657,22 @@ func TestLayers(t *testing.T) {
 	for _, a := range strings.Split(os.Getenv("LAYERCHECK_SKIP"), ",") {
 		w.skip[strings.TrimSpace(a)] = true
 	}
+	// Two users from an aclfile; LAYERCHECK_NOACL=1: none, as before
+	// users existed (every client is everyone: the rival's checks fail).
+	ownerCreds, rivalCreds, users := owner, rival, []string{"--aclfile", filepath.Join(dir, "users.acl")}
+	if os.Getenv("LAYERCHECK_NOACL") != "" {
+		ownerCreds, rivalCreds, users = creds{}, creds{}, nil
+	} else if err := os.WriteFile(users[1], []byte(aclFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 2 {
 		path := filepath.Join(dir, fmt.Sprintf("sluice%d.yaml", i+1))
 		if err := os.WriteFile(path, []byte(cfg(false)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		w.procs = append(w.procs, startSluice(t, fmt.Sprintf("p%d", i+1), path,
-			"--cluster", strings.Join(eu.Addrs(), ","), "--region", "eu", "--home-redis", "redis://"+home.Addr,
-			"--envoy-config", envoyDir))
+		w.procs = append(w.procs, startSluice(t, fmt.Sprintf("p%d", i+1), path, ownerCreds, rivalCreds,
+			append([]string{"--cluster", strings.Join(eu.Addrs(), ","), "--region", "eu", "--home-redis", "redis://" + home.Addr,
+				"--envoy-config", envoyDir}, users...)...))
 		w.file = append(w.file, base)
 		w.fileAlt = append(w.fileAlt, false)
 	}
@@ -908,65 +716,4 @@ func TestLayers(t *testing.T) {
 			failing = true
 		}
 	})
-}
-
-func (w *world) summary(t *testing.T, elapsed time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	total := 0
-	var ops []string
-	for k, n := range w.stats.ops {
-		if k != "burst-take" {
-			total += n
-		}
-		ops = append(ops, fmt.Sprintf("%s=%d", k, n))
-	}
-	total += w.stats.ops["burst-take"] - w.stats.ops["burst"]
-	sort.Strings(ops)
-	var by []string
-	for k, n := range w.stats.by {
-		by = append(by, fmt.Sprintf("%s=%d", k, n))
-	}
-	sort.Strings(by)
-	region := "none"
-	if r := w.stats.regionMax; r != nil {
-		region = fmt.Sprintf("largest %d admitted vs bound %.2f over %.2fs on %q (within the floor's share)", r.Admitted, r.Bound, r.Seconds, r.Key)
-	}
-	line := fmt.Sprintf("layercheck summary: %v, %d iterations, operations %d (%s), keys %d, violations %d, inconclusive keys %d, decided_by {%s}, region excess: %s, slots certainly held at once: at most %d of %d",
-		elapsed.Round(time.Second), w.stats.iterations, total, strings.Join(ops, " "), w.stats.keys, len(w.stats.violations),
-		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit)
-	t.Log(line)
-	fmt.Fprintln(os.Stderr, line)
-	if w.stats.by["lease"] == 0 || w.stats.by["split"] == 0 {
-		t.Logf("note: the hot paths did not both engage (lease %d, split %d decisions)", w.stats.by["lease"], w.stats.by["split"])
-	}
-	if n := fallbacks(w.stats.by); n > 0 {
-		t.Logf("note: %d fallback/overload decisions although every node is up", n)
-	}
-	var cats []string
-	for c := range w.stats.categories {
-		cats = append(cats, c)
-	}
-	sort.Strings(cats)
-	for _, c := range cats {
-		s := fmt.Sprintf("violations: %d × %s; e.g. %s", w.stats.categories[c], c, w.stats.examples[c])
-		t.Log(s)
-		fmt.Fprintln(os.Stderr, s)
-	}
-	if len(w.stats.firstTrace) > 0 {
-		t.Logf("the first iteration with a violation, as it ran (ms since its start):\n    %s", strings.Join(w.stats.firstTrace, "\n    "))
-	}
-	if w.keepGoing && len(cats) > 0 {
-		t.Errorf("%d violations in %d categories (above)", len(w.stats.violations), len(cats))
-	}
-}
-
-func fallbacks(by map[string]int) int {
-	n := 0
-	for k, v := range by {
-		if strings.HasPrefix(k, "fallback-") || strings.HasPrefix(k, "overload-") {
-			n += v
-		}
-	}
-	return n
 }

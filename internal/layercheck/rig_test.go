@@ -55,18 +55,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is one running sluice process and its three doors' clients.
+// proc is one running sluice process and its three doors' clients: the
+// owner's (embedded: p.rc, p.take, …) and the rival tenant's.
 type proc struct {
 	name     string
 	cmd      *exec.Cmd
 	cfgPath  string
 	addr     string
-	httpAddr string
 	grpcAddr string
-	rc       *redis.Client
-	hc       *http.Client
-	gc       rlsv3.RateLimitServiceClient
-	gconn    *grpc.ClientConn
+	*tenant
+	rival *tenant
 
 	mu   sync.Mutex
 	logs strings.Builder
@@ -80,9 +78,69 @@ var (
 	grpcRE   = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)
 )
 
+// creds are a user's name and password; the zero value sends none.
+type creds struct{ user, pass string }
+
+// tenant is one user's clients of one process's three doors, each sending
+// the user's credentials: RESP AUTH user pass, HTTP Basic, gRPC metadata
+// authorization: Bearer user:pass.
+type tenant struct {
+	creds
+	role     string // owner or rival, whatever the credentials
+	httpAddr string
+	rc       *redis.Client
+	hc       *http.Client
+	gc       rlsv3.RateLimitServiceClient
+	gconn    *grpc.ClientConn
+}
+
+func newTenant(t *testing.T, role string, c creds, addr, httpAddr, grpcAddr string) *tenant {
+	t.Helper()
+	tn := &tenant{creds: c, role: role, httpAddr: httpAddr}
+	tn.rc = redis.NewClient(&redis.Options{Addr: addr, Username: c.user, Password: c.pass, PoolSize: 32, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	var rt http.RoundTripper = &http.Transport{MaxIdleConnsPerHost: 16}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.user != "" {
+		rt = basicAuth{c, rt}
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(c)))
+	}
+	tn.hc = &http.Client{Timeout: 5 * time.Second, Transport: rt}
+	var err error
+	if tn.gconn, err = grpc.NewClient(grpcAddr, opts...); err != nil {
+		t.Fatal(err)
+	}
+	tn.gc = rlsv3.NewRateLimitServiceClient(tn.gconn)
+	t.Cleanup(func() { _ = tn.rc.Close(); _ = tn.gconn.Close() })
+	return tn
+}
+
+// basicAuth sends its user's credentials with every HTTP request.
+type basicAuth struct {
+	c    creds
+	base http.RoundTripper
+}
+
+func (b basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.SetBasicAuth(b.c.user, b.c.pass)
+	return b.base.RoundTrip(r)
+}
+
+// bearer is the gRPC door's credentials of c: metadata authorization:
+// Bearer user:pass.
+type bearer creds
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.user + ":" + b.pass}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
 // startSluice runs `sluice serve` with args and waits until it listens;
-// it is stopped (SIGTERM, then SIGKILL, by its pid) at cleanup.
-func startSluice(t *testing.T, name, cfgPath string, args ...string) *proc {
+// it is stopped (SIGTERM, then SIGKILL, by its pid) at cleanup. The
+// owner's clients send owner's credentials, the rival's rival's (both
+// zero: no credentials, one tenant).
+func startSluice(t *testing.T, name, cfgPath string, owner, rival creds, args ...string) *proc {
 	t.Helper()
 	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin", "", "--config", cfgPath,
 		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...)
@@ -134,15 +192,9 @@ func startSluice(t *testing.T, name, cfgPath string, args ...string) *proc {
 	if hm == nil || gm == nil {
 		t.Fatalf("sluice %s: no http or grpc address logged:\n%s", name, logs)
 	}
-	p.httpAddr, p.grpcAddr = hm[1], gm[1]
-	p.rc = redis.NewClient(&redis.Options{Addr: p.addr, PoolSize: 32, MaxRetries: -1, ReadTimeout: 5 * time.Second})
-	p.hc = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	p.gconn, err = grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.gc = rlsv3.NewRateLimitServiceClient(p.gconn)
-	t.Cleanup(func() { _ = p.rc.Close(); _ = p.gconn.Close() })
+	p.grpcAddr = gm[1]
+	p.tenant = newTenant(t, "owner", owner, p.addr, hm[1], p.grpcAddr)
+	p.rival = newTenant(t, "rival", rival, p.addr, hm[1], p.grpcAddr)
 	return p
 }
 
@@ -245,7 +297,7 @@ func shapeError(r reply, cost int64) string {
 	return ""
 }
 
-func (p *proc) take(ctx context.Context, cmd, key string, cost int64) (reply, error) {
+func (p *tenant) take(ctx context.Context, cmd, key string, cost int64) (reply, error) {
 	v, err := p.rc.Do(ctx, cmd, key, cost).Result()
 	if err != nil {
 		return reply{}, err
@@ -253,7 +305,7 @@ func (p *proc) take(ctx context.Context, cmd, key string, cost int64) (reply, er
 	return parseReply(v)
 }
 
-func (p *proc) httpTake(ctx context.Context, key string, cost int64) (reply, error) {
+func (p *tenant) httpTake(ctx context.Context, key string, cost int64) (reply, error) {
 	body, _ := json.Marshal(map[string]any{"key": key, "cost": cost})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.httpAddr+"/v1/take", strings.NewReader(string(body)))
 	if err != nil {
@@ -266,7 +318,7 @@ func (p *proc) httpTake(ctx context.Context, key string, cost int64) (reply, err
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return reply{}, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+		return reply{}, &httpError{resp.StatusCode, string(b)}
 	}
 	var j struct {
 		Allowed      *bool   `json:"allowed"`
@@ -288,3 +340,11 @@ func (p *proc) httpTake(ctx context.Context, key string, cost int64) (reply, err
 	}
 	return r, nil
 }
+
+// httpError is an HTTP door's answer other than 200.
+type httpError struct {
+	status int
+	body   string
+}
+
+func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
