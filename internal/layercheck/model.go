@@ -141,9 +141,9 @@ type KeyLog struct {
 	Resets   []Interval
 	Fallback []string // decided_by of fallback-* / overload-* replies
 	// Receipts are the receipts the key's admitted takes were answered
-	// with (RL.TAKE key cost RECEIPT): receipt → the take's cost. Only a
-	// receipt found here can credit a give-back of this key.
-	Receipts map[string]int64
+	// with (RL.TAKE key cost RECEIPT), by receipt. Only a receipt found
+	// here can credit a give-back of this key, and only its taker's.
+	Receipts map[string]Taken
 	// Backs are the give-backs sent on the key (RL.ADJUST with a negative
 	// delta), applied or refused, with the receipt each named; Check
 	// credits the valid ones only (receipts.go). A positive delta only

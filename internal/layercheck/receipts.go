@@ -19,11 +19,18 @@ type GiveBack struct {
 	Who        string // the user that sent it
 }
 
+// Taken is the take a receipt names: its cost, and who took it.
+type Taken struct {
+	Cost int64
+	Who  string
+}
+
 // credited turns k's give-backs into what the bound may count: per key,
 // admitted ≤ limit + rate × T + the valid receipts given back. A
 // give-back is valid when it was answered as applied and named the
-// receipt of an admitted take of this key (k.Receipts) that no earlier
-// applied give-back named; it credits at most that take's cost. Any other
+// receipt of an admitted take of this key by the same user (k.Receipts)
+// that no earlier applied give-back named; it credits at most that take's
+// cost (no client gives back what another spent). Any other
 // give-back answered as applied is returned in refused: the contract says
 // it is an error that changes nothing, so it earns no credit (a refused
 // give-back must not let later takes admit beyond the bound) and is a
@@ -41,13 +48,13 @@ func credited(k *KeyLog) (back []Admission, refused []GiveBack) {
 		if !g.Applied {
 			continue
 		}
-		cost, ok := k.Receipts[g.Receipt]
-		if g.Receipt == "" || !ok || used[g.Receipt] || g.Delta > cost {
+		tk, ok := k.Receipts[g.Receipt]
+		if g.Receipt == "" || !ok || tk.Who != g.Who || used[g.Receipt] || g.Delta > tk.Cost {
 			refused = append(refused, g)
 			continue
 		}
 		used[g.Receipt] = true
-		back = append(back, Admission{Sent: g.Sent, Recv: g.Recv, Cost: min(g.Delta, cost), By: g.By, Door: "adjust"})
+		back = append(back, Admission{Sent: g.Sent, Recv: g.Recv, Cost: g.Delta, By: g.By, Door: "adjust"})
 	}
 	return back, refused
 }
@@ -55,15 +62,17 @@ func credited(k *KeyLog) (back []Admission, refused []GiveBack) {
 // why says why the contract refuses g, a give-back of k answered as
 // applied.
 func (g GiveBack) why(k *KeyLog) string {
-	cost, ok := k.Receipts[g.Receipt]
+	tk, ok := k.Receipts[g.Receipt]
 	what := fmt.Sprintf("a give-back of %d by %s was answered as applied", g.Delta, g.Who)
 	switch {
 	case g.Receipt == "":
 		return what + " without a receipt"
 	case !ok:
 		return what + fmt.Sprintf(" with receipt %q, of no admitted take on this key (forged or foreign)", g.Receipt)
-	case g.Delta > cost:
-		return what + fmt.Sprintf(" with the receipt of a take of %d", cost)
+	case tk.Who != g.Who:
+		return what + fmt.Sprintf(" with receipt %q, of a take by %s", g.Receipt, tk.Who)
+	case g.Delta > tk.Cost:
+		return what + fmt.Sprintf(" with the receipt of a take of %d", tk.Cost)
 	}
 	return what + fmt.Sprintf(" with receipt %q, used already", g.Receipt)
 }
