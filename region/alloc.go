@@ -35,11 +35,14 @@ type entry struct {
 	credit    float64 // tokens this instance may still claim under contention
 	lastClaim int64   // ns
 	board     board   // what the last exchange read
+	fills     [fillsKept]fill
+	nfill     int
 }
 
 // board is a key's demand board as last read.
 type board struct {
 	total, region float64  // tokens/s of every instance, of this region's others
+	pools         int64    // what the other regions' pools hold, by their boards
 	stale         []string // fields not written for boardStale, to delete
 	read          bool
 }
@@ -155,7 +158,7 @@ func (l *Layer) round(now time.Time, dt time.Duration) {
 		return true
 	})
 	horizon := l.horizon()
-	var w roundWork
+	w := roundWork{horizon: horizon}
 	for _, e := range es {
 		l.plan(&w, e, ns, dt, horizon)
 	}
@@ -185,9 +188,12 @@ type roundWork struct {
 	claims         []limit.Request
 	claimOf        []*entry
 	debits         []int64
+	peeks          []limit.Request // home's bucket of keys whose pool holds tokens and that claim nothing (stale.go)
+	peekOf         []*entry
 	bkeys, bvals   []string
 	bdrop          [][]string
 	quiet, retired []*entry
+	horizon        time.Duration
 }
 
 // claim adds a claim of cost tokens for e under p, debit of them owed for
@@ -229,6 +235,9 @@ func (l *Layer) plan(w *roundWork, e *entry, ns int64, dt, horizon time.Duration
 	debit := e.floorTaken.Swap(0)
 	if ask+debit > 0 {
 		w.claim(e, p, ask+debit, debit)
+	} else if e.pool.Load() > 0 {
+		w.peeks = append(w.peeks, limit.Request{Key: e.key, Cost: 1, Op: limit.OpPeek, Policy: p})
+		w.peekOf = append(w.peekOf, e)
 	}
 	if idle < quietAfter+boardStale || ask+debit > 0 || e.pool.Load() > 0 {
 		// a key long quiet here and holding nothing stays off the
@@ -277,18 +286,21 @@ func (l *Layer) exchange(ctx context.Context, now time.Time, w *roundWork) {
 			l.observeRTT(time.Since(start))
 		}
 	}()
-	granted := make([]limit.Result, len(w.claims))
-	if len(w.claims) > 0 {
-		l.home.Do(ctx, w.claims, granted)
+	asks := append(append([]limit.Request(nil), w.claims...), w.peeks...)
+	answers := make([]limit.Result, len(asks))
+	if len(asks) > 0 {
+		l.home.Do(ctx, asks, answers)
 	}
+	granted, peeked := answers[:len(w.claims)], answers[len(w.claims):]
 	wg.Wait()
 	l.settle(ctx, now, w.claims, w.claimOf, w.debits, granted)
 	if boardErr != nil {
 		l.homeFailed()
-	} else {
-		l.homeAnswered(l.now())
-		l.readBoards(now.UnixNano(), w.bkeys, boards)
+		return
 	}
+	l.homeAnswered(l.now())
+	l.readBoards(now.UnixNano(), w.bkeys, boards)
+	l.trim(now.UnixNano(), w, granted, peeked)
 }
 
 // retire gives back the pools of keys whose policy stopped being global
@@ -430,12 +442,14 @@ func (l *Layer) settle(ctx context.Context, now time.Time, claims []limit.Reques
 	}
 	out := make([]limit.Result, len(fills))
 	l.inner.Do(context.WithoutCancel(ctx), fills, out)
+	ns := now.UnixNano()
 	for i, r := range out {
 		if r.Err != nil {
 			l.st.lost.Add(fills[i].Cost)
 			continue
 		}
 		fillOf[i].pool.Store(r.Remaining)
+		fillOf[i].noteFill(ns, fills[i].Cost)
 	}
 }
 
@@ -485,6 +499,7 @@ func (l *Layer) readBoards(ns int64, keys []string, boards []map[string]string) 
 		for name, p := range pools {
 			regions[name].Keys++
 			regions[name].Held += p
+			b.pools += p
 		}
 		e.board = b
 	}
@@ -565,32 +580,37 @@ func (l *Layer) debitRegional(e *entry, p *limit.Policy) {
 // drain gives back to home what is left of e's pool: a region that went
 // quiet holds nothing. Tokens taken from the pool that home does not take
 // back are lost, never over-admitted.
-func (l *Layer) drain(e *entry) {
+func (l *Layer) drain(e *entry) { l.giveBack(e, e.p.Load().Limit) }
+
+// giveBack takes up to n tokens out of e's pool and gives them back to
+// home's bucket, where what does not fit under its limit is gone; it
+// returns the tokens given back.
+func (l *Layer) giveBack(e *entry, n int64) int64 {
 	p := e.p.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	out := make([]limit.Result, 1)
-	l.inner.Do(ctx, []limit.Request{{Key: e.key, Cost: p.Limit, Op: limit.OpClaim, Policy: l.derive(p).pool}}, out)
+	l.inner.Do(ctx, []limit.Request{{Key: e.key, Cost: n, Op: limit.OpClaim, Policy: l.derive(p).pool}}, out)
 	if out[0].Err != nil {
-		return
+		return 0
 	}
+	// Granted nothing: the pool is empty, so the key can be forgotten once
+	// quiet. Before, its estimate stayed, and the key drained every round,
+	// forever, counted against MaxKeys.
+	e.pool.Store(out[0].Remaining)
 	if out[0].Granted == 0 {
-		// Nothing left: the pool is empty, so the key can be forgotten
-		// once quiet. Before, its estimate stayed, and the key drained
-		// every round, forever, counted against MaxKeys.
-		e.pool.Store(0)
-		return
+		return 0
 	}
-	e.pool.Store(0)
 	back := out[0].Granted
 	l.home.Do(ctx, []limit.Request{{Key: e.key, Cost: back, Op: limit.OpReturn, Policy: p}}, out)
 	if out[0].Err != nil {
 		l.st.lost.Add(back)
 		l.homeFailed()
-		return
+		return 0
 	}
 	e.returned.Add(back)
 	l.st.returned.Add(back)
+	return back
 }
 
 // drainAll gives back every pool this instance is the only one using, at

@@ -19,6 +19,7 @@ type stats struct {
 	homeOutages   atomic.Int64 // times home went from answering to failing
 	untracked     atomic.Int64 // requests of keys past MaxKeys
 	retired       atomic.Int64 // keys forgotten because their policy stopped being global
+	trimmed       atomic.Int64 // stale pool tokens given back as beyond the bound (stale.go)
 }
 
 // Region is one line of RL.REGIONS: this instance's own region from its
@@ -68,6 +69,7 @@ type Stats struct {
 	PoolAdmitted, FloorAdmitted              int64
 	HomeErrors, HomeOutages, Untracked       int64
 	Retired                                  int64 // keys whose policy stopped being global
+	Trimmed                                  int64 // stale pool tokens given back as beyond the bound (part of Returned)
 	HomeReachable                            bool
 	HomeRTT                                  time.Duration
 	LastHomeContact                          time.Time // zero: never
@@ -81,7 +83,7 @@ func (l *Layer) Snapshot() Stats {
 		Debited: l.st.debited.Load(), Lost: l.st.lost.Load(),
 		PoolAdmitted: l.st.poolAdmitted.Load(), FloorAdmitted: l.st.floorAdmitted.Load(),
 		HomeErrors: l.st.homeErrors.Load(), HomeOutages: l.st.homeOutages.Load(), Untracked: l.st.untracked.Load(),
-		Retired: l.st.retired.Load(), HomeReachable: l.HomeReachable(l.now().UnixNano()), HomeRTT: time.Duration(l.rtt.Load()),
+		Retired: l.st.retired.Load(), Trimmed: l.st.trimmed.Load(), HomeReachable: l.HomeReachable(l.now().UnixNano()), HomeRTT: time.Duration(l.rtt.Load()),
 	}
 	if ns := l.lastContact.Load(); ns > 0 {
 		s.LastHomeContact = time.Unix(0, ns)
