@@ -68,8 +68,10 @@ func concurrencyOf(d, r *raw) bool {
 	var p limit.Policy
 	if set, ok := r.apply["algorithm"]; ok {
 		set(&p)
-	} else if _, ok := d.apply["algorithm"]; ok && !r.bad["algorithm"] {
-		d.apply["algorithm"](&p)
+	} else if d != nil && !r.bad["algorithm"] {
+		if set, ok := d.apply["algorithm"]; ok {
+			set(&p)
+		}
 	}
 	return p.Algorithm.IsConcurrency()
 }
