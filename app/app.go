@@ -46,6 +46,7 @@ type App struct {
 	lim    *limiter.Limiter
 	srv    *server.Server
 	admin  *http.Server      // nil until Start, or with --admin ""
+	pprof  *http.Server      // nil until Start, or without --pprof
 	http   *httpfront.Server // nil until Start, or without --http
 	grpc   *rls.Server       // nil until Start, or without --grpc
 	addr   net.Addr          // --listen's, once Start has listened
@@ -234,6 +235,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	defer cancel()
 	if a.admin != nil {
 		_ = a.admin.Shutdown(sctx)
+	}
+	if a.pprof != nil {
+		_ = a.pprof.Close() // a CPU profile in progress would hold Shutdown for its 30 s
 	}
 	if a.http != nil {
 		if err := a.http.Shutdown(sctx); err != nil {
