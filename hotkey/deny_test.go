@@ -108,10 +108,47 @@ func TestDenyForget(t *testing.T) {
 		t.Fatal("answered after Forget")
 	}
 	gen := d.Gen()
-	d.Forget("other", p) // an RL.RESET while the request was in flight
+	d.Forget("k", p) // an RL.RESET or a give-back of k while the request was in flight
 	d.Refused("k", p, 1, refusal, c.Now(), gen)
 	if _, ok := d.Lookup("k", p, 1, c.Now()); ok {
-		t.Fatal("a refusal sent before a Forget was kept")
+		t.Fatal("a refusal sent before a Forget of its key was kept")
+	}
+}
+
+// TestDenyForgetOtherKeyInFlight: a Forget of one key while refusals of
+// others are in flight keeps none of them out of the cache (one client's
+// give-backs in a loop used to keep the cache empty for every tenant),
+// whatever the number of Forgets of other keys in flight below the ring;
+// past it, and for the key forgotten, the refusal is not kept.
+func TestDenyForgetOtherKeyInFlight(t *testing.T) {
+	c := newClock()
+	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
+	refusal := &limit.Result{Limit: 4, RetryAfterMs: 30000}
+	for _, tc := range []struct {
+		name    string
+		forgets int  // Forgets of keys a0, a1, … in flight
+		self    bool // and one of the refused key among them
+		kept    bool
+	}{
+		{"one other key", 1, false, true},
+		{"a ring of other keys", forgetRing - 1, false, true},
+		{"more than the ring", forgetRing, false, false},
+		{"its own key among others", 50, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDeny(t, DenyConfig{})
+			gen := d.Gen()
+			for i := range tc.forgets {
+				d.Forget(fmt.Sprint("a", i), p)
+				if tc.self && i == tc.forgets/2 {
+					d.Forget("b", p)
+				}
+			}
+			d.Refused("b", p, 1, refusal, c.Now(), gen)
+			if _, ok := d.Lookup("b", p, 1, c.Now()); ok != tc.kept {
+				t.Fatalf("b's refusal kept %v after %d Forgets in flight (its own among them: %v), want %v", ok, tc.forgets, tc.self, tc.kept)
+			}
+		})
 	}
 }
 
