@@ -137,7 +137,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.reg != nil {
 		decideBy = a.reg.Store()
 	}
-	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.deny.Clear), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
+	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.policiesChanged), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
 		OnDecision: a.m.Decision, OnError: a.m.DecisionError, Slots: slotStore(a.store)})
 	if err != nil {
 		return err
@@ -166,6 +166,14 @@ func (a *App) wire(set *policy.Set) error {
 		return err
 	}
 	return collectRegion(a.m, a.reg)
+}
+
+// policiesChanged runs before the first request decided under policies
+// that changed: the deny cache's refusals and the leased tokens were
+// decided and claimed under the old ones.
+func (a *App) policiesChanged() {
+	a.deny.Clear()
+	a.hot.PoliciesChanged()
 }
 
 // timeout is the deadline of every store call now: --timeout, else the
