@@ -52,7 +52,7 @@ func TestLeaseDroppedOnPolicyChange(t *testing.T) {
 	const smaller = `{"match": "*", "limit": 10, "rate": 1, "period": "1h", "on_store_error": "closed", "hot": {"mode": "lease", "threshold": 50}}`
 	// One after the other: a runtime policy set through one instance is
 	// in force on every instance of the cluster.
-	for _, how := range []string{"reload", "RL.POLICY SET"} {
+	for _, how := range []string{"reload", "RL.POLICY SET", "RL.POLICY SET and DEL"} {
 		t.Run(how, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "sluice.yaml")
 			write := func(policyLimit int) {
@@ -108,13 +108,37 @@ func TestLeaseDroppedOnPolicyChange(t *testing.T) {
 				}
 			}
 
-			if how == "reload" {
+			switch how {
+			case "reload":
 				write(10)
 				if err := a.Reload(); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := c.Do(ctx, "RL.POLICY", "SET", "api", smaller).Err(); err != nil {
-				t.Fatal(err)
+			case "RL.POLICY SET":
+				if err := c.Do(ctx, "RL.POLICY", "SET", "api", smaller).Err(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Do(context.Background(), "RL.POLICY", "DEL", "api") })
+			case "RL.POLICY SET and DEL":
+				// Another policy in force for a while, which the lease
+				// never sees (hot off), then the file's back.
+				if err := c.Do(ctx, "RL.POLICY", "SET", "api", strings.Replace(smaller, `"lease"`, `"off"`, 1)).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if _, policyLimit, by := takeOne(); policyLimit != 10 || by != limit.ByStore {
+					t.Fatalf("take under the runtime policy: limit %d by %s, want 10 by the store", policyLimit, by)
+				}
+				if err := c.Do(ctx, "RL.POLICY", "DEL", "api").Err(); err != nil {
+					t.Fatal(err)
+				}
+				claims := infoInt(ctx, t, c, "lease_claims")
+				ok, policyLimit, by := takeOne()
+				got := infoInt(ctx, t, c, "lease_claims") - claims
+				t.Logf("%s: %d tokens leased under limit 1000 before; the first take after the file's policy came back: allowed %v, limit %d, by %s, after %d claims", how, held, ok, policyLimit, by, got)
+				if policyLimit != 1000 || by != limit.ByLease || got != 1 {
+					t.Fatalf("the first take after the file's policy came back: limit %d by %s after %d claims; want limit 1000, by a lease claimed anew (the %d tokens held from before dropped)", policyLimit, by, got, held)
+				}
+				return
 			}
 			start := time.Now()
 			admitted, byPath := 0, map[string]int{}

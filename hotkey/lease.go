@@ -187,10 +187,10 @@ func (b *batch) claimed(c *claim, res limit.Result, ns int64) {
 	// (the policies changed while it was in flight) is dropped: its
 	// requests claim again under the policy in force.
 	stale := res.Err == nil && (c.p != l.p || c.epoch != l.epoch)
-	if stale {
+	if res.Err == nil {
 		h.st.claimed.Add(res.Granted)
-	} else if res.Err == nil {
-		h.st.claimed.Add(res.Granted)
+	}
+	if res.Err == nil && !stale {
 		l.held += res.Granted
 		l.remaining = res.Remaining
 		l.expires = ns + int64(h.ttl)
