@@ -46,6 +46,7 @@ type App struct {
 	lim    *limiter.Limiter
 	srv    *server.Server
 	admin  *http.Server      // nil until Start, or with --admin ""
+	pprof  *http.Server      // nil until Start, or without --pprof
 	http   *httpfront.Server // nil until Start, or without --http
 	grpc   *rls.Server       // nil until Start, or without --grpc
 	addr   net.Addr          // --listen's, once Start has listened
@@ -136,7 +137,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.reg != nil {
 		decideBy = a.reg.Store()
 	}
-	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.deny.Clear), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
+	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.policiesChanged), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
 		OnDecision: a.m.Decision, OnError: a.m.DecisionError, Slots: slotStore(a.store)})
 	if err != nil {
 		return err
@@ -165,6 +166,14 @@ func (a *App) wire(set *policy.Set) error {
 		return err
 	}
 	return collectRegion(a.m, a.reg)
+}
+
+// policiesChanged runs before the first request decided under policies
+// that changed: the deny cache's refusals and the leased tokens were
+// decided and claimed under the old ones.
+func (a *App) policiesChanged() {
+	a.deny.Clear()
+	a.hot.PoliciesChanged()
 }
 
 // timeout is the deadline of every store call now: --timeout, else the
@@ -234,6 +243,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	defer cancel()
 	if a.admin != nil {
 		_ = a.admin.Shutdown(sctx)
+	}
+	if a.pprof != nil {
+		_ = a.pprof.Close() // a CPU profile in progress would hold Shutdown for its 30 s
 	}
 	if a.http != nil {
 		if err := a.http.Shutdown(sctx); err != nil {

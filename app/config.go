@@ -28,6 +28,7 @@ type Config struct {
 	Listen, Admin, HTTP, HTTPKeyHeader string
 	GRPC                               string // Envoy's rate-limit service; "" = off
 	GRPCHeaders                        bool
+	Pprof                              string // Go's /debug/pprof; "" = off
 
 	Cluster, Redis, Sentinel   string // the store: one of them, or none (embedded)
 	SentinelUser, SentinelPass string
@@ -99,6 +100,7 @@ func (c *Config) rows() []row {
 	rs := []row{
 		{flag: "listen", ptr: &c.Listen, def: "127.0.0.1:6380", help: "RESP listen address"},
 		{flag: "admin", ptr: &c.Admin, def: "127.0.0.1:9380", help: "HTTP address for /metrics, /healthz and /readyz (\"\" = off)"},
+		{flag: "pprof", ptr: &c.Pprof, def: "", help: "HTTP address of Go's /debug/pprof profiling endpoints, e.g. 127.0.0.1:6060 (\"\" = off, the default; keep it on loopback)"},
 		{flag: "cluster", ptr: &c.Cluster, def: "", help: "Redis Cluster seed nodes, host:port[,host:port…]"},
 		{flag: "redis", ptr: &c.Redis, def: "", help: "a single Redis node, redis://[user:pass@]host:port"},
 		{flag: "sentinel", ptr: &c.Sentinel, def: "", help: "a primary watched by Redis Sentinel: NAME@host:port[,host:port…] (the master name and the sentinels)"},
