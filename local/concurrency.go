@@ -12,7 +12,8 @@ import (
 // epoch). The zero value holds none. A slot whose expiry is not after now
 // is free.
 type SlotState struct {
-	held map[string]int64
+	held   map[string]int64
+	visits int64 // slots looked at, for the test of the cost of an acquire
 }
 
 // Held returns the slots held at now.
@@ -29,6 +30,7 @@ func (st *SlotState) Held(now int64) int64 {
 // expire drops the slots that have freed themselves by now.
 func (st *SlotState) expire(now int64) {
 	for tok, exp := range st.held {
+		st.visits++
 		if exp <= now {
 			delete(st.held, tok)
 		}
@@ -57,6 +59,7 @@ func AcquireSlot(st *SlotState, limitN int64, token string, ttlMs, now int64) li
 	}
 	first, last := int64(0), int64(0)
 	for _, exp := range st.held {
+		st.visits++
 		if first == 0 || exp < first {
 			first = exp
 		}
