@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func TestAcquireVisitsLogHeld(t *testing.T) {
 		if r := AcquireSlot(&st, n+1, "last", 1000, now+1); !r.Allowed || r.Remaining != 0 {
 			t.Fatalf("n %d: acquire %+v", n, r)
 		}
+		t.Logf("n %d: an allowed acquire visited %d slots (bound %d)", n, st.visits, bound)
 		if got := st.visits; got > bound {
 			t.Errorf("n %d: an allowed acquire visited %d slots, want at most %d", n, got, bound)
 		}
@@ -47,6 +49,61 @@ func TestAcquireVisitsLogHeld(t *testing.T) {
 		}
 		if got := st.visits; got > bound {
 			t.Errorf("n %d: a release visited %d slots, want at most %d", n, got, bound)
+		}
+	}
+}
+
+// The heaps decide as a plain map of token → expiry scanned whole (the
+// model): a random sequence of acquires, renewals and releases, with
+// expiries in no order, gets the same replies from both.
+func TestSlotStateModel(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var st SlotState
+	model := map[string]int64{}
+	now := int64(1_000_000)
+	for i := range 20_000 {
+		now += rng.Int64N(3_000)
+		tok := fmt.Sprint("t", rng.IntN(64))
+		if rng.IntN(3) == 0 {
+			exp, ok := model[tok]
+			delete(model, tok)
+			if got, want := ReleaseSlot(&st, tok, now), ok && exp > now; got != want {
+				t.Fatalf("step %d: release %s: %v, want %v", i, tok, got, want)
+			}
+			continue
+		}
+		limitN, ttl := int64(1+rng.IntN(40)), int64(1+rng.IntN(100))
+		got := AcquireSlot(&st, limitN, tok, ttl, now)
+		for k, exp := range model {
+			if exp <= now {
+				delete(model, k)
+			}
+		}
+		want := limit.Result{Limit: limitN, RetryAfterMs: -1}
+		if int64(len(model)) < limitN {
+			model[tok] = now + ttl*1000
+			want.Allowed = true
+		}
+		first, last := int64(0), int64(0)
+		for _, exp := range model {
+			if first == 0 || exp < first {
+				first = exp
+			}
+			last = max(last, exp)
+		}
+		if len(model) > 0 {
+			want.ResetAfterMs = ceilDiv(last-now, 1000)
+			if !want.Allowed {
+				want.RetryAfterMs = max(1, ceilDiv(first-now, 1000))
+			}
+		}
+		want.Remaining = max(0, limitN-int64(len(model)))
+		if got != want {
+			t.Fatalf("step %d: acquire %s limit %d ttl %d: %+v, want %+v", i, tok, limitN, ttl, got, want)
+		}
+		if got, want := st.Held(now), int64(len(model)); got != want {
+			t.Fatalf("step %d: Held %d, want %d", i, got, want)
 		}
 	}
 }
@@ -86,7 +143,7 @@ func fillSlots(b *testing.B, s *Store, key string, p *limit.Policy, n int) {
 	st := s.slotsOf(key, p)
 	now := s.now().UnixMicro()
 	for i := 1; i < n; i++ {
-		st.held[fmt.Sprint("t", i)] = now + 3_600_000_000 - int64(i)
+		st.put(fmt.Sprint("t", i), now+3_600_000_000-int64(i))
 	}
 	if got := st.Held(now); got != int64(n) {
 		b.Fatalf("filled %d slots, want %d", got, n)
