@@ -144,7 +144,9 @@ func (s *Store) Acquire(_ context.Context, key string, p *limit.Policy, token st
 	}
 	if e == nil {
 		e = &entry{st: State{Slots: &SlotState{}, kind: kindSlots}}
-		sh.insert(k, e, now, s.perShard)
+		if !sh.insert(k, e, now, s.perShard) {
+			return limit.Result{Err: ErrFull}
+		}
 	}
 	res := AcquireSlot(e.st.Slots, sp.Limit, token, ttlMs, now)
 	res.DecidedBy = s.decidedBy
@@ -152,7 +154,7 @@ func (s *Store) Acquire(_ context.Context, key string, p *limit.Policy, token st
 	case e.st.Slots.len() == 0:
 		delete(sh.buckets, k)
 	case res.Allowed:
-		e.expires = now + (res.ResetAfterMs+1000)*1000 // as the script's PEXPIRE
+		sh.setExpiry(e, now+(res.ResetAfterMs+1000)*1000) // as the script's PEXPIRE
 	}
 	return res
 }
