@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"hash/maphash"
+	"math"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -128,6 +129,37 @@ func (s *Store) Acquire(_ context.Context, key string, p *limit.Policy, token st
 	if err != nil {
 		return limit.Result{Err: err}
 	}
+	return s.acquire(key, p, sp.Limit, token, ttlMs)
+}
+
+// Hold holds a slot for token under key for ttlMs whatever the limit: the
+// slots the `open` fallback admits, kept so that they count once the store
+// answers again (see Held). A full store (ErrFull) keeps none.
+func (s *Store) Hold(key string, p *limit.Policy, token string, ttlMs int64) {
+	s.acquire(key, p, math.MaxInt64, token, ttlMs)
+}
+
+// Held reports the slots held under key for p's space at now, and the ms
+// until the earliest and the last of them frees itself (0 when none).
+func (s *Store) Held(key string, p *limit.Policy) (held, nextMs, lastMs int64) {
+	now := s.now().UnixMicro()
+	sh := &s.shards[maphash.String(s.seed, key)%shards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.buckets[stateKey{p.Space, key}]
+	if e == nil || e.expires <= now || e.st.kind != kindSlots {
+		return 0, 0, 0
+	}
+	st := e.st.Slots
+	st.expire(now)
+	if st.len() == 0 {
+		return 0, 0, 0
+	}
+	return int64(st.len()), ceilDiv(st.earliest()-now, 1000), ceilDiv(st.latest()-now, 1000)
+}
+
+// acquire is Acquire with limitN slots.
+func (s *Store) acquire(key string, p *limit.Policy, limitN int64, token string, ttlMs int64) limit.Result {
 	now := s.now().UnixMicro()
 	k := stateKey{p.Space, key}
 	sh := &s.shards[maphash.String(s.seed, key)%shards]
@@ -140,7 +172,7 @@ func (s *Store) Acquire(_ context.Context, key string, p *limit.Policy, token st
 	}
 	if e != nil && e.st.kind != kindSlots {
 		left := max(1, ceilDiv(e.expires-now, 1000))
-		return limit.Result{Limit: sp.Limit, RetryAfterMs: left, ResetAfterMs: left, DecidedBy: s.decidedBy}
+		return limit.Result{Limit: limitN, RetryAfterMs: left, ResetAfterMs: left, DecidedBy: s.decidedBy}
 	}
 	if e == nil {
 		e = &entry{st: State{Slots: &SlotState{}, kind: kindSlots}}
@@ -148,7 +180,7 @@ func (s *Store) Acquire(_ context.Context, key string, p *limit.Policy, token st
 			return limit.Result{Err: ErrFull}
 		}
 	}
-	res := AcquireSlot(e.st.Slots, sp.Limit, token, ttlMs, now)
+	res := AcquireSlot(e.st.Slots, limitN, token, ttlMs, now)
 	res.DecidedBy = s.decidedBy
 	switch {
 	case e.st.Slots.len() == 0:
