@@ -227,8 +227,9 @@ func (l *Limiter) onSlotError(ctx context.Context, key string, p *limit.Policy, 
 // whether it was held. The in-process fallback is asked too (a slot taken
 // there while the store could not answer is freed there), so the answer
 // is true when either held it. A store that cannot answer is an error
-// (limit.ErrUnavailable): the slot, if the store holds it, frees itself
-// after its TTL.
+// (limit.ErrUnavailable) unless the fallback held the slot; either way the
+// store's slot, if any, is released in the background once the store
+// answers again (orphans.go).
 func (l *Limiter) Release(ctx context.Context, key, token string) (bool, error) {
 	p, err := l.slotPolicy(key, "rl.release")
 	if err != nil {
@@ -246,6 +247,11 @@ func (l *Limiter) Release(ctx context.Context, key, token string) (bool, error) 
 	dctx, cancel := l.deadline(ctx)
 	inStore, err := ss.Release(dctx, key, p, token)
 	cancel()
+	if err != nil && errors.Is(err, limit.ErrUnavailable) {
+		// The slot, if the store holds it, is freed in the background
+		// once the store answers again, rather than by its TTL.
+		l.orphan(key, p, token, limit.MaxSlotTTL.Milliseconds())
+	}
 	if err != nil && !held {
 		if errors.Is(err, limit.ErrUnavailable) {
 			l.stats.StoreErrors.Add(1)

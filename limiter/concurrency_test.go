@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,11 +187,11 @@ func TestAcquireOverload(t *testing.T) {
 // standing for Redis.
 type flakySlots struct {
 	*local.Store
-	down bool
+	down atomic.Bool
 }
 
 func (f *flakySlots) Acquire(ctx context.Context, key string, p *limit.Policy, token string, ttlMs int64) limit.Result {
-	if f.down {
+	if f.down.Load() {
 		return limit.Result{Err: &limit.UnavailableError{Node: "n", Err: errors.New("refused")}}
 	}
 	r := f.Store.Acquire(ctx, key, p, token, ttlMs)
@@ -199,7 +200,7 @@ func (f *flakySlots) Acquire(ctx context.Context, key string, p *limit.Policy, t
 }
 
 func (f *flakySlots) Release(ctx context.Context, key string, p *limit.Policy, token string) (bool, error) {
-	if f.down {
+	if f.down.Load() {
 		return false, &limit.UnavailableError{Node: "n", Err: errors.New("refused")}
 	}
 	return f.Store.Release(ctx, key, p, token)
@@ -213,7 +214,8 @@ func TestOpenSlotsCountAfterRecovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p := slotPolicy(limit.FailOpen, 1)
-	store := &flakySlots{Store: local.New(local.Config{}), down: true}
+	store := &flakySlots{Store: local.New(local.Config{})}
+	store.down.Store(true)
 	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{}, Slots: store})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +228,7 @@ func TestOpenSlotsCountAfterRecovery(t *testing.T) {
 		}
 		open = append(open, tok)
 	}
-	store.down = false
+	store.down.Store(false)
 	if r, _ := l.Acquire(ctx, "k", 0); r.Allowed || r.DecidedBy != limit.ByStore || r.Remaining != 0 || r.RetryAfterMs < 1 {
 		t.Fatalf("back, with 6 open slots held: %+v, want refused", r)
 	}
@@ -258,5 +260,33 @@ func waitOrphans(t *testing.T, l *Limiter) {
 			t.Fatalf("%d orphans still pending after 10 s", l.orphans.pending())
 		}
 		time.Sleep(time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// An RL.RELEASE the store could not answer is an error, and the slot is
+// released in the background once the store answers again: the limit's
+// one slot can be taken then, long before its hour is up.
+func TestReleaseRetriedAfterOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := slotPolicy(limit.FailClosed, 1)
+	p.Limit, p.Period = 1, time.Hour
+	store := &flakySlots{Store: local.New(local.Config{})}
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{}, Slots: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, tok := l.Acquire(ctx, "k", 0)
+	if !r.Allowed || r.DecidedBy != limit.ByStore {
+		t.Fatalf("acquire: %+v", r)
+	}
+	store.down.Store(true)
+	if held, err := l.Release(ctx, "k", tok); held || !errors.Is(err, limit.ErrUnavailable) {
+		t.Fatalf("release while down: %v %v, want the store's error", held, err)
+	}
+	store.down.Store(false)
+	waitOrphans(t, l)
+	if r, _ := l.Acquire(ctx, "k", 0); !r.Allowed {
+		t.Fatalf("after the store came back: %+v, want the slot freed by the background release", r)
 	}
 }
