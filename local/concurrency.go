@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"hash/maphash"
-	"math"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -132,11 +131,19 @@ func (s *Store) Acquire(_ context.Context, key string, p *limit.Policy, token st
 	return s.acquire(key, p, sp.Limit, token, ttlMs)
 }
 
-// Hold holds a slot for token under key for ttlMs whatever the limit: the
+// Hold holds a slot for token under key for ttlMs past p's limit: the
 // slots the `open` fallback admits, kept so that they count once the store
-// answers again (see Held). A full store (ErrFull) keeps none.
+// answers again (see Held). It keeps at most HoldCap(p) per key, so that an
+// outage under `open` cannot fill memory; past that, and in a full store
+// (ErrFull), a slot is not kept.
 func (s *Store) Hold(key string, p *limit.Policy, token string, ttlMs int64) {
-	s.acquire(key, p, math.MaxInt64, token, ttlMs)
+	s.acquire(key, p, HoldCap(p), token, ttlMs)
+}
+
+// HoldCap is the most slots Hold keeps for one key of p: 4 × its limit, at
+// least 64, at most limit.MaxSlots.
+func HoldCap(p *limit.Policy) int64 {
+	return min(limit.MaxSlots, max(64, 4*p.Limit))
 }
 
 // Held reports the slots held under key for p's space at now, and the ms
