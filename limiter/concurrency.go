@@ -83,10 +83,12 @@ func (l *Limiter) slotPolicy(key, cmd string) (*limit.Policy, error) {
 // ttlMs (0: the policy's period; the door bounds it by limit.MaxSlotTTL),
 // and the token that names it ("" when refused). A store that cannot
 // answer sends it to on_store_error (on_overload when it is overloaded):
-// open admits with a token that holds nothing (RL.RELEASE answers 0 for
-// it), closed refuses, local takes a slot of this instance's share
-// (limit.Policy.Share: local_share × limit, rounded down, at least 1) in
-// the in-process fallback. A shadow policy admits what it would refuse,
+// open admits, and records the slot in the in-process fallback (RL.RELEASE
+// frees it there), closed refuses, local takes a slot of this instance's
+// share (limit.Policy.Share: local_share × limit, rounded down, at least 1)
+// in the fallback. Once the store answers again, the fallback's slots of
+// the key count against its answers (countFallback), and an acquire that
+// timed out is released in the background (orphans.go). A shadow policy admits what it would refuse,
 // with a token that holds nothing. Refusals never enter the deny cache: a
 // release frees a slot at once.
 func (l *Limiter) Acquire(ctx context.Context, key string, ttlMs int64) (limit.Result, string) {
@@ -190,8 +192,8 @@ func (l *Limiter) countFallback(key string, p *limit.Policy, token string, ttlMs
 	return res
 }
 
-// slotHolder is the in-process fallback holding a slot without a limit
-// (local.Store): the slots `open` admits.
+// slotHolder is the in-process fallback holding a slot past the limit
+// (local.Store, up to local.HoldCap): the slots `open` admits.
 type slotHolder interface {
 	Hold(key string, p *limit.Policy, token string, ttlMs int64)
 }
@@ -206,7 +208,7 @@ func (l *Limiter) onSlotError(ctx context.Context, key string, p *limit.Policy, 
 	switch mode {
 	case limit.FailOpen:
 		// Nothing is known of the slots: report them as free. The
-		// fallback keeps the token without a limit, so that the slot
+		// fallback keeps the token past the limit, so that the slot
 		// counts against the store's answers once the store is back, and
 		// RL.RELEASE frees it.
 		if fs, ok := l.fallback.(slotHolder); ok {
