@@ -164,5 +164,53 @@ func TestSlotsOnCluster(t *testing.T) {
 		}
 		pollAcquire(t, l, key, "after a fallback slot's release")
 		t.Logf("counters: %+v", l.SlotSnapshot())
+
+		// Two instances, both cut off: each holds its share, and the
+		// store's answers leave at most limit + (N − 1) × S = 4 + 2.
+		const key2 = "cut2"
+		ls := []*Limiter{slotLimiter(t, store, p), slotLimiter(t, clusterStore(t, pc.Seeds()), p)}
+		for _, l := range ls {
+			if r, _ := l.Acquire(ctx, key2, 0); !r.Allowed || r.DecidedBy != limit.ByStore {
+				t.Fatalf("first acquire: %+v", r)
+			}
+		}
+		if _, err := ls[0].Reset(ctx, key2); err != nil {
+			t.Fatal(err)
+		}
+		pc.Cut(true)
+		fallback := 0
+		for _, l := range ls {
+			for range 4 {
+				if r, _ := l.Acquire(ctx, key2, 0); r.Allowed {
+					fallback++
+				}
+			}
+		}
+		pc.Cut(false)
+		// The first instance back takes what the store and its own share
+		// leave; the other, once its store answers, what is left of that.
+		stored := 1
+		pollAcquire(t, ls[0], key2, "first after the cut")
+		deadline := time.Now().Add(10 * time.Second)
+		for _, l := range ls {
+			for i := 0; i < 4; {
+				r, _ := l.Acquire(ctx, key2, 0)
+				if r.DecidedBy != limit.ByStore { // its breaker has not let the store in yet
+					if time.Now().After(deadline) {
+						t.Fatalf("no answer of the store 10 s after the cut: %+v", r)
+					}
+					time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+					continue
+				}
+				i++
+				if r.Allowed {
+					stored++
+				}
+			}
+		}
+		t.Logf("two instances: held at once %d by the fallbacks + %d by the store, bound 4 + (2 − 1) × 2 = 6", fallback, stored)
+		if fallback != 4 || fallback+stored > 6 {
+			t.Fatalf("%d by the fallbacks + %d by the store, want 4 + at most 2", fallback, stored)
+		}
 	})
 }
