@@ -37,9 +37,10 @@ func (l *Limiter) SlotSnapshot() SlotSnapshot {
 		Orphans: l.orphans.queued.Load(), OrphansFreed: l.orphans.freed.Load(), OrphansDropped: l.orphans.dropped.Load()}
 }
 
-// ErrSlotTTL is the error of an acquire whose ttl_ms is above
-// limit.MaxSlotTTL; the doors check it first, with their own words.
-var ErrSlotTTL = fmt.Errorf("ttl_ms must be at most %d (%s)", limit.MaxSlotTTL.Milliseconds(), limit.MaxSlotTTL)
+// ErrSlotTTL marks the error (a *limit.SlotTTLError) of an acquire whose
+// ttl_ms is above its policy's max_ttl, limit.MaxSlotTTL without one (the
+// doors check that bound first, with their own words).
+var ErrSlotTTL = limit.ErrSlotTTL
 
 // errNoSlots is the error of RL.ACQUIRE on a store that holds no slots.
 var errNoSlots = errors.New("this store does not hold concurrency slots")
@@ -118,11 +119,8 @@ func (l *Limiter) acquire(ctx context.Context, key string, p *limit.Policy, ttlM
 	if err != nil {
 		return limit.Result{Err: err}, ""
 	}
-	if ttlMs <= 0 {
-		ttlMs = sp.TTLMs
-	}
-	if ttlMs > limit.MaxSlotTTL.Milliseconds() {
-		return limit.Result{Err: ErrSlotTTL}, ""
+	if ttlMs, err = sp.TTL(p.Name, ttlMs); err != nil { // max_ttl
+		return limit.Result{Err: err}, ""
 	}
 	ss := l.slotStore
 	if ss == nil {

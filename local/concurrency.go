@@ -121,8 +121,8 @@ func ReleaseSlot(st *SlotState, token string, now int64) bool {
 var _ limit.SlotStore = (*Store)(nil)
 
 // Acquire takes one of p's slots under key for token (limit.SlotStore).
-// A key holding another algorithm's state is never read as free slots:
-// every slot reads as held until that state expires, as in Redis.
+// A key holding another algorithm's state holds none of p's slots: it is
+// replaced by a set of slots, as in Redis (concurrency.lua).
 func (s *Store) Acquire(_ context.Context, key string, p *limit.Policy, token string, ttlMs int64) limit.Result {
 	sp, err := p.Slots()
 	if err != nil {
@@ -178,8 +178,8 @@ func (s *Store) acquire(key string, p *limit.Policy, limitN int64, token string,
 		e = nil
 	}
 	if e != nil && e.st.kind != kindSlots {
-		left := max(1, ceilDiv(e.expires-now, 1000))
-		return limit.Result{Limit: limitN, RetryAfterMs: left, ResetAfterMs: left, DecidedBy: s.decidedBy}
+		delete(sh.buckets, k)
+		e = nil
 	}
 	if e == nil {
 		e = &entry{st: State{Slots: &SlotState{}, kind: kindSlots}}

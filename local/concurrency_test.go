@@ -37,7 +37,8 @@ func TestConcurrencyVectors(t *testing.T) {
 	})
 }
 
-// One owner per key: slots and a bucket of one key never read each other.
+// One owner per key: a bucket holds no slot (an acquire replaces it), and
+// slots read as a spent bucket.
 func TestConcurrencyOwner(t *testing.T) {
 	t.Parallel()
 	s, clock := storeAt()
@@ -47,8 +48,8 @@ func TestConcurrencyOwner(t *testing.T) {
 	tb := &limit.Policy{Algorithm: limit.TokenBucket, Limit: 10, Rate: 10, Period: time.Second}
 	var out [1]limit.Result
 	s.Do(ctx, []limit.Request{{Key: "rate", Cost: 1, Policy: tb}}, out[:])
-	if r := s.Acquire(ctx, "rate", cp, "a", 1000); r.Allowed || r.RetryAfterMs < 1 {
-		t.Fatalf("acquire on a bucket's key: %+v", r)
+	if r := s.Acquire(ctx, "rate", cp, "a", 1000); !r.Allowed || r.Remaining != 1 {
+		t.Fatalf("acquire on a bucket's key: %+v, want it read as no slot held (TestConcurrencySwitched)", r)
 	}
 	if r := s.Acquire(ctx, "slots", cp, "a", 1000); !r.Allowed {
 		t.Fatalf("acquire: %+v", r)
