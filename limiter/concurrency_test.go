@@ -290,3 +290,28 @@ func TestReleaseRetriedAfterOutage(t *testing.T) {
 		t.Fatalf("after the store came back: %+v, want the slot freed by the background release", r)
 	}
 }
+
+// An overload turned away before it was sent took no slot: nothing to
+// release. One that ran out of time after it was sent may have run: its
+// token is released in the background.
+func TestAcquireOrphanOnlyIfSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		left    time.Duration
+		orphans int64
+	}{{time.Millisecond, 0}, {0, 1}} {
+		over := &limit.OverloadError{Node: "n", Wait: time.Second, Left: tc.left}
+		p := slotPolicy(limit.FailClosed, 1)
+		l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{over}, Slots: downSlots{over}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := l.Acquire(ctx, "k", 0); r.Allowed || r.DecidedBy != limit.ByOverloadClosed {
+			t.Fatalf("left %v: %+v", tc.left, r)
+		}
+		if got := l.SlotSnapshot().Orphans; got != tc.orphans {
+			t.Fatalf("left %v: %d orphans, want %d", tc.left, got, tc.orphans)
+		}
+	}
+}
