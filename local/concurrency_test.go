@@ -72,3 +72,22 @@ func TestConcurrencyOwner(t *testing.T) {
 		t.Fatalf("after reset: %+v, want one slot free of two", r)
 	}
 }
+
+// Hold keeps slots past the limit, up to HoldCap, and Held counts them.
+func TestHoldCap(t *testing.T) {
+	t.Parallel()
+	s, clock := storeAt()
+	*clock = algotest.T0
+	p := &limit.Policy{Algorithm: limit.Concurrency, Limit: 2, Period: time.Second}
+	for i := range 100 {
+		s.Hold("k", p, itoa(i), 1000)
+	}
+	held, next, last := s.Held("k", p)
+	if held != HoldCap(p) || held != 64 || next != 1000 || last != 1000 {
+		t.Fatalf("Held %d next %d last %d, want 64 slots of 1 s", held, next, last)
+	}
+	*clock += 1000 * 1000
+	if held, _, _ := s.Held("k", p); held != 0 {
+		t.Fatalf("after their TTL %d held", held)
+	}
+}
