@@ -96,7 +96,6 @@ var commands = map[string]spec{
 	"acl|whoami":     {CatConnection, 0},
 	"acl|cat":        {CatConnection, 0},
 	"acl|help":       {CatConnection, 0},
-	"rl.policy|help": {CatConnection, 0},
 }
 
 // Category returns the category of the command named cmd (lower case,
