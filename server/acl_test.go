@@ -267,6 +267,20 @@ func TestACLReload(t *testing.T) {
 	runSteps(t, ops, []step{{"ACL USERS\r\n", "[$default $ops]"}})
 }
 
+// TestACLUsersExclusive: Users beside RequirePass or AdminPass is a
+// configuration error, not a silent choice of one.
+func TestACLUsersExclusive(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{Decider: newFake(1), Users: acl.NewHolder(acl.FromFlags("", "")), RequirePass: "x"},
+		{Decider: newFake(1), Users: acl.NewHolder(acl.FromFlags("", "")), AdminPass: "x"},
+	} {
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "exclusive") {
+			t.Errorf("New: %v, want Users and RequirePass or AdminPass refused", err)
+		}
+	}
+}
+
 // TestACLDefaultUser: an ACL file's default user is whatever the file
 // says, and off when it says nothing.
 func TestACLDefaultUser(t *testing.T) {
