@@ -21,6 +21,8 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /sluice /sluice
 USER nonroot:nonroot
 # 6380: RESP (RL.TAKE …); 9380: admin HTTP (/metrics, /healthz, /readyz).
+# Profiling (/debug/pprof) is off; --pprof ADDR serves it on a listener of
+# its own (docs/operations.md).
 EXPOSE 6380 9380
 ENTRYPOINT ["/sluice"]
 CMD ["serve", "--listen", "0.0.0.0:6380", "--admin", "0.0.0.0:9380"]

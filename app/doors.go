@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
@@ -18,6 +19,9 @@ import (
 func (a *App) startDoors() error {
 	err := a.startAdmin()
 	if err == nil {
+		err = a.startPprof()
+	}
+	if err == nil {
 		err = a.startHTTP()
 	}
 	if err == nil {
@@ -27,6 +31,9 @@ func (a *App) startDoors() error {
 		if a.admin != nil {
 			a.admin.Close()
 		}
+		if a.pprof != nil {
+			a.pprof.Close()
+		}
 		if a.http != nil {
 			_ = a.http.Shutdown(context.Background())
 		}
@@ -34,8 +41,8 @@ func (a *App) startDoors() error {
 	return err
 }
 
-// startAdmin serves /metrics, /healthz, /readyz and /debug/pprof on
-// --admin, when set.
+// startAdmin serves /metrics, /healthz and /readyz on --admin, when set;
+// never /debug/pprof, which has a listener of its own (startPprof).
 func (a *App) startAdmin() error {
 	if a.cfg.Admin == "" {
 		return nil
@@ -56,8 +63,6 @@ func (a *App) startAdmin() error {
 func (a *App) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", a.m.Handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		cs, ok := a.store.(*cluster.Store)
@@ -74,6 +79,36 @@ func (a *App) adminHandler() http.Handler {
 		fmt.Fprintln(w, "ok", a.mode)
 	})
 	return mux
+}
+
+// startPprof serves Go's profiling endpoints, /debug/pprof/, on --pprof,
+// when set (off by default). They are a listener of their own rather
+// than a switch on --admin: the image and the Compose file put --admin on
+// 0.0.0.0 for Prometheus to scrape, and a profile (CPU for 30 s on
+// request, goroutine stacks, the command line) is nobody's business
+// beyond the host. An address that is not loopback is served, with a
+// warning.
+func (a *App) startPprof() error {
+	if a.cfg.Pprof == "" {
+		return nil
+	}
+	pln, err := net.Listen("tcp", a.cfg.Pprof)
+	if err != nil {
+		return fmt.Errorf("serve: --pprof: %w", err)
+	}
+	if ap, err := netip.ParseAddrPort(pln.Addr().String()); err != nil || !ap.Addr().IsLoopback() {
+		a.log.Warn("pprof is served beyond loopback: anyone who reaches it can profile this process", "addr", pln.Addr().String())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	a.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = a.pprof.Serve(pln) }()
+	a.log.Info("pprof listening", "addr", pln.Addr().String())
+	return nil
 }
 
 // startHTTP starts the HTTP door of --http, when set: the same limiter,

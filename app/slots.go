@@ -22,6 +22,7 @@ func slotStore(s limit.Store) limit.SlotStore {
 func writeSlotInfo(w io.Writer, lim *limiter.Limiter) {
 	s := lim.SlotSnapshot()
 	fmt.Fprintf(w, "slot_acquires:%d\r\nslot_acquired:%d\r\nslot_releases:%d\r\nslot_released:%d\r\n", s.Acquires, s.Acquired, s.Releases, s.Released)
+	fmt.Fprintf(w, "slot_over_fallback:%d\r\nslot_orphans:%d\r\nslot_orphans_freed:%d\r\nslot_orphans_dropped:%d\r\n", s.OverFallback, s.Orphans, s.OrphansFreed, s.OrphansDropped)
 }
 
 // collectSlots registers the slot counters for /metrics.
@@ -31,5 +32,9 @@ func collectSlots(m *metrics.Metrics, lim *limiter.Limiter) error {
 		{"sluice_slot_acquired_total", "RL.ACQUIRE decisions that took a slot.", func(s limiter.SlotSnapshot) int64 { return s.Acquired }},
 		{"sluice_slot_releases_total", "RL.RELEASE calls answered.", func(s limiter.SlotSnapshot) int64 { return s.Releases }},
 		{"sluice_slot_released_total", "RL.RELEASE calls that freed a held slot (the rest named an unknown or expired token).", func(s limiter.SlotSnapshot) int64 { return s.Released }},
+		{"sluice_slot_over_fallback_total", "RL.ACQUIRE decisions the store admitted but refused for the slots the fallback holds.", func(s limiter.SlotSnapshot) int64 { return s.OverFallback }},
+		{"sluice_slot_orphans_total", "Slots the store may hold that no caller knows of (an acquire that timed out, or was refused for the fallback's slots), queued for release.", func(s limiter.SlotSnapshot) int64 { return s.Orphans }},
+		{"sluice_slot_orphans_freed_total", "Orphan slots released in the store, found free, or expired.", func(s limiter.SlotSnapshot) int64 { return s.OrphansFreed }},
+		{"sluice_slot_orphans_dropped_total", "Orphan slots given up after bounded retries (each frees itself by its TTL).", func(s limiter.SlotSnapshot) int64 { return s.OrphansDropped }},
 	})
 }

@@ -23,6 +23,15 @@ const (
 // denyShards spreads the deny cache over locks.
 const denyShards = 16
 
+// forgetRing is how many Forget and Clear calls a Deny remembers, by key:
+// a refusal in flight across more of them is not kept, whatever its key
+// (over 1,000 give-backs or resets on one instance during one store round
+// trip).
+const forgetRing = 1024
+
+// allKeys is the key hash a Clear leaves in the ring: every key.
+const allKeys = 0
+
 // DenyConfig configures a Deny. The zero value of every field means its
 // default.
 type DenyConfig struct {
@@ -75,9 +84,13 @@ type Deny struct {
 	// latest is the latest expiry of a refusal added, ns since the
 	// epoch: past it nothing is live and Lookup returns at once.
 	latest atomic.Int64
-	// gen counts the Forget calls: a refusal whose request was sent before
-	// one is not kept (it may predate the RL.RESET or the give-back).
-	gen atomic.Uint64
+	// gen counts the Forget and Clear calls; forgets[g%forgetRing] names
+	// the key of call g (its hash, or allKeys). A refusal whose request
+	// was sent before a Forget of its key, or a Clear, is not kept: it may
+	// predate the RL.RESET or the give-back. A Forget of another key
+	// changes nothing for it.
+	gen     atomic.Uint64
+	forgets [forgetRing]forgotten
 
 	hits, added atomic.Int64
 }
@@ -86,6 +99,14 @@ type Deny struct {
 type denyKey struct {
 	key string
 	p   *limit.Policy
+}
+
+// forgotten is one slot of the ring of Forget calls: the key hash of call
+// gen. The writer stores hash, then gen; a reader that finds gen finds
+// that call's hash or a later call's, and a later one is seen by its
+// re-reading of Deny.gen (see stale).
+type forgotten struct {
+	gen, hash atomic.Uint64
 }
 
 // denial is one refusal of the store.
@@ -125,7 +146,50 @@ func NewDeny(cfg DenyConfig) (*Deny, error) {
 }
 
 func (d *Deny) shard(key string) *lru.Cache[denyKey, denial] {
-	return d.shards[maphash.String(d.seed, key)%denyShards]
+	return d.shards[d.hash(key)%denyShards]
+}
+
+// hash is key's hash, never allKeys.
+func (d *Deny) hash(key string) uint64 {
+	if h := maphash.String(d.seed, key); h != allKeys {
+		return h
+	}
+	return 1
+}
+
+// forgot records call g of Forget (key hash h) or Clear (allKeys).
+func (d *Deny) forgot(h uint64) {
+	g := d.gen.Add(1)
+	f := &d.forgets[g%forgetRing]
+	f.hash.Store(h)
+	f.gen.Store(g)
+}
+
+// stale reports whether a refusal of the key of hash h, whose request was
+// sent when Gen was gen, may predate a Forget of its key or a Clear: one
+// of the calls since gen names it or every key, or is not known for sure
+// (not yet written, or overwritten by a call forgetRing later). Calls of
+// other keys do not make it stale.
+func (d *Deny) stale(h, gen uint64) bool {
+	now := d.gen.Load()
+	if now == gen {
+		return false
+	}
+	if now-gen >= forgetRing {
+		return true
+	}
+	for g := gen + 1; g <= now; g++ {
+		f := &d.forgets[g%forgetRing]
+		if f.gen.Load() != g {
+			return true
+		}
+		if fh := f.hash.Load(); fh == h || fh == allKeys {
+			return true
+		}
+	}
+	// A call forgetRing later may have written a hash read above: it
+	// counted itself in gen first.
+	return d.gen.Load()-gen >= forgetRing
 }
 
 // Lookup answers a request of cost for key under p at now from a refusal
@@ -179,14 +243,14 @@ func extra(p *limit.Policy, n int64) (time.Duration, bool) {
 	return 0, false
 }
 
-// Gen returns the count of Forget calls so far; read it, with the time,
-// before the store call whose refusal Refused records.
+// Gen returns the count of Forget and Clear calls so far; read it, with
+// the time, before the store call whose refusal Refused records.
 func (d *Deny) Gen() uint64 { return d.gen.Load() }
 
 // Refused records the store's refusal r of cost for key under p, for a
 // request sent at sent (before the store call), when Gen was gen. A
 // refusal that would be answered for less than a millisecond is not kept,
-// nor one that a Forget since gen may have made stale.
+// nor one that a Forget of key or a Clear since gen may have made stale.
 func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result, sent time.Time, gen uint64) {
 	// Both times are rounded up by the script, which ran after sent: the
 	// cache counts down from a millisecond less, so that it never reports
@@ -203,12 +267,13 @@ func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result,
 		e.retryAt = sent.Add(time.Duration(r.RetryAfterMs-1) * time.Millisecond)
 		e.expires = sent.Add(min(d.maxTTL, time.Duration(r.RetryAfterMs-1)*time.Millisecond))
 	}
-	if d.gen.Load() != gen {
+	h := d.hash(key)
+	if d.stale(h, gen) {
 		return
 	}
-	sh := d.shard(key)
+	sh := d.shards[h%denyShards]
 	sh.Add(denyKey{key, p}, e)
-	if d.gen.Load() != gen { // a Forget ran meanwhile: it may have removed nothing yet
+	if d.stale(h, gen) { // a Forget of key ran meanwhile: it may have removed nothing yet
 		sh.Remove(denyKey{key, p})
 		return
 	}
@@ -225,14 +290,15 @@ func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result,
 // or a give-back of this instance (an RL.MTAKE refund, an RL.ADJUST with
 // a negative delta), made it stale.
 func (d *Deny) Forget(key string, p *limit.Policy) {
-	d.gen.Add(1)
-	d.shard(key).Remove(denyKey{key, p})
+	h := d.hash(key)
+	d.forgot(h)
+	d.shards[h%denyShards].Remove(denyKey{key, p})
 }
 
 // Clear drops every refusal, and keeps none whose request was sent
 // before: the policies in force changed.
 func (d *Deny) Clear() {
-	d.gen.Add(1)
+	d.forgot(allKeys)
 	for _, c := range d.shards {
 		c.Purge()
 	}

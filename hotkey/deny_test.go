@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,10 +111,47 @@ func TestDenyForget(t *testing.T) {
 		t.Fatal("answered after Forget")
 	}
 	gen := d.Gen()
-	d.Forget("other", p) // an RL.RESET while the request was in flight
+	d.Forget("k", p) // an RL.RESET or a give-back of k while the request was in flight
 	d.Refused("k", p, 1, refusal, c.Now(), gen)
 	if _, ok := d.Lookup("k", p, 1, c.Now()); ok {
-		t.Fatal("a refusal sent before a Forget was kept")
+		t.Fatal("a refusal sent before a Forget of its key was kept")
+	}
+}
+
+// TestDenyForgetOtherKeyInFlight: a Forget of one key while refusals of
+// others are in flight keeps none of them out of the cache (one client's
+// give-backs in a loop used to keep the cache empty for every tenant),
+// whatever the number of Forgets of other keys in flight below the ring;
+// past it, and for the key forgotten, the refusal is not kept.
+func TestDenyForgetOtherKeyInFlight(t *testing.T) {
+	c := newClock()
+	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
+	refusal := &limit.Result{Limit: 4, RetryAfterMs: 30000}
+	for _, tc := range []struct {
+		name    string
+		forgets int  // Forgets of keys a0, a1, … in flight
+		self    bool // and one of the refused key among them
+		kept    bool
+	}{
+		{"one other key", 1, false, true},
+		{"a ring of other keys", forgetRing - 1, false, true},
+		{"more than the ring", forgetRing, false, false},
+		{"its own key among others", 50, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDeny(t, DenyConfig{})
+			gen := d.Gen()
+			for i := range tc.forgets {
+				d.Forget(fmt.Sprint("a", i), p)
+				if tc.self && i == tc.forgets/2 {
+					d.Forget("b", p)
+				}
+			}
+			d.Refused("b", p, 1, refusal, c.Now(), gen)
+			if _, ok := d.Lookup("b", p, 1, c.Now()); ok != tc.kept {
+				t.Fatalf("b's refusal kept %v after %d Forgets in flight (its own among them: %v), want %v", ok, tc.forgets, tc.self, tc.kept)
+			}
+		})
 	}
 }
 
@@ -219,5 +259,63 @@ func TestDenyRoundedRetry(t *testing.T) {
 	}
 	if got, ok := d.Lookup("k", p, 1, c.Now()); ok {
 		t.Fatalf("cache at 333.5 ms answers %+v; the store admits", got)
+	}
+}
+
+// TestDenyForgetRace: one goroutine records refusals of k, each decided
+// at a version of k's state (its remaining field), while another gives k
+// back (a new version, then Forget) and a third forgets other keys. Once
+// the refusal that was in flight during a give-back has been recorded, any
+// refusal of k held was decided at that version or later: none decided
+// before a give-back of its key survives it.
+func TestDenyForgetRace(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
+	d := newDeny(t, DenyConfig{MaxTTL: time.Hour})
+	var version, done atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			gen := d.Gen()
+			v := version.Load() // the store's decision
+			runtime.Gosched()   // its reply on the way back
+			d.Refused("k", p, 1, &limit.Result{Limit: 4, Remaining: v, RetryAfterMs: 30000}, c.Now(), gen)
+			done.Add(1)
+		}
+	})
+	wg.Go(func() {
+		for i := 0; !stop.Load(); i++ {
+			d.Forget(fmt.Sprint("other", i%7), p)
+			runtime.Gosched()
+		}
+	})
+	kept := 0
+	for range 5000 {
+		v := version.Add(1)
+		d.Forget("k", p)
+		// The refusal in flight now may have been decided before v; the
+		// next one was decided after it, and is kept.
+		for step := range 2 {
+			for a := done.Load(); done.Load() == a; {
+				runtime.Gosched()
+			}
+			r, ok := d.Lookup("k", p, 1, c.Now())
+			if ok && r.Remaining < v {
+				stop.Store(true)
+				wg.Wait()
+				t.Fatalf("a refusal decided at version %d is held after the give-back of version %d", r.Remaining, v)
+			}
+			if ok && step == 1 {
+				kept++
+			}
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("after %d of 5000 give-backs the next refusal of k was held", kept)
+	if kept == 0 {
+		t.Fatal("no refusal was ever kept: the test did not exercise the cache")
 	}
 }

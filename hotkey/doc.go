@@ -46,7 +46,9 @@
 // longer: a take that finds it older expires it at once (its tokens go
 // back) and claims again, so a change to the shared bucket that the lease
 // cannot see, such as an RL.RESET on another instance, shows within one
-// TTL.
+// TTL. A lease's tokens admit only under the policy they were claimed under
+// while the policies in force stay the same (Layer.PoliciesChanged): a
+// change drops them, unreturned, and a claim in flight across it.
 //
 // Every leased token was taken from the shared bucket, so leases never
 // over-admit: across all instances, admitted ≤ limit + rate × elapsed. They

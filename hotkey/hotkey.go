@@ -67,6 +67,9 @@ type Layer struct {
 	subs    *lru.Cache[*limit.Policy, []*limit.Policy]
 	retMu   sync.Mutex
 	returns []limit.Request // tokens of dead leases, not yet given back
+	// epoch counts PoliciesChanged calls, under retMu: a lease's tokens
+	// admit, and go back, only in the epoch they were claimed in.
+	epoch atomic.Uint64
 
 	// Close waits for the batches that create leases or claim (inflight)
 	// before it returns their tokens; the last one out closes idle.

@@ -23,7 +23,8 @@ type lease struct {
 	p   *limit.Policy
 	b   limit.Bucket
 
-	held        int64         // tokens claimed and not yet spent
+	held        int64         // tokens claimed and not yet spent, under p in epoch
+	epoch       uint64        // Layer.epoch when held was claimed (see relabel)
 	expires     int64         // ns: held tokens go back after this unless a claim renews it
 	remaining   int64         // the shared bucket's remaining after the last claim
 	rejectUntil int64         // ns: the last claim found no whole token; none exists before this
@@ -38,6 +39,8 @@ type lease struct {
 // (indices) waiting on it in order.
 type claim struct {
 	l     *lease
+	p     *limit.Policy // the policy, and the Layer's epoch, it was sent under
+	epoch uint64
 	asked int64
 	idx   []int
 	done  bool
@@ -70,7 +73,7 @@ func (b *batch) lease(i int, ns int64, gen uint64) {
 				b.pass(i)
 				return
 			}
-			l = &lease{key: r.Key, p: r.Policy, b: bk}
+			l = &lease{key: r.Key, p: r.Policy, b: bk, epoch: h.epoch.Load()}
 			if prev, found, _ := cache.PeekOrAdd(l.key, l); found {
 				l = prev
 			}
@@ -92,9 +95,9 @@ func (b *batch) lease(i int, ns int64, gen uint64) {
 			gen = noGen
 			continue
 		}
-		if l.p != r.Policy {
+		if l.p != r.Policy || l.epoch != h.epoch.Load() {
 			if bk, err := r.Policy.Bucket(); err == nil {
-				l.p, l.b = r.Policy, bk
+				l.relabel(r.Policy, bk, h.epoch.Load())
 			}
 		}
 		switch {
@@ -119,7 +122,7 @@ func (b *batch) lease(i int, ns int64, gen uint64) {
 				b.pass(i)
 				return
 			}
-			c := &claim{l: l, asked: h.block(l, hash, r.Cost, ns), idx: []int{i}}
+			c := &claim{l: l, p: l.p, epoch: l.epoch, asked: h.block(l, hash, r.Cost, ns), idx: []int{i}}
 			l.claiming = make(chan struct{})
 			b.claims = append(b.claims, c)
 			b.call.add(limit.Request{Key: l.key, Cost: c.asked, Op: limit.OpClaim, Policy: l.p},
@@ -128,6 +131,18 @@ func (b *batch) lease(i int, ns int64, gen uint64) {
 		l.mu.Unlock()
 		return
 	}
+}
+
+// relabel puts l under policy p (bucket b) in epoch, dropping the tokens
+// it holds under another policy or in an earlier epoch (the policies in
+// force changed since they were claimed: see Layer.PoliciesChanged), and
+// the wait of an empty claim. The tokens are dropped, not given back:
+// once a new policy is in force for the key, no token claimed under the
+// old one may admit, here or anywhere (a return under the old policy would
+// credit the state the new one now owns). l.mu is held.
+func (l *lease) relabel(p *limit.Policy, b limit.Bucket, epoch uint64) {
+	l.p, l.b, l.epoch = p, b, epoch
+	l.held, l.remaining, l.rejectUntil = 0, 0, 0
 }
 
 // own returns this batch's claim on l, if any.
@@ -165,8 +180,17 @@ func (b *batch) claimed(c *claim, res limit.Result, ns int64) {
 	l.err = res.Err
 	close(l.claiming)
 	l.claiming = nil
+	if cur := h.epoch.Load(); l.epoch != cur {
+		l.relabel(l.p, l.b, cur)
+	}
+	// A claim sent under another policy or epoch than the lease's now
+	// (the policies changed while it was in flight) is dropped: its
+	// requests claim again under the policy in force.
+	stale := res.Err == nil && (c.p != l.p || c.epoch != l.epoch)
 	if res.Err == nil {
 		h.st.claimed.Add(res.Granted)
+	}
+	if res.Err == nil && !stale {
 		l.held += res.Granted
 		l.remaining = res.Remaining
 		l.expires = ns + int64(h.ttl)
@@ -185,6 +209,8 @@ func (b *batch) claimed(c *claim, res limit.Result, ns int64) {
 	for _, i := range c.idx {
 		r := &b.reqs[i]
 		switch {
+		case stale:
+			b.waits = append(b.waits, waiter{i: i, ch: retryNow, gen: noGen})
 		case l.held >= r.Cost:
 			l.held -= r.Cost
 			b.out[i] = l.reply(true, r.Cost, ns)
@@ -205,9 +231,10 @@ func (b *batch) claimed(c *claim, res limit.Result, ns int64) {
 			back = 0
 		}
 	}
+	epoch := l.epoch
 	l.mu.Unlock()
 	if dead {
-		h.giveBack(l, back)
+		h.giveBack(l, back, epoch)
 		return
 	}
 	// A claim makes the lease the most recently used one. Get, not Add:
@@ -261,23 +288,44 @@ func ceilDiv(a, b int64) int64 {
 func (h *Layer) evicted(_ string, l *lease) {
 	l.mu.Lock()
 	l.dead = true
-	back := l.held
+	back, epoch := l.held, l.epoch
 	l.held = 0
 	if l.dropped {
 		back = 0
 	}
 	l.mu.Unlock()
-	h.giveBack(l, back)
+	h.giveBack(l, back, epoch)
 }
 
-// giveBack queues n tokens of l for OpReturn by the expiry goroutine or
-// Close.
-func (h *Layer) giveBack(l *lease, n int64) {
+// giveBack queues n tokens of l, claimed in epoch, for OpReturn by the
+// expiry goroutine or Close; tokens of an earlier epoch are dropped (see
+// PoliciesChanged).
+func (h *Layer) giveBack(l *lease, n int64, epoch uint64) {
 	if n <= 0 {
 		return
 	}
 	h.retMu.Lock()
-	h.returns = append(h.returns, limit.Request{Key: l.key, Cost: n, Op: limit.OpReturn, Policy: l.p})
+	if epoch == h.epoch.Load() {
+		h.returns = append(h.returns, limit.Request{Key: l.key, Cost: n, Op: limit.OpReturn, Policy: l.p})
+	}
+	h.retMu.Unlock()
+}
+
+// PoliciesChanged tells the Layer that the policies in force changed
+// (RL.POLICY SET or DEL, here or on another instance, a reload): call it
+// before the first request decided under the new ones. Every token leased
+// before is dropped, not given back, and so is every return still queued:
+// a leased token admits only under the policy it was claimed under, while
+// that policy has stayed in force. A policy that comes back (RL.POLICY DEL
+// brings the file's back, with its pointer) finds nothing held from
+// before, though the key's state went on under another meanwhile. It
+// under-admits by what this instance held, at most one block per leased
+// key (max(1, limit/16)), once per change; it takes no lock of a lease.
+func (h *Layer) PoliciesChanged() {
+	h.retMu.Lock()
+	h.epoch.Add(1)
+	clear(h.returns)
+	h.returns = h.returns[:0]
 	h.retMu.Unlock()
 }
 

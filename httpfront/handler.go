@@ -309,7 +309,7 @@ func errorStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, limit.ErrUnavailable):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, limit.ErrWrongAlgorithm), errors.Is(err, edge.ErrTTL):
+	case errors.Is(err, limit.ErrWrongAlgorithm), errors.Is(err, edge.ErrTTL), errors.Is(err, limit.ErrSlotTTL):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError

@@ -34,10 +34,11 @@ const (
 )
 
 // SlotParams are a concurrency policy's parameters: Limit slots, held
-// TTLMs ms each unless the acquire names its own TTL.
+// TTLMs ms each unless the acquire names its own TTL, of at most MaxTTLMs.
 type SlotParams struct {
-	Limit int64 // slots, 1..MaxSlots
-	TTLMs int64 // ms, 1..MaxSlotTTL
+	Limit    int64 // slots, 1..MaxSlots
+	TTLMs    int64 // ms, 1..MaxSlotTTL
+	MaxTTLMs int64 // ms, TTLMs..MaxSlotTTL: the policy's max_ttl, else MaxSlotTTL
 }
 
 // Slots returns p's slot parameters, or why p cannot be one.
@@ -48,8 +49,48 @@ func (p *Policy) Slots() (SlotParams, error) {
 	if p.Period < time.Millisecond || p.Period%time.Millisecond != 0 || p.Period > MaxSlotTTL {
 		return SlotParams{}, fmt.Errorf("period (a slot's TTL) must be a whole number of milliseconds from 1ms to %s", MaxSlotTTL)
 	}
-	return SlotParams{Limit: p.Limit, TTLMs: p.Period.Milliseconds()}, nil
+	sp := SlotParams{Limit: p.Limit, TTLMs: p.Period.Milliseconds(), MaxTTLMs: MaxSlotTTL.Milliseconds()}
+	if p.MaxTTL != 0 {
+		if p.MaxTTL < p.Period || p.MaxTTL%time.Millisecond != 0 || p.MaxTTL > MaxSlotTTL {
+			return SlotParams{}, fmt.Errorf("max_ttl must be a whole number of milliseconds from the period (%s) to %s", p.Period, MaxSlotTTL)
+		}
+		sp.MaxTTLMs = p.MaxTTL.Milliseconds()
+	}
+	return sp, nil
 }
+
+// TTL returns the TTL in ms of an acquire that names ttlMs (0: none, the
+// policy's period), or an *SlotTTLError when it is above the policy's
+// MaxTTLMs. policy names the policy in the error.
+func (sp SlotParams) TTL(policy string, ttlMs int64) (int64, error) {
+	switch {
+	case ttlMs <= 0:
+		return sp.TTLMs, nil
+	case ttlMs > sp.MaxTTLMs:
+		return 0, &SlotTTLError{Policy: policy, TTLMs: ttlMs, MaxTTLMs: sp.MaxTTLMs}
+	}
+	return ttlMs, nil
+}
+
+// ErrSlotTTL marks an acquire whose ttl_ms is above what its policy
+// allows (max_ttl, else MaxSlotTTL): a bad argument, holding nothing.
+var ErrSlotTTL = errors.New("ttl_ms is above the policy's max_ttl")
+
+// SlotTTLError is ErrSlotTTL for one acquire. Its text is the error
+// reply's, after "ERR ".
+type SlotTTLError struct {
+	Policy   string
+	TTLMs    int64
+	MaxTTLMs int64
+}
+
+func (e *SlotTTLError) Error() string {
+	return fmt.Sprintf("ttl_ms %d is above max_ttl %s (%d ms) of concurrency policy '%s'",
+		e.TTLMs, time.Duration(e.MaxTTLMs)*time.Millisecond, e.MaxTTLMs, e.Policy)
+}
+
+// Is reports ErrSlotTTL as a match.
+func (e *SlotTTLError) Is(target error) bool { return target == ErrSlotTTL }
 
 // Share returns the slot parameters of the `local` fallback: LocalShare of
 // Limit, rounded down but never below 1 (a concurrency limit of one

@@ -164,6 +164,10 @@ type Policy struct {
 	Calendar Calendar
 	// Zone is the time zone of Calendar; nil means UTC.
 	Zone *time.Location
+	// MaxTTL, for a Concurrency policy (max_ttl), is the longest ttl_ms
+	// an RL.ACQUIRE may name, whole ms, at least Period; zero means
+	// MaxSlotTTL.
+	MaxTTL time.Duration
 }
 
 // Space names the owner of a stored state: which layer keeps it, and so

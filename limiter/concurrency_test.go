@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func slotPolicy(mode limit.FailMode, share float64) *limit.Policy {
 }
 
 // While the store cannot answer, on_store_error decides: open admits with
-// a token that holds nothing, closed refuses, local holds local_share of
+// a token the fallback records without a limit, closed refuses, local holds local_share of
 // the slots here (rounded down, at least one) and frees them on release.
 func TestAcquireFailurePolicies(t *testing.T) {
 	t.Parallel()
@@ -70,8 +71,8 @@ func TestAcquireFailurePolicies(t *testing.T) {
 			if tc.mode == limit.FailLocal && (!held || err != nil) {
 				t.Fatalf("local: release %v %v, want the fallback's slot freed", held, err)
 			}
-			if tc.mode == limit.FailOpen && (held || !errors.Is(err, limit.ErrUnavailable)) {
-				t.Fatalf("open: release %v %v, want nothing held and the store's error", held, err)
+			if tc.mode == limit.FailOpen && (!held || err != nil) {
+				t.Fatalf("open: release %v %v, want the fallback's record of the slot freed", held, err)
 			}
 		}
 		if tc.mode == limit.FailLocal {
@@ -178,6 +179,139 @@ func TestAcquireOverload(t *testing.T) {
 		}
 		if r, _ := l.Acquire(ctx, "k", 0); r.Err != nil || r.DecidedBy != tc.by {
 			t.Fatalf("%s/%s: %+v, want %s", tc.onStore, tc.onOverload, r, tc.by)
+		}
+	}
+}
+
+// flakySlots is an in-process slot store that can be made unreachable,
+// standing for Redis.
+type flakySlots struct {
+	*local.Store
+	down atomic.Bool
+}
+
+func (f *flakySlots) Acquire(ctx context.Context, key string, p *limit.Policy, token string, ttlMs int64) limit.Result {
+	if f.down.Load() {
+		return limit.Result{Err: &limit.UnavailableError{Node: "n", Err: errors.New("refused")}}
+	}
+	r := f.Store.Acquire(ctx, key, p, token, ttlMs)
+	r.DecidedBy = limit.ByStore
+	return r
+}
+
+func (f *flakySlots) Release(ctx context.Context, key string, p *limit.Policy, token string) (bool, error) {
+	if f.down.Load() {
+		return false, &limit.UnavailableError{Node: "n", Err: errors.New("refused")}
+	}
+	return f.Store.Release(ctx, key, p, token)
+}
+
+// The slots `open` admitted while the store could not answer count
+// against the store's answers once it answers again, until released or
+// expired: six admitted on a limit of four leave no room, and after three
+// releases one.
+func TestOpenSlotsCountAfterRecovery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := slotPolicy(limit.FailOpen, 1)
+	store := &flakySlots{Store: local.New(local.Config{})}
+	store.down.Store(true)
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{}, Slots: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []string
+	for range 6 {
+		r, tok := l.Acquire(ctx, "k", 0)
+		if !r.Allowed || r.DecidedBy != limit.ByFallbackOpen {
+			t.Fatalf("while down: %+v", r)
+		}
+		open = append(open, tok)
+	}
+	store.down.Store(false)
+	if r, _ := l.Acquire(ctx, "k", 0); r.Allowed || r.DecidedBy != limit.ByStore || r.Remaining != 0 || r.RetryAfterMs < 1 {
+		t.Fatalf("back, with 6 open slots held: %+v, want refused", r)
+	}
+	waitOrphans(t, l)
+	for _, tok := range open[:3] {
+		if held, err := l.Release(ctx, "k", tok); !held || err != nil {
+			t.Fatalf("release of an open slot: %v %v", held, err)
+		}
+	}
+	if r, _ := l.Acquire(ctx, "k", 0); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("3 open slots held: %+v, want the fourth slot", r)
+	}
+	if r, _ := l.Acquire(ctx, "k", 0); r.Allowed {
+		t.Fatalf("3 open + 1 store held: %+v, want refused", r)
+	}
+	// Orphans: the 6 acquires that failed (they may have run) and the 2
+	// the store admitted past the open slots.
+	if s := l.SlotSnapshot(); s.OverFallback != 2 || s.Orphans != 8 {
+		t.Fatalf("counters %+v, want 2 store admissions refused, 8 orphans", s)
+	}
+}
+
+// waitOrphans waits, at most 10 s, until l has released every orphan.
+func waitOrphans(t *testing.T, l *Limiter) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !l.orphans.idle() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orphans still pending after 10 s", l.orphans.pending())
+		}
+		time.Sleep(time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// An RL.RELEASE the store could not answer is an error, and the slot is
+// released in the background once the store answers again: the limit's
+// one slot can be taken then, long before its hour is up.
+func TestReleaseRetriedAfterOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := slotPolicy(limit.FailClosed, 1)
+	p.Limit, p.Period = 1, time.Hour
+	store := &flakySlots{Store: local.New(local.Config{})}
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{}, Slots: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, tok := l.Acquire(ctx, "k", 0)
+	if !r.Allowed || r.DecidedBy != limit.ByStore {
+		t.Fatalf("acquire: %+v", r)
+	}
+	store.down.Store(true)
+	if held, err := l.Release(ctx, "k", tok); held || !errors.Is(err, limit.ErrUnavailable) {
+		t.Fatalf("release while down: %v %v, want the store's error", held, err)
+	}
+	store.down.Store(false)
+	waitOrphans(t, l)
+	if r, _ := l.Acquire(ctx, "k", 0); !r.Allowed {
+		t.Fatalf("after the store came back: %+v, want the slot freed by the background release", r)
+	}
+}
+
+// An overload turned away before it was sent took no slot: nothing to
+// release. One that ran out of time after it was sent may have run: its
+// token is released in the background.
+func TestAcquireOrphanOnlyIfSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		left    time.Duration
+		orphans int64
+	}{{time.Millisecond, 0}, {0, 1}} {
+		over := &limit.OverloadError{Node: "n", Wait: time.Second, Left: tc.left}
+		p := slotPolicy(limit.FailClosed, 1)
+		l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: downStore{over}, Slots: downSlots{over}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := l.Acquire(ctx, "k", 0); r.Allowed || r.DecidedBy != limit.ByOverloadClosed {
+			t.Fatalf("left %v: %+v", tc.left, r)
+		}
+		if got := l.SlotSnapshot().Orphans; got != tc.orphans {
+			t.Fatalf("left %v: %d orphans, want %d", tc.left, got, tc.orphans)
 		}
 	}
 }

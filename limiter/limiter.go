@@ -110,6 +110,7 @@ type Limiter struct {
 
 	slots     slotStats       // RL.ACQUIRE and RL.RELEASE (concurrency.go)
 	slotStore limit.SlotStore // nil: none
+	orphans   orphans         // slots the store may hold that no caller knows (orphans.go)
 }
 
 // Stats are the Limiter's counters, read with Snapshot.

@@ -37,7 +37,8 @@ func TestConcurrencyVectors(t *testing.T) {
 	})
 }
 
-// One owner per key: slots and a bucket of one key never read each other.
+// One owner per key: a bucket holds no slot (an acquire replaces it), and
+// slots read as a spent bucket.
 func TestConcurrencyOwner(t *testing.T) {
 	t.Parallel()
 	s, clock := storeAt()
@@ -47,8 +48,8 @@ func TestConcurrencyOwner(t *testing.T) {
 	tb := &limit.Policy{Algorithm: limit.TokenBucket, Limit: 10, Rate: 10, Period: time.Second}
 	var out [1]limit.Result
 	s.Do(ctx, []limit.Request{{Key: "rate", Cost: 1, Policy: tb}}, out[:])
-	if r := s.Acquire(ctx, "rate", cp, "a", 1000); r.Allowed || r.RetryAfterMs < 1 {
-		t.Fatalf("acquire on a bucket's key: %+v", r)
+	if r := s.Acquire(ctx, "rate", cp, "a", 1000); !r.Allowed || r.Remaining != 1 {
+		t.Fatalf("acquire on a bucket's key: %+v, want it read as no slot held (TestConcurrencySwitched)", r)
 	}
 	if r := s.Acquire(ctx, "slots", cp, "a", 1000); !r.Allowed {
 		t.Fatalf("acquire: %+v", r)
@@ -69,5 +70,24 @@ func TestConcurrencyOwner(t *testing.T) {
 	}
 	if r := s.Acquire(ctx, "slots", cp, "c", 1000); r.Remaining != 1 {
 		t.Fatalf("after reset: %+v, want one slot free of two", r)
+	}
+}
+
+// Hold keeps slots past the limit, up to HoldCap, and Held counts them.
+func TestHoldCap(t *testing.T) {
+	t.Parallel()
+	s, clock := storeAt()
+	*clock = algotest.T0
+	p := &limit.Policy{Algorithm: limit.Concurrency, Limit: 2, Period: time.Second}
+	for i := range 100 {
+		s.Hold("k", p, itoa(i), 1000)
+	}
+	held, next, last := s.Held("k", p)
+	if held != HoldCap(p) || held != 64 || next != 1000 || last != 1000 {
+		t.Fatalf("Held %d next %d last %d, want 64 slots of 1 s", held, next, last)
+	}
+	*clock += 1000 * 1000
+	if held, _, _ := s.Held("k", p); held != 0 {
+		t.Fatalf("after their TTL %d held", held)
 	}
 }

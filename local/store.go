@@ -2,7 +2,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 
@@ -15,12 +17,15 @@ type Config struct {
 	Now func() time.Time
 	// DecidedBy labels every result; "" means limit.ByEmbedded.
 	DecidedBy string
-	// MaxKeys bounds the buckets held; 0 means 1,000,000. A full bucket is
-	// the same as no bucket, so full ones are dropped first; past the bound
-	// an arbitrary bucket is dropped, which refills it (documented
-	// over-admission for that one key, never unbounded memory). A pool
-	// (limit.Pool) is dropped once its TTL has passed; dropped earlier, past
-	// the bound, it loses its tokens: under-admission, never over.
+	// MaxKeys bounds the states held; 0 means 1,000,000. Only a state that
+	// reads the same as none may be dropped to make room: one whose
+	// lifetime has passed (a bucket refilled, a window ended, every slot
+	// expired), or a region's pool (an absent pool is an empty one, so its
+	// loss refuses more, never admits more). A state still limiting (a
+	// bucket not yet full, a window's count, a held slot) is never dropped:
+	// when only such states are left, a request that would write a new key
+	// is answered with ErrFull, and counted (Full), until one expires.
+	// Keys already held keep being decided.
 	MaxKeys int
 }
 
@@ -40,7 +45,17 @@ type shard struct {
 	mu      sync.Mutex
 	buckets map[stateKey]*entry
 	ops     uint32
+	// soonest, when the shard was last found full of live states, is a
+	// lower bound of every expiry kept: until then a sweep frees nothing,
+	// so a new key is refused without one. setExpiry keeps it a bound.
+	soonest int64
+	full    uint64 // new keys refused with ErrFull
 }
+
+// ErrFull is the error of a request that would add a key to a Store whose
+// every state is still limiting (Config.MaxKeys): dropping one to make
+// room would admit more than its limit.
+var ErrFull = errors.New("in-process store full: every key it holds is still limiting (max_keys); a new key is refused until one expires")
 
 // stateKey names one stored state: a key within its space
 // (limit.Space), so that an internal state never shares a user key's.
@@ -125,9 +140,12 @@ func (sh *shard) decide(r *limit.Request, now int64, perShard int) limit.Result 
 	case changed:
 		if e == nil {
 			e = &entry{}
-			sh.insert(k, e, now, perShard)
+			if !sh.insert(k, e, now, perShard) {
+				return limit.Result{Err: ErrFull}
+			}
 		}
-		e.st, e.expires = st, now+lifetime(r.Policy, res)
+		e.st = st
+		sh.setExpiry(e, now+lifetime(r.Policy, res))
 	}
 	return res
 }
@@ -144,26 +162,50 @@ func lifetime(p *limit.Policy, res limit.Result) int64 {
 	return res.ResetAfterMs * 1000
 }
 
-// insert adds e, first making room: full buckets go, then, down to 7/8 of
-// the bound so that the sweep is amortised, arbitrary ones.
-func (sh *shard) insert(key stateKey, e *entry, now int64, maxLen int) {
+// insert adds e, first making room by dropping the states that read as
+// none (see Config.MaxKeys), and reports whether it did: false when the
+// shard holds maxLen live states. A sweep runs when the shard is full and
+// may free something (sh.soonest), and every 1024 inserts, so that its
+// cost is amortised.
+func (sh *shard) insert(key stateKey, e *entry, now int64, maxLen int) bool {
 	sh.ops++
-	if len(sh.buckets) >= maxLen || sh.ops%1024 == 0 {
-		for k, old := range sh.buckets {
-			if old.expires <= now {
-				delete(sh.buckets, k)
-			}
-		}
-		if len(sh.buckets) >= maxLen {
-			for k := range sh.buckets {
-				if len(sh.buckets) < maxLen-maxLen/8 {
-					break
-				}
-				delete(sh.buckets, k)
-			}
-		}
+	full := len(sh.buckets) >= maxLen
+	if (full && now >= sh.soonest) || sh.ops%1024 == 0 {
+		sh.sweep(now, full)
+		full = len(sh.buckets) >= maxLen
+	}
+	if full {
+		sh.full++
+		return false
 	}
 	sh.buckets[key] = e
+	return true
+}
+
+// sweep drops every state that reads as none at now, and when the shard
+// is full the pools too; it sets sh.soonest to the earliest expiry kept.
+func (sh *shard) sweep(now int64, full bool) {
+	soonest := int64(math.MaxInt64)
+	for k, old := range sh.buckets {
+		switch {
+		case old.expires <= now, full && old.st.kind == kindPool:
+			delete(sh.buckets, k)
+		default:
+			soonest = min(soonest, old.expires)
+		}
+	}
+	sh.soonest = soonest
+}
+
+// setExpiry sets e's expiry, keeping sh.soonest a lower bound of every
+// expiry in the shard; a pool, which may be dropped at any time, makes
+// the next full insert sweep.
+func (sh *shard) setExpiry(e *entry, exp int64) {
+	e.expires = exp
+	if e.st.kind == kindPool {
+		sh.soonest = 0
+	}
+	sh.soonest = min(sh.soonest, exp)
 }
 
 var _ limit.Atomic = (*Store)(nil)
@@ -217,6 +259,11 @@ func (s *Store) DoAll(_ context.Context, reqs []limit.Request, out []limit.Resul
 			for j := range i {
 				out[j] = call(j, limit.OpReturn)
 			}
+			if err := out[i].Err; err != nil { // ErrFull: a new key found no room
+				for j := range out {
+					out[j] = limit.Result{Err: err}
+				}
+			}
 			return false
 		}
 	}
@@ -232,6 +279,18 @@ func (s *Store) Reset(_ context.Context, key string, p *limit.Policy) (bool, err
 	e := sh.buckets[k]
 	delete(sh.buckets, k)
 	return e != nil && e.expires > s.now().UnixMicro(), nil
+}
+
+// Full returns the number of new keys refused with ErrFull.
+func (s *Store) Full() uint64 {
+	n := uint64(0)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.full
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // Len returns the number of buckets held.

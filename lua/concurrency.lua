@@ -7,7 +7,13 @@
 -- score 0, says that sluice's concurrency algorithm wrote the set: the
 -- rate algorithms keep strings (state.lua), so a key's Redis type and the
 -- marker name its owner, and no algorithm reads another's state as its
--- own. Expired slots (score <= now) are dropped before a count; the
+-- own. A state another algorithm wrote (any tag of state.lua: b, g, w, p,
+-- c, or a hash of an earlier sluice) holds no slot of this policy: acquire
+-- reads it as none held and replaces it, so slots held never exceed the
+-- limit, and a key whose policy changed to concurrency works at once
+-- rather than after that state's TTL (a calendar year's is most of a
+-- year). The rate algorithms read a set of slots as spent (state.lua).
+-- local/concurrency.go answers the same. Expired slots (score <= now) are dropped before a count; the
 -- marker, at 0, never is. The key's TTL is the latest expiry plus one
 -- second, so a set whose holders all crashed is gone by itself.
 
@@ -26,7 +32,7 @@ local function slots_state(key)
   elseif t == 'string' then
     local v = redis.call('GET', key)
     local tag = string.sub(v, 1, 1)
-    if #v == 25 and (tag == 'b' or tag == 'g' or tag == 'w' or tag == 'p') then return 'other' end
+    if #v == 25 and (tag == 'b' or tag == 'g' or tag == 'w' or tag == 'p' or tag == 'c') then return 'other' end
   end
   return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
 end
@@ -42,15 +48,14 @@ end
 -- held after the decision frees (0: none held).
 --
 -- A key holding another algorithm's state (the policy changed algorithm)
--- is never read as free slots: every slot reads as held until that state
--- expires (its PTTL), and nothing is written, as a bucket reads another's
--- state as spent (state.lua, fields).
+-- holds none of this policy's slots: the state is replaced by the set (see
+-- the header).
 local function acquire(key, limit, ttl_ms, token, now)
   local kind, e = slots_state(key)
   if kind == nil then return e end
   if kind == 'other' then
-    local left = math.max(1, redis.call('PTTL', key))
-    return {0, limit, 0, left, left, 0, 0}
+    redis.call('DEL', key)
+    kind = 'none'
   end
   if kind == 'slots' then redis.call('ZREMRANGEBYSCORE', key, '(0', now) end
   local held = redis.call('ZCARD', key)

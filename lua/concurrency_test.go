@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ func slotsOn(ctx context.Context, c *redis.Client) algotest.Slots {
 			}
 			return v[0] == 1
 		},
+		Decide: func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result {
+			return evalAt(ctx, c, key, p, cost, op, now)
+		},
 		TTL: pttl(ctx, c),
 	}
 }
@@ -53,10 +57,19 @@ func TestConcurrencyVectors(t *testing.T) {
 	algotest.RunSlots(t, algotest.Concurrency, "cvec:", slotsOn(context.Background(), node.Client()))
 }
 
-// A key keeps one owner: the slot scripts never read a rate state as free
-// slots (every slot reads as held until it expires), the rate scripts
-// never read a set of slots as a fresh bucket (it reads as spent), and a
-// value sluice did not write is an error, never an admission.
+// A key whose policy changes to concurrency from any rate algorithm, the
+// calendar included, and back: the one table the Go store runs too.
+func TestConcurrencySwitched(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	algotest.RunSlots(t, algotest.Switched, "cswitch:", slotsOn(context.Background(), node.Client()))
+}
+
+// A key keeps one owner: the slot scripts read a state another algorithm
+// wrote (every tag of state.lua, and a hash of an earlier sluice) as no
+// slot held and replace it, the rate scripts never read a set of slots as
+// a fresh bucket (it reads as spent), and a value sluice did not write is
+// an error, never an admission.
 func TestConcurrencyOwner(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
@@ -67,19 +80,30 @@ func TestConcurrencyOwner(t *testing.T) {
 	tb := &limit.Policy{Algorithm: limit.TokenBucket, Limit: 10, Rate: 10, Period: 1000_000_000}
 	now := algotest.T0
 
-	// a bucket's state under a concurrency policy
-	if r := evalAt(ctx, c, "rate", tb, 3, limit.OpTake, now); r.Err != nil || !r.Allowed {
-		t.Fatalf("take: %+v", r)
+	// other owners' states, as written (the vectors of algotest.Switched
+	// make them through the scripts): a release leaves each alone, an
+	// acquire replaces it
+	state := func(tag string) string { return tag + strings.Repeat("\x00", 24) }
+	for _, tag := range []string{"b", "g", "w", "p", "c"} {
+		c.Set(ctx, "tag:"+tag, state(tag), time.Hour)
 	}
-	r := slots.Acquire(t, "rate", cp, "a", 1000, now)
-	if r.Err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfterMs < 1 || r.RetryAfterMs > 2000 {
-		t.Fatalf("acquire on a bucket's key: %+v, want refused until the bucket's state expires", r)
-	}
-	if slots.Release(t, "rate", cp, "a", now) {
-		t.Fatal("release on a bucket's key held a slot")
-	}
-	if typ := c.Type(ctx, "rate").Val(); typ != "string" {
-		t.Fatalf("the bucket's state became a %s", typ)
+	c.HSet(ctx, "tag:hash", "v", 1, "t", 2, "s", 3)
+	c.Expire(ctx, "tag:hash", time.Hour)
+	for _, k := range []string{"tag:b", "tag:g", "tag:w", "tag:p", "tag:c", "tag:hash"} {
+		typ := c.Type(ctx, k).Val()
+		if slots.Release(t, k, cp, "a", now) || c.Type(ctx, k).Val() != typ {
+			t.Fatalf("release on %s changed it", k)
+		}
+		r := slots.Acquire(t, k, cp, "a", 1000, now)
+		if r.Err != nil || !r.Allowed || r.Remaining != 4 || r.ResetAfterMs != 1000 {
+			t.Fatalf("acquire on %s: %+v, want one slot of 5 held", k, r)
+		}
+		if typ := c.Type(ctx, k).Val(); typ != "zset" {
+			t.Fatalf("%s is a %s after the acquire, want the set of slots", k, typ)
+		}
+		if !slots.Release(t, k, cp, "a", now) {
+			t.Fatalf("the slot on %s was not held", k)
+		}
 	}
 
 	// slots under a bucket policy: spent, never full; a return credits nothing
@@ -99,7 +123,8 @@ func TestConcurrencyOwner(t *testing.T) {
 	// what sluice did not write
 	c.ZAdd(ctx, "foreign", redis.Z{Score: 1, Member: "x"})
 	c.Set(ctx, "str", "hello", 0)
-	for _, k := range []string{"foreign", "str"} {
+	c.Set(ctx, "str25", "x"+strings.Repeat("\x00", 24), 0)
+	for _, k := range []string{"foreign", "str", "str25"} {
 		if r := slots.Acquire(t, k, cp, "a", 1000, now); r.Err == nil {
 			t.Fatalf("acquire on %s: %+v, want WRONGTYPE", k, r)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/server"
 )
 
@@ -29,9 +30,10 @@ const (
 	ErrorStore       = "store"       // Redis answered with an error that is not about connectivity: a bug to surface
 	ErrorUnavailable = "unavailable" // a connectivity failure that reached the client (not expected: on_store_error answers those)
 	ErrorInternal    = "internal"    // anything else: a malformed script reply
+	ErrorFull        = "store_full"  // the in-process store holds only live states: a new key is refused (local.ErrFull)
 )
 
-var errorKinds = [...]string{ErrorNoPolicy, ErrorStore, ErrorUnavailable, ErrorInternal}
+var errorKinds = [...]string{ErrorNoPolicy, ErrorStore, ErrorUnavailable, ErrorInternal, ErrorFull}
 
 // Buckets of sluice_store_latency_seconds: a round trip on a LAN takes
 // 0.1–1ms; the default store deadline is 50ms.
@@ -98,7 +100,7 @@ func New(version string) *Metrics {
 
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "errors_total",
-		Help: "Requests the limiter answered with an error reply, by kind: no_policy, store (an error Redis returned), unavailable, internal.",
+		Help: "Requests the limiter answered with an error reply, by kind: no_policy, store (an error Redis returned), unavailable, internal, store_full (the in-process store had no room for a new key).",
 	}, []string{"kind"})
 	for i, k := range errorKinds {
 		m.errors[i] = errs.WithLabelValues(k)
@@ -195,6 +197,8 @@ func errorIndex(err error) int {
 		return 1
 	case errors.Is(err, limit.ErrUnavailable):
 		return 2
+	case errors.Is(err, local.ErrFull):
+		return 4
 	}
 	return 3
 }

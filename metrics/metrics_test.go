@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/server"
 )
 
@@ -65,7 +66,8 @@ func TestDecisionErrors(t *testing.T) {
 	m.DecisionError(fmt.Errorf("redis: %w", redisErr("ERR Error running script")))
 	m.DecisionError(&limit.UnavailableError{Err: errors.New("i/o timeout")})
 	m.DecisionError(errors.New("cluster: unexpected script reply [1]"))
-	want := map[string]float64{ErrorNoPolicy: 1, ErrorStore: 2, ErrorUnavailable: 1, ErrorInternal: 1}
+	m.DecisionError(local.ErrFull)
+	want := map[string]float64{ErrorNoPolicy: 1, ErrorStore: 2, ErrorUnavailable: 1, ErrorInternal: 1, ErrorFull: 1}
 	for _, k := range errorKinds {
 		if got := value(t, m.reg, "sluice_errors_total", "kind", k); got != want[k] {
 			t.Errorf("errors_total{kind=%q} = %v, want %v", k, got, want[k])

@@ -51,10 +51,29 @@ func calendarField(field, scope, s string) (string, func(*limit.Policy)) {
 }
 
 // inheritsFromDefaults reports whether a policy r takes field from the
-// defaults: a calendar policy takes neither rate nor period.
-func inheritsFromDefaults(r *raw, field string) bool {
+// defaults d: a calendar policy takes neither rate nor period, nor does a
+// concurrency policy (its period is a slot's TTL, which it writes itself,
+// and a rate does not apply to it).
+func inheritsFromDefaults(d, r *raw, field string) bool {
+	if field != "rate" && field != "period" {
+		return true
+	}
 	_, cal := r.apply["calendar"]
-	return !(cal || r.bad["calendar"]) || field != "rate" && field != "period"
+	return !(cal || r.bad["calendar"]) && !concurrencyOf(d, r)
+}
+
+// concurrencyOf reports whether the algorithm policy r has, written or
+// from the defaults d, is concurrency.
+func concurrencyOf(d, r *raw) bool {
+	var p limit.Policy
+	if set, ok := r.apply["algorithm"]; ok {
+		set(&p)
+	} else if d != nil && !r.bad["algorithm"] {
+		if set, ok := d.apply["algorithm"]; ok {
+			set(&p)
+		}
+	}
+	return p.Algorithm.IsConcurrency()
 }
 
 // prepareCalendar fills in what check needs to know of a calendar policy

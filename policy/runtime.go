@@ -290,8 +290,12 @@ func policyJSON(p *limit.Policy, stored bool) string {
 		RegionFloor  *float64        `json:"region_floor,omitempty"`
 		Calendar     limit.Calendar  `json:"calendar,omitempty"`
 		Timezone     string          `json:"timezone,omitempty"`
+		MaxTTL       string          `json:"max_ttl,omitempty"`
 	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow, nil,
-		&hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil, p.Calendar, zoneName(p)}
+		&hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil, p.Calendar, zoneName(p), ""}
+	if p.MaxTTL != 0 {
+		v.MaxTTL = formatDuration(p.MaxTTL)
+	}
 	if p.Calendar != "" {
 		v.Period = "" // the calendar's: a period is not written with one
 	}

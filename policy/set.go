@@ -374,6 +374,9 @@ func Describe(p *limit.Policy) string {
 	} else {
 		fmt.Fprintf(&b, "%s match=%q %s limit=%d/%s", p.Name, p.Match, alg, p.Limit, formatDuration(period))
 	}
+	if p.MaxTTL != 0 {
+		fmt.Fprintf(&b, " max_ttl=%s", formatDuration(p.MaxTTL))
+	}
 	fmt.Fprintf(&b, " on_store_error=%s", p.OnStoreError)
 	if p.OnOverload != "" {
 		fmt.Fprintf(&b, " on_overload=%s", p.OnOverload)

@@ -247,7 +247,11 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 		bad["rate"] = true
 		report("rate", "must not be given with algorithm concurrency: limit is the slots held at once, period a slot's TTL")
 	}
-	test("period", p.Period == 0, "", checkPeriod(p.Period))
+	periodRequired := ""
+	if p.Algorithm.IsConcurrency() {
+		periodRequired = ": a slot's TTL when RL.ACQUIRE names none, 1ms to 24h (a concurrency policy does not take defaults.period)"
+	}
+	test("period", p.Period == 0, periodRequired, checkPeriod(p.Period))
 	test("on_store_error", p.OnStoreError == "", " ("+failModes+"), set it here or in defaults", checkFailMode(p.OnStoreError))
 	test("on_overload", p.OnOverload == "", "", checkFailMode(p.OnOverload))
 	test("local_share", p.LocalShare == 0, "", checkShare(p.LocalShare))
@@ -272,6 +276,15 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 			test("hot.split", p.Hot.Split == 0, fmt.Sprintf(" when hot.mode is split: the number of sub-buckets, 2 to %d", MaxSplit), "")
 		}
 	}
+	test("max_ttl", p.MaxTTL == 0, "", checkMaxTTL(p.MaxTTL))
+	if p.MaxTTL != 0 && !bad["max_ttl"] && !bad["algorithm"] && !p.Algorithm.IsConcurrency() {
+		bad["max_ttl"] = true
+		report("max_ttl", "only with algorithm concurrency: it caps RL.ACQUIRE's ttl_ms")
+	}
+	if p.Algorithm.IsConcurrency() && !bad["limit"] && p.Limit > limit.MaxSlots {
+		bad["limit"] = true
+		report("limit", fmt.Sprintf("must be from 1 to %d slots with algorithm concurrency, got %d", limit.MaxSlots, p.Limit))
+	}
 	if bad["limit"] || bad["rate"] || bad["period"] || bad["algorithm"] {
 		return
 	}
@@ -280,9 +293,7 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 		q.Period = DefaultPeriod
 	}
 	if q.Algorithm.IsConcurrency() {
-		if _, err := q.Slots(); err != nil {
-			report("period", err.Error())
-		}
+		checkSlots(&q, bad["max_ttl"], report)
 	} else if q.Algorithm.IsBucket() {
 		if _, err := q.Bucket(); err != nil {
 			report("period", err.Error())
@@ -290,6 +301,30 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 	} else if _, err := q.Window(); err != nil {
 		report("period", err.Error())
 	}
+}
+
+// checkSlots reports the problems of a concurrency policy's period and
+// max_ttl (the limit is checked before); skipMax: max_ttl was reported
+// already.
+func checkSlots(p *limit.Policy, skipMax bool, report func(field, msg string)) {
+	q := *p
+	q.MaxTTL = 0
+	if _, err := q.Slots(); err != nil {
+		report("period", err.Error())
+		return
+	}
+	if p.MaxTTL != 0 && !skipMax && p.MaxTTL < p.Period {
+		report("max_ttl", fmt.Sprintf("must be at least the period (%s): an RL.ACQUIRE naming no ttl_ms holds its slot for the period, got %s",
+			formatDuration(p.Period), formatDuration(p.MaxTTL)))
+	}
+}
+
+// checkMaxTTL checks a max_ttl as written: whole ms, 1ms to 24h.
+func checkMaxTTL(d time.Duration) string {
+	if d < time.Millisecond || d%time.Millisecond != 0 || d > limit.MaxSlotTTL {
+		return fmt.Sprintf("must be a whole number of milliseconds from 1ms to %dh, got %s", limit.MaxSlotTTL/time.Hour, formatDuration(d))
+	}
+	return ""
 }
 
 // formatDuration writes d in the largest unit that holds it exactly, in a

@@ -23,7 +23,7 @@ import (
 // lets every error carry its policy and line.
 var (
 	topFields    = []string{"timeout", "defaults", "policies"}
-	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "deny_cache", "hot", "scope", "region_floor", "calendar", "timezone"}
+	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "deny_cache", "hot", "scope", "region_floor", "calendar", "timezone", "max_ttl"}
 	hotFields    = []string{"mode", "threshold", "split"}
 )
 
@@ -49,12 +49,12 @@ func merge(d, r *raw) (*limit.Policy, map[string]bool) {
 	own := func(f string) bool { _, ok := r.apply[f]; return ok || r.bad[f] }
 	if d != nil {
 		for f, set := range d.apply {
-			if !own(f) && inheritsFromDefaults(r, f) {
+			if !own(f) && inheritsFromDefaults(d, r, f) {
 				set(p)
 			}
 		}
 		for f := range d.bad {
-			if !own(f) && inheritsFromDefaults(r, f) {
+			if !own(f) && inheritsFromDefaults(d, r, f) {
 				skip[f] = true
 			}
 		}
@@ -213,6 +213,14 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 		var d time.Duration
 		if d, msg = duration(v); msg == "" {
 			msg, set = checkPeriod(d), func(p *limit.Policy) { p.Period = d }
+		}
+	case "max_ttl":
+		var d time.Duration
+		if d, msg = duration(v); msg == "" {
+			msg, set = checkMaxTTL(d), func(p *limit.Policy) { p.MaxTTL = d }
+		}
+		if msg == "" && scope == "defaults" {
+			msg = "not allowed in defaults: only a concurrency policy takes it, beside its own period"
 		}
 	case "local_share":
 		var f float64

@@ -23,9 +23,10 @@ import (
 // hits_addend is 0 is only checked (a peek of cost 1); when one of those is
 // over its limit, the others are checked too and nothing is taken.
 //
-// A malformed request is InvalidArgument; an error the store returned (a
-// bug, not an outage: outages go to each rule's on_store_error) is
-// Internal.
+// A malformed request is InvalidArgument; one with a descriptor that
+// matches a concurrency policy is FailedPrecondition (slotRefusal); an
+// error the store returned (a bug, not an outage: outages go to each
+// rule's on_store_error) is Internal.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	ds, err := mapRequest(req, s.bounds)
 	if err != nil {
@@ -34,7 +35,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	ctx = limit.WithFront(ctx, "grpc")
 	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	pl := plan{ds: ds, policies: make([]*limit.Policy, len(ds)), results: make([]limit.Result, len(ds)), ok: true}
-	pl.sort(s.match(req.GetDomain(), ds), resp.Statuses)
+	matches := s.match(req.GetDomain(), ds)
+	if err := slotRefusal(ds, matches); err != nil {
+		return nil, err
+	}
+	pl.sort(matches, resp.Statuses)
 	if err := s.decideQuota(ctx, &pl); err != nil {
 		return nil, err
 	}
@@ -57,6 +62,24 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		resp.ResponseHeadersToAdd = rateLimitHeaders(pl.policies, pl.results)
 	}
 	return resp, nil
+}
+
+// slotRefusal is the error of a request with a descriptor that matches a
+// concurrency policy, before anything is decided: Envoy's protocol has no
+// release, so a slot taken here could never be freed, and answering OK or
+// OVER_LIMIT would be a decision the policy never made. FailedPrecondition
+// says the server's configuration, not the request or a bug, is what has
+// to change; Envoy treats it as any error of the rate-limit service
+// (failure_mode_deny, the ratelimit.error counter).
+func slotRefusal(ds []descriptor, matches []matched) error {
+	for i, m := range matches {
+		if m.p != nil && !m.unlimited && m.p.Algorithm.IsConcurrency() {
+			return status.Errorf(codes.FailedPrecondition,
+				"descriptor %d (key %q) matches concurrency policy '%s', which this door cannot decide: a slot needs RL.ACQUIRE and RL.RELEASE (RESP, or HTTP /v1/acquire and /v1/release); match the descriptor with a rate policy",
+				i, ds[i].key, m.p.Name)
+		}
+	}
+	return nil
 }
 
 // plan is one request on its way through ShouldRateLimit: its descriptors

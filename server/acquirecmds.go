@@ -26,7 +26,8 @@ const errNoSlots respError = "ERR RL.ACQUIRE and RL.RELEASE are not supported by
 //
 // RL.ACQUIRE key [ttl_ms] takes one of the `limit` slots of key's
 // concurrency policy, held until RL.RELEASE or for ttl_ms (default: the
-// policy's period; at most limit.MaxSlotTTL). The reply is an array of
+// policy's period; at most limit.MaxSlotTTL, and the policy's max_ttl,
+// which the limiter checks). The reply is an array of
 // seven:
 //
 //  1. allowed: integer, 1 acquired, 0 refused

@@ -52,7 +52,7 @@ func TestAdjustCommand(t *testing.T) {
 		{"RL.ADJUST llm:a -99999999999999999999", "-ERR delta must be an integer between -9007199254740991 and 9007199254740991"},
 		{"RL.ADJUST \"\" 1", "-ERR key must not be empty"},
 		{"RL.ADJUST x 1", "-ERR no policy matches key 'x'"},
-		{"COMMAND INFO rl.adjust", "[[$rl.adjust :3 [+write +fast] :1 :1 :1 [+@rate-limiting] [] [] []]]"},
+		{"COMMAND INFO rl.adjust", "[[$rl.adjust :3 [+write +fast] :1 :1 :1 [+@adjust] [] [] []]]"},
 		{"RL.ADJUST world:a -1", "-ERR RL.ADJUST is not supported for policy 'world': scope: global budgets are spent through region pools; adjust is regional only"},
 	} {
 		rc.send(tc.in + "\r\n")

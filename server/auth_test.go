@@ -6,7 +6,12 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/acl"
 )
+
+// noPermReset is Redis's refusal of RL.RESET to the default user.
+const noPermReset = "NOPERM User default has no permissions to run the 'rl.reset' command"
 
 // TestAuthAdmin walks one connection through the admin user: NOAUTH first,
 // NOPERM for RL.RESET as the default user, OK as admin, and back.
@@ -23,10 +28,10 @@ func TestAuthAdmin(t *testing.T) {
 		{"PING\r\n", "-NOAUTH Authentication required."},
 		{"AUTH s3cret\r\n", "+OK"},
 		{"RL.TAKE k\r\n", "[:1 :10 :9 :-1 :1000 $store]"},
-		{"RL.RESET k\r\n", "-" + string(errNoPerm)},
+		{"RL.RESET k\r\n", "-NOPERM User default has no permissions to run the 'rl.reset' command"},
 		{"CLIENT INFO\r\n", "user=default"},
 		{"AUTH admin wrong\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
-		{"RL.RESET k\r\n", "-NOPERM this command requires the admin user (AUTH admin <password>)"},
+		{"RL.RESET k\r\n", "-NOPERM User default has no permissions to run the 'rl.reset' command"},
 		{"AUTH admin adm1n\r\n", "+OK"},
 		{"RL.RESET k\r\n", ":1"},
 		{"RL.TAKE k\r\n", "[:1 :10 :9 :-1 :1000 $store]"},
@@ -35,17 +40,17 @@ func TestAuthAdmin(t *testing.T) {
 		{"AUTH admin nope\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
 		{"RL.RESET k\r\n", ":1"},
 		{"AUTH default s3cret\r\n", "+OK"},
-		{"RL.RESET k\r\n", "-" + string(errNoPerm)},
+		{"RL.RESET k\r\n", "-NOPERM User default has no permissions to run the 'rl.reset' command"},
 		{"RESET\r\n", "+RESET"},
 		{"RL.RESET k\r\n", "-NOAUTH Authentication required."},
 		{"HELLO 2 AUTH admin adm1n\r\n", "[$server $sluice $version $7.0.0 $proto :2 $id :1 $mode $standalone $role $master $modules []]"},
 		{"RL.RESET k\r\n", ":0"},
 		{"RESET\r\n", "+RESET"},
 		{"HELLO 2 AUTH default s3cret\r\n", "[$server $sluice $version $7.0.0 $proto :2 $id :1 $mode $standalone $role $master $modules []]"},
-		{"RL.RESET k\r\n", "-" + string(errNoPerm)},
+		{"RL.RESET k\r\n", "-NOPERM User default has no permissions to run the 'rl.reset' command"},
 		// A pipeline: the NOPERM is that command's reply only.
 		{"RL.TAKE p\r\nRL.RESET p\r\nRL.TAKE p\r\n", "[:1 :10 :9 :-1 :1000 $store]"},
-		{"", "-" + string(errNoPerm)},
+		{"", "-NOPERM User default has no permissions to run the 'rl.reset' command"},
 		{"", "[:1 :10 :8 :-1 :2000 $store]"},
 	}
 	for _, s := range steps {
@@ -74,7 +79,7 @@ func TestAuthAdminWithoutRequirePass(t *testing.T) {
 	r := dialRaw(t, addr)
 	steps := []struct{ send, want string }{
 		{"RL.TAKE k\r\n", "[:1 :10 :9 :-1 :1000 $store]"},
-		{"RL.RESET k\r\n", "-" + string(errNoPerm)},
+		{"RL.RESET k\r\n", "-NOPERM User default has no permissions to run the 'rl.reset' command"},
 		{"AUTH adm1n\r\n", "-" + string(errNoPassword)},
 		{"AUTH default anything\r\n", "+OK"},
 		{"AUTH admin adm1n\r\n", "+OK"},
@@ -109,28 +114,28 @@ func TestAuthNoAdminUser(t *testing.T) {
 	}
 }
 
-// TestAuthAdminSubcommand: a container's subcommand carries its own
-// flagAdmin, so one subcommand can be admin's while its siblings are open.
+// TestAuthAdminSubcommand: a container's subcommands have categories of
+// their own, so RL.POLICY GET is open to default while RL.POLICY SET is
+// admin's. The flagAdmin marks of the command table agree with @admin.
 func TestAuthAdminSubcommand(t *testing.T) {
 	t.Parallel()
-	srv, addr := start(t, Config{AdminPass: "adm1n"})
-	ok := func(*connState, [][]byte) (any, error) { return replyOK, nil }
-	// Before any connection: the table is only read once serving.
-	srv.cmds.add(&command{name: "x.test", minArgs: 2, maxArgs: -1, subs: subtable(
-		&command{name: "get", minArgs: 2, maxArgs: 2, run: ok},
-		&command{name: "set", minArgs: 2, maxArgs: 2, flags: flagAdmin, run: ok},
-	)})
+	_, addr := start(t, Config{AdminPass: "adm1n"})
 	r := dialRaw(t, addr)
 	steps := []struct{ send, want string }{
-		{"X.TEST GET\r\n", "+OK"},
-		{"X.TEST SET\r\n", "-" + string(errNoPerm)},
+		{"RL.POLICY GET x\r\n", "-ERR RL.POLICY is not available on this server"},
+		{"RL.POLICY SET x {}\r\n", "-NOPERM User default has no permissions to run the 'rl.policy|set' command"},
 		{"AUTH admin adm1n\r\n", "+OK"},
-		{"X.TEST SET\r\n", "+OK"},
+		{"RL.POLICY SET x {}\r\n", "-ERR RL.POLICY is not available on this server"},
 	}
 	for _, s := range steps {
 		r.send(s.send)
 		if got := r.readReply(); got != s.want {
 			t.Errorf("%q -> %s, want %s", s.send, got, s.want)
+		}
+	}
+	for _, cmd := range leaves(newCommandTable()) {
+		if cat, _ := acl.Category(cmd.name); cmd.flags&flagAdmin != 0 && cat != acl.CatAdmin {
+			t.Errorf("%s is flagged admin but its category is @%s", cmd.name, cat)
 		}
 	}
 }
@@ -147,7 +152,7 @@ func TestAuthGoRedisAdmin(t *testing.T) {
 			t.Errorf("resp%d: PING without AUTH: %v, want NOAUTH", proto, err)
 		}
 		user := client(t, addr, func(o *redis.Options) { o.Protocol = proto; o.Password = "s3cret" })
-		if err := user.Do(ctx, "RL.RESET", "k").Err(); err == nil || err.Error() != string(errNoPerm) {
+		if err := user.Do(ctx, "RL.RESET", "k").Err(); err == nil || err.Error() != noPermReset {
 			t.Errorf("resp%d: RL.RESET as default: %v, want NOPERM", proto, err)
 		}
 		admin := client(t, addr, func(o *redis.Options) { o.Protocol = proto; o.Username = "admin"; o.Password = "adm1n" })

@@ -25,11 +25,10 @@ const (
 	// flagCellReply batch commands answer in CL.THROTTLE's five integers
 	// instead of RL.TAKE's six fields.
 	flagCellReply
-	// flagAdmin commands change limits or state for every client (RL.RESET,
-	// RL.POLICY SET and DEL): when Config.AdminPass is set they answer
-	// NOPERM unless the connection authenticated as the admin user. A
-	// container's subcommands carry their own flags, so RL.POLICY GET can be
-	// open while RL.POLICY SET is not; resolve checks the subcommand's.
+	// flagAdmin marks the commands that change limits or state for every
+	// client (RL.RESET, RL.POLICY SET and DEL). It is documentation only:
+	// who may run a command is internal/acl's table (category @admin),
+	// and a test checks that every command flagged here is in @admin.
 	flagAdmin
 )
 
@@ -129,6 +128,7 @@ func newCommandTable() commandTable {
 	for _, cmd := range acquireCommands() {
 		t.add(cmd)
 	}
+	t.add(aclCommand())
 	return t
 }
 
@@ -161,7 +161,7 @@ func (c *connState) resolve(args [][]byte) (*command, error) {
 	if len(args) < cmd.minArgs || (cmd.maxArgs >= 0 && len(args) > cmd.maxArgs) {
 		return nil, errArity(cmd.name)
 	}
-	if err := c.mayRun(cmd); err != nil {
+	if err := c.mayRun(cmd, args); err != nil {
 		return nil, err
 	}
 	return cmd, nil

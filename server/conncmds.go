@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/acl"
 )
 
 // redisVersion is the Redis version sluice claims in HELLO and INFO, for
@@ -147,7 +149,7 @@ func cmdHello(c *connState, args [][]byte) (any, error) {
 			return nil, err
 		}
 	}
-	if !c.authed {
+	if c.refresh() == nil {
 		return nil, errHelloNoAuth
 	}
 	if setName {
@@ -166,16 +168,17 @@ func cmdHello(c *connState, args [][]byte) (any, error) {
 	}, nil
 }
 
-// cmdAuth answers AUTH [username] password like Redis 7.0. The users are
-// "default" (RequirePass) and "admin" (AdminPass); AUTH with the password
-// alone is the default user's.
+// cmdAuth answers AUTH [username] password like Redis 7.0: the users are
+// those of Config.Users (or "default" with RequirePass and "admin" with
+// AdminPass); AUTH with the password alone is the default user's, and
+// refused as Redis refuses it while that user is nopass.
 func cmdAuth(c *connState, args [][]byte) (any, error) {
 	switch len(args) {
 	case 2:
-		if c.srv.cfg.RequirePass == "" {
+		if u := c.srv.users.Users().User(acl.DefaultUser); u != nil && u.NoPass() {
 			return nil, errNoPassword
 		}
-		if err := c.authenticate([]byte("default"), args[1]); err != nil {
+		if err := c.authenticate([]byte(acl.DefaultUser), args[1]); err != nil {
 			return nil, err
 		}
 	case 3:
@@ -199,12 +202,14 @@ func cmdSelect(_ *connState, args [][]byte) (any, error) {
 	return replyOK, nil
 }
 
-// cmdResetConn answers RESET: the name goes, the connection is the default
-// user's again, and with RequirePass the client must authenticate again.
+// cmdResetConn answers RESET: the name goes, and the connection is
+// unauthenticated again: the default user while it is nopass, otherwise
+// the client must authenticate again.
 func cmdResetConn(c *connState, _ [][]byte) (any, error) {
 	c.name.Store(nil)
-	c.authed = c.srv.cfg.RequirePass == ""
-	c.admin.Store(false)
+	c.authed, c.authName, c.users = false, "", nil
+	c.user.Store(nil)
+	c.refresh()
 	return replyReset, nil
 }
 
@@ -316,7 +321,7 @@ func (c *connState) describe(now time.Time) string {
 	field("db", "0")
 	field("multi", "-1")
 	field("cmd", cmd)
-	field("user", c.user())
+	field("user", c.userName())
 	field("lib-name", load(&c.libName))
 	field("lib-ver", load(&c.libVer))
 	field("resp", "2")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -26,12 +27,14 @@ type connState struct {
 	libName atomicString
 	libVer  atomicString
 	lastCmd atomic.Pointer[command]
-	lastAt  atomic.Int64 // unix nanoseconds of the last pipeline
-	admin   atomic.Bool  // authenticated as the admin user
+	lastAt  atomic.Int64             // unix nanoseconds of the last pipeline
+	user    atomic.Pointer[acl.User] // the user in force; nil: must authenticate (auth.go)
 
-	authed bool
-	quit   bool  // QUIT ran: close after the replies
-	werr   error // the write that failed; the connection is to be closed
+	authed   bool      // AUTH succeeded, as authName
+	authName string    // the user AUTH named
+	users    *acl.List // the list user was taken from
+	quit     bool      // QUIT ran: close after the replies
+	werr     error     // the write that failed; the connection is to be closed
 
 	// out holds the replies not yet written: at most about MaxOutputBytes
 	// plus one reply, since exec writes it out whenever it grows past that.
@@ -69,7 +72,6 @@ func (s *Server) newConnState(w io.Writer, addr, laddr string) *connState {
 		addr:    addr,
 		laddr:   laddr,
 		created: now,
-		authed:  s.cfg.RequirePass == "",
 	}
 	c.lastAt.Store(now.UnixNano())
 	return c

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -82,6 +83,16 @@ type Config struct {
 	// admin also satisfies RequirePass. Default: no admin user, and those
 	// commands are open to every authenticated client.
 	AdminPass string
+	// Users, when not nil, are the users and their permissions (an ACL
+	// file; see internal/acl), checked before every command; with it,
+	// RequirePass and AdminPass must be empty. A reload stores a new List in it;
+	// call UsersChanged afterwards so that the connections of deleted users
+	// are closed at once. Default: acl.FromFlags(RequirePass, AdminPass).
+	Users *acl.Holder
+	// LoadUsers, when not nil, is ACL LOAD: it reloads the users into
+	// Users, or says why not and leaves them as they were. nil: ACL LOAD
+	// answers that there is no ACL file.
+	LoadUsers func() error
 	// TLS, when not nil, makes Serve and ListenAndServe speak TLS only:
 	// every connection must complete a TLS handshake (within RequestTimeout)
 	// before its first command. It needs a certificate (Certificates,
@@ -199,9 +210,8 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	keys      edge.Keys   // MaxKeyBytes
-	pass      edge.Secret // RequirePass
-	adminPass edge.Secret // AdminPass
+	keys  edge.Keys   // MaxKeyBytes
+	users *acl.Holder // Config.Users, or the users of RequirePass and AdminPass
 
 	nextID     atomic.Int64
 	connected  atomic.Int64
@@ -265,19 +275,25 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	users := cfg.Users
+	if users != nil && (cfg.RequirePass != "" || cfg.AdminPass != "") {
+		return nil, errors.New("server: Config.Users and Config.RequirePass or AdminPass are exclusive: give the users' passwords in Users")
+	}
+	if users == nil {
+		users = acl.NewHolder(acl.FromFlags(cfg.RequirePass, cfg.AdminPass))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		cfg:       cfg,
-		log:       log,
-		cmds:      newCommandTable(),
-		started:   time.Now(),
-		ctx:       ctx,
-		cancel:    cancel,
-		keys:      edge.NewKeys(cfg.MaxKeyBytes),
-		pass:      edge.NewSecret(cfg.RequirePass),
-		adminPass: edge.NewSecret(cfg.AdminPass),
-		idle:      make(chan struct{}, 1),
-		clients:   map[*connState]struct{}{},
+		cfg:     cfg,
+		log:     log,
+		cmds:    newCommandTable(),
+		started: time.Now(),
+		ctx:     ctx,
+		cancel:  cancel,
+		keys:    edge.NewKeys(cfg.MaxKeyBytes),
+		users:   users,
+		idle:    make(chan struct{}, 1),
+		clients: map[*connState]struct{}{},
 	}, nil
 }
 

@@ -389,12 +389,12 @@ func TestCommandIntrospection(t *testing.T) {
 	}
 	r := dialRaw(t, addr)
 	r.send("COMMAND DOCS ping\r\n")
-	want := "[$ping [$summary $Returns PONG, or the message. $since $1.0.0 $group $connection $complexity $O(1) $arguments [[$name $message $type $string $flags [+optional]]]]]"
+	want := "[$ping [$summary $Returns PONG, or the message. $since $1.0.0 $group $connection $complexity $O(1) $acl_categories [+@connection] $arguments [[$name $message $type $string $flags [+optional]]]]]"
 	if got := r.readReply(); got != want {
 		t.Errorf("COMMAND DOCS ping =\n%s\nwant\n%s", got, want)
 	}
 	r.send("COMMAND INFO rl.peek\r\n")
-	want = "[[$rl.peek :-2 [+readonly +fast] :1 :1 :1 [+@rate-limiting] [] [] []]]"
+	want = "[[$rl.peek :-2 [+readonly +fast] :1 :1 :1 [+@limit] [] [] []]]"
 	if got := r.readReply(); got != want {
 		t.Errorf("COMMAND INFO rl.peek =\n%s\nwant\n%s", got, want)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tidwall/match"
+
+	"github.com/sluice-rl/sluice/internal/acl"
 )
 
 // serverCommands are the introspection commands: COMMAND (redis-cli's
@@ -170,8 +172,19 @@ func (cmd *command) info() []any {
 	return []any{
 		cmd.name, cmd.arity(), flags,
 		cmd.doc.firstKey, cmd.doc.lastKey, cmd.doc.keyStep,
-		[]any{simple("@" + cmd.doc.group)}, []any{}, []any{}, subs,
+		cmd.aclCategories(), []any{}, []any{}, subs,
 	}
+}
+
+// aclCategories are the command's ACL categories as COMMAND INFO and
+// COMMAND DOCS show them (simple strings "@limit"), from internal/acl's
+// table; empty for a container that runs only through its subcommands.
+func (cmd *command) aclCategories() []any {
+	cat, ok := acl.Category(cmd.name)
+	if !ok {
+		return []any{}
+	}
+	return []any{simple("@" + cat)}
 }
 
 // docs is the command's COMMAND DOCS entry.
@@ -181,6 +194,7 @@ func (cmd *command) docs() []any {
 		"since", "1.0.0",
 		"group", cmd.doc.group,
 		"complexity", cmd.doc.complexity,
+		"acl_categories", cmd.aclCategories(),
 	}
 	if len(cmd.doc.args) > 0 {
 		d = append(d, "arguments", docArgs(cmd.doc.args))

@@ -7,13 +7,20 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-// SlotStep is one RL.ACQUIRE (or, with Release, RL.RELEASE) at T0 + At
-// µs on a concurrency limit, and what it must get.
+// SlotStep is one RL.ACQUIRE (or, with Release, RL.RELEASE; with Rate, a
+// rate decision) at T0 + At µs on a concurrency limit, and what it must
+// get.
 type SlotStep struct {
 	At      int64 // µs after T0
 	Release bool
-	Token   string
-	TTLMs   int64 // an acquire's ttl_ms; 0 means the policy's period
+	// Rate, when set, makes the step a rate decision of Cost under Op on
+	// the same key with this (rate) policy, as a key whose policy changed
+	// algorithm sees: only Want.Allowed is checked.
+	Rate  *limit.Policy
+	Op    limit.Op
+	Cost  int64
+	Token string
+	TTLMs int64 // an acquire's ttl_ms; 0 means the policy's period
 	// Policy, when set, replaces the vector's policy from this step on.
 	Policy *limit.Policy
 	Want   Want // an acquire's reply (Granted unused)
@@ -35,7 +42,10 @@ type SlotVector struct {
 type Slots struct {
 	Acquire func(t *testing.T, key string, p *limit.Policy, token string, ttlMs, now int64) limit.Result
 	Release func(t *testing.T, key string, p *limit.Policy, token string, now int64) bool
-	TTL     TTL // nil: TTLs are not checked
+	// Decide is the same implementation's rate decision (the one table's
+	// Decide) on the same keys, for the steps with Rate.
+	Decide func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now int64) limit.Result
+	TTL    TTL // nil: TTLs are not checked
 }
 
 func cc(limitN int64, period time.Duration) *limit.Policy {
@@ -113,6 +123,61 @@ var Concurrency = []SlotVector{
 	},
 }
 
+// switched is the vector of a key whose policy changes from the rate
+// policy rp to a concurrency limit and back (DESIGN's "Keys in Redis",
+// rule 3). A state another algorithm wrote holds no slot of the
+// concurrency policy: an acquire reads it as none held and replaces it,
+// admitting no more than the limit, at once (not after that state's TTL,
+// which for a calendar year is most of the year); a release finds no slot
+// there and leaves it alone. The rate algorithms read the set of slots as
+// spent, as they read any other algorithm's state. rp allows one request
+// per hour or window, so a second one is refused while its state lives.
+func switched(name string, rp *limit.Policy) SlotVector {
+	return SlotVector{
+		Name:   "from " + name + " and back",
+		Policy: cc(2, time.Second),
+		Steps: []SlotStep{
+			{Rate: rp, Cost: 1, Want: Want{Allowed: true}},
+			{At: 1 * ms, Release: true, Token: "a", Held: false},
+			{At: 1 * ms, Rate: rp, Cost: 1, Want: Want{Allowed: false}}, // the release left the rate state alone
+			{At: 2 * ms, Token: "a", Want: Want{true, 1, -1, 1000, 0}, TTL: 2000},
+			{At: 3 * ms, Token: "b", Want: Want{true, 0, -1, 1000, 0}},
+			{At: 4 * ms, Token: "c", Want: Want{false, 0, 998, 999, 0}},
+			{At: 5 * ms, Rate: rp, Cost: 1, Want: Want{Allowed: false}}, // the slots read as spent
+			{At: 6 * ms, Release: true, Token: "a", Held: true},
+			{At: 6 * ms, Release: true, Token: "b", Held: true, TTL: NoKey},
+			{At: 7 * ms, Rate: rp, Cost: 1, Want: Want{Allowed: true}}, // the set gone, a fresh key
+		},
+	}
+}
+
+// Switched is the table of policy changes to concurrency, from every
+// algorithm whose state a key can hold: tags b, g, w (both windows), c
+// (calendar), and p (a region's pool, which lives under keys of its own,
+// never a user's: covered all the same).
+var Switched = []SlotVector{
+	switched("token_bucket", tb(1, 1, time.Hour)),
+	switched("gcra", gcraP(1, 1, time.Hour)),
+	switched("sliding_window", sw(1, time.Hour)),
+	switched("fixed_window", fw(1, time.Hour)),
+	switched("calendar day", cal(1, limit.CalendarDay, time.UTC)),
+	switched("calendar year", cal(1, limit.CalendarYear, time.UTC)),
+	{
+		Name:   "from a pool",
+		Policy: cc(2, time.Second),
+		Steps: []SlotStep{
+			{Rate: pl(5, 1, time.Hour), Op: limit.OpReturn, Cost: 1, Want: Want{Allowed: true}}, // a pool of one token
+			{At: 1 * ms, Release: true, Token: "a", Held: false},
+			{At: 2 * ms, Token: "a", Want: Want{true, 1, -1, 1000, 0}, TTL: 2000},
+			{At: 3 * ms, Token: "b", Want: Want{true, 0, -1, 1000, 0}},
+			{At: 4 * ms, Token: "c", Want: Want{false, 0, 998, 999, 0}},
+			{At: 5 * ms, Rate: pl(5, 1, time.Hour), Cost: 1, Want: Want{Allowed: false}}, // the slots read as no pool: empty
+			{At: 6 * ms, Release: true, Token: "a", Held: true},
+			{At: 6 * ms, Release: true, Token: "b", Held: true, TTL: NoKey},
+		},
+	},
+}
+
 // RunSlots runs every vector of table against impl, each on its own key.
 func RunSlots(t *testing.T, table []SlotVector, keyPrefix string, impl Slots) {
 	t.Helper()
@@ -125,7 +190,12 @@ func RunSlots(t *testing.T, table []SlotVector, keyPrefix string, impl Slots) {
 					p = s.Policy
 				}
 				now := T0 + s.At
-				if s.Release {
+				if s.Rate != nil {
+					got := impl.Decide(t, key, s.Rate, s.Cost, s.Op, now)
+					if got.Err != nil || got.Allowed != s.Want.Allowed {
+						t.Fatalf("step %d (at +%dµs %s of %d): %+v, want allowed %v", i, s.At, s.Rate.Algorithm, s.Cost, got, s.Want.Allowed)
+					}
+				} else if s.Release {
 					if got := impl.Release(t, key, p, s.Token, now); got != s.Held {
 						t.Fatalf("step %d (at +%dµs release %q): held %v, want %v", i, s.At, s.Token, got, s.Held)
 					}
