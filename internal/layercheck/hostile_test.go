@@ -107,9 +107,9 @@ func (it *iteration) probeable(key string) bool {
 	return time.Now().After(it.w.settled)
 }
 
-// unspent peeks key as the tenant tn on p before and after do, and books
-// a violation when the second peek shows less left than the first: do was
-// refused, and must have spent nothing. A peek spends nothing, and
+// unspent peeks key as the tenant tn before and after do, the rival's
+// command what, and books a violation when the second peek shows less
+// left than the first: do was refused, and must have spent nothing. A peek spends nothing, and
 // between the two only do and time (which refills) passed.
 func (it *iteration) unspent(t *rapid.T, ctx context.Context, tn *tenant, key, what string, do func()) {
 	if !it.probeable(key) {
@@ -126,7 +126,7 @@ func (it *iteration) unspent(t *rapid.T, ctx context.Context, tn *tenant, key, w
 		t.Fatalf("RL.PEEK %q by %s: %v", key, tn.role, err)
 	}
 	if after.Limit == before.Limit && after.Remaining < before.Remaining {
-		it.violation(t, "rival spend check, "+strings.Fields(what)[0], fmt.Sprintf("key %q: %s, refused, spent: %s's peek showed remaining %d before and %d after",
+		it.violation(t, "rival spend check, "+strings.Fields(what)[0], fmt.Sprintf("key %q: the rival's %s, refused, spent: %s's peek showed remaining %d before and %d after",
 			key, what, tn.role, before.Remaining, after.Remaining))
 	}
 }
@@ -158,7 +158,7 @@ func (it *iteration) rivalOnOwner(t *rapid.T, ctx context.Context) {
 		}
 		got = rp.String()
 	}
-	it.unspent(t, ctx, p.tenant, key, "the rival's "+cmd, func() {
+	it.unspent(t, ctx, p.tenant, key, cmd, func() {
 		sent := time.Now()
 		switch what {
 		case "take", "peek":
@@ -520,8 +520,8 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 		cmd := fmt.Sprintf("RL.MTAKE %s 1 %s 1", key, other)
 		var v any
 		var err error
-		it.unspent(t, ctx, r, key, "the rival's "+cmd, func() {
-			it.unspent(t, ctx, p.tenant, other, "the rival's "+cmd, func() {
+		it.unspent(t, ctx, r, key, cmd, func() {
+			it.unspent(t, ctx, p.tenant, other, cmd, func() {
 				v, err = r.rc.Do(ctx, "RL.MTAKE", key, 1, other, 1).Result()
 			})
 		})
