@@ -23,7 +23,9 @@ import (
 // hits_addend is 0 is only checked (a peek of cost 1); when one of those is
 // over its limit, the others are checked too and nothing is taken.
 //
-// A malformed request is InvalidArgument; an error the store returned (a
+// A call whose user may not take (or peek) one descriptor's key is
+// PermissionDenied, and nothing is decided (auth.go). A malformed request
+// is InvalidArgument; an error the store returned (a
 // bug, not an outage: outages go to each rule's on_store_error) is
 // Internal.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -34,7 +36,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	ctx = limit.WithFront(ctx, "grpc")
 	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	pl := plan{ds: ds, policies: make([]*limit.Policy, len(ds)), results: make([]limit.Result, len(ds)), ok: true}
-	pl.sort(s.match(req.GetDomain(), ds), resp.Statuses)
+	matches := s.match(req.GetDomain(), ds)
+	if err := s.permit(ctx, ds); err != nil { // before anything is decided (auth.go)
+		return nil, err
+	}
+	pl.sort(matches, resp.Statuses)
 	if err := s.decideQuota(ctx, &pl); err != nil {
 		return nil, err
 	}
@@ -200,8 +206,8 @@ func (s *Server) match(domain string, ds []descriptor) []matched {
 				continue
 			}
 			out[i] = matched{p: h.Rule.Policy, unlimited: h.Rule.Unlimited, quota: h.Rule.Quota}
-			if h.Key != "" {
-				ds[i].key = h.Key
+			if h.Key != "" && h.Key != ds[i].key {
+				ds[i].named, ds[i].key = ds[i].key, h.Key
 			}
 		}
 		return out
