@@ -3,6 +3,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluice-rl/sluice/envoycfg"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/httpfront"
+	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/metrics"
@@ -35,6 +37,7 @@ type App struct {
 	log    *slog.Logger
 	m      *metrics.Metrics
 	holder *policy.Holder
+	users  *acl.Holder      // the users every door checks; swapped by Reload and ACL LOAD
 	envoy  *envoycfg.Holder // nil without --envoy-config
 	store  limit.Store
 	mode   string // embedded, cluster, redis or sentinel
@@ -63,6 +66,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), errc: make(chan error, 2)}
+	if err := cfg.checkUsers(); err != nil {
+		return nil, err
+	}
+	users, err := cfg.LoadUsers()
+	if err != nil {
+		return nil, err
+	}
+	a.users = acl.NewHolder(users)
 	set := policy.Default()
 	if cfg.PolicyFile != "" {
 		if set, err = policy.Load(cfg.PolicyFile); err != nil {
@@ -145,7 +156,7 @@ func (a *App) wire(set *policy.Set) error {
 	a.srv, err = server.New(server.Config{
 		Addr: c.Listen, Decider: a.lim, Policies: policyAdmin{a.rt},
 		MaxClients: c.MaxClients, MaxRequestBytes: c.MaxRequestBytes, MaxKeyBytes: c.MaxKeyBytes,
-		RequirePass: c.RequirePass, AdminPass: c.AdminPass, TLS: c.listenTLS,
+		Users: a.users, LoadUsers: a.loadACLFile, TLS: c.listenTLS,
 		IdleTimeout: c.IdleTimeout, RequestTimeout: c.RequestTimeout, WriteTimeout: c.WriteTimeout,
 		MaxOutputBytes: c.MaxOutputBytes, Logger: a.log, Version: c.Version,
 		Info: func(w io.Writer) {
@@ -202,12 +213,45 @@ func (a *App) Addr() net.Addr { return a.addr }
 // Err delivers the error of a door that stopped serving.
 func (a *App) Err() <-chan error { return a.errc }
 
-// Reload re-reads --envoy-config and --config (SIGHUP), each keeping its
-// last good rules on error, and logs and counts the outcome.
+// Users are the users and permissions every door checks: the --aclfile's
+// or those of --requirepass and --admin-pass. Reload and ACL LOAD store a
+// new List in it; a door loads it per request.
+func (a *App) Users() *acl.Holder { return a.users }
+
+// loadACLFile is ACL LOAD: it re-reads --aclfile and puts its users in
+// force, or keeps the last good ones and says why (logged, and the error
+// is ACL LOAD's reply). The error names file:line and the rule, never a
+// password.
+func (a *App) loadACLFile() error {
+	if a.cfg.ACLFile == "" {
+		return errors.New("no --aclfile")
+	}
+	l, err := LoadACLFile(a.cfg.ACLFile)
+	if err != nil {
+		a.log.Error("aclfile reload failed; keeping the last good users", "err", err)
+		return err
+	}
+	a.users.Store(l)
+	a.log.Info("aclfile reloaded", "file", a.cfg.ACLFile, "users", len(l.Names()))
+	return nil
+}
+
+// Reload re-reads --envoy-config, --aclfile and --config (SIGHUP), each
+// keeping its last good rules on error, and logs and counts the outcome.
+// The connections of users the new --aclfile deletes are closed.
 func (a *App) Reload() error {
 	reloadEnvoy(a.log, a.cfg.EnvoyConfig, a.envoy, a.m.ConfigReload)
+	var aclErr error
+	if a.cfg.ACLFile != "" {
+		if aclErr = a.loadACLFile(); aclErr == nil {
+			a.srv.UsersChanged()
+		}
+	}
 	if a.cfg.PolicyFile == "" {
-		if a.cfg.EnvoyConfig == "" {
+		if aclErr != nil {
+			return aclErr
+		}
+		if a.cfg.EnvoyConfig == "" && a.cfg.ACLFile == "" {
 			a.log.Warn("SIGHUP: no --config to reload")
 		}
 		return nil
@@ -222,7 +266,7 @@ func (a *App) Reload() error {
 		return err
 	}
 	a.log.Info("config reloaded", "file", a.cfg.PolicyFile, "policies", len(s.Policies), "timeout", a.timeout().String())
-	return nil
+	return aclErr
 }
 
 // Shutdown lets in-flight requests finish, for --shutdown-timeout at most

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/httpfront"
+	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/region"
 )
@@ -43,6 +44,7 @@ type Config struct {
 	StorePerKey                                                          bool
 
 	RequirePass, AdminPass             string
+	ACLFile                            string // --aclfile: users and permissions; exclusive with the two above
 	TLSCertFile, TLSKeyFile, TLSCAFile string // --listen's TLS
 	TLSAuthClients                     bool
 
@@ -115,6 +117,8 @@ func (c *Config) rows() []row {
 			help: "password clients must AUTH with (prefer --requirepass-file or SLUICE_REQUIREPASS)", fileHelp: "file holding the password"},
 		{flag: "admin-pass", env: "SLUICE_ADMIN_PASS", file: "admin-pass-file", ptr: &c.AdminPass, def: "",
 			help: "password of the admin user, needed for RL.RESET and RL.POLICY SET|DEL: AUTH admin <password> (prefer --admin-pass-file or SLUICE_ADMIN_PASS)", fileHelp: "file holding the admin password"},
+		{flag: "aclfile", ptr: &c.ACLFile, def: "",
+			help: "users and their permissions in Redis's ACL file syntax (user acme on >pw ~acme:* +@limit), reloaded on SIGHUP and ACL LOAD; exclusive with --requirepass and --admin-pass"},
 		{flag: "tls-cert-file", ptr: &c.TLSCertFile, def: "", help: "PEM certificate (chain) for --listen; with --tls-key-file, --listen speaks TLS only"},
 		{flag: "tls-key-file", ptr: &c.TLSKeyFile, def: "", help: "PEM private key of --tls-cert-file"},
 		{flag: "tls-ca-cert-file", ptr: &c.TLSCAFile, def: "", help: "PEM CA certificates that client certificates are verified against"},
@@ -228,7 +232,47 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (*Config,
 	if err := c.resolve(given, files, getenv); err != nil {
 		return nil, err
 	}
+	if err := c.checkUsers(); err != nil {
+		return nil, err
+	}
 	return c, c.derive()
+}
+
+// checkUsers refuses --aclfile beside --requirepass or --admin-pass (in any
+// of their forms: flag, file or environment), as Redis refuses aclfile
+// beside requirepass: one place defines the users, so which password wins
+// is never a guess. Write the default and admin users into the file.
+func (c *Config) checkUsers() error {
+	if c.ACLFile == "" || (c.RequirePass == "" && c.AdminPass == "") {
+		return nil
+	}
+	var names []string
+	if c.RequirePass != "" {
+		names = append(names, "--requirepass (or --requirepass-file, SLUICE_REQUIREPASS)")
+	}
+	if c.AdminPass != "" {
+		names = append(names, "--admin-pass (or --admin-pass-file, SLUICE_ADMIN_PASS)")
+	}
+	return fmt.Errorf("serve: --aclfile and %s are exclusive: give the default and admin users their passwords in the ACL file", strings.Join(names, " and "))
+}
+
+// LoadUsers is the users sluice runs with: the --aclfile's (its error
+// names file:line and the rule, never a password), else those of
+// --requirepass and --admin-pass (acl.FromFlags).
+func (c *Config) LoadUsers() (*acl.List, error) {
+	if c.ACLFile == "" {
+		return acl.FromFlags(c.RequirePass, c.AdminPass), nil
+	}
+	return LoadACLFile(c.ACLFile)
+}
+
+// LoadACLFile reads and parses an ACL file.
+func LoadACLFile(path string) (*acl.List, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--aclfile: %w", err)
+	}
+	return acl.Parse(path, data)
 }
 
 // resolve applies the one precedence rule to every row with more than one

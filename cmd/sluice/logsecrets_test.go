@@ -69,9 +69,11 @@ func keyLeaks(t *testing.T, paths ...string) []leak {
 // the RESP, HTTP and gRPC doors on TLS, a TLS, password-protected regional
 // Redis and a home store for a global policy, TLS and password-protected
 // too (its own CA, client certificate and password); a second one has a
-// primary under Sentinel, both with passwords.
+// primary under Sentinel, both with passwords; a third, first, has
+// --aclfile (checkACLSecrets).
 func TestSecurityNoSecretInLogs(t *testing.T) {
 	mustTool(t, "redis-server")
+	checkACLSecrets(t)
 	var (
 		requirePassFlag = leak{"--requirepass", "rqp-flag-Qm41"}
 		requirePassFile = leak{"--requirepass-file", "rqp-file-Hn52"}

@@ -3,6 +3,7 @@
 // owns the key.
 //
 //	sluice serve [--listen 127.0.0.1:6380] [--cluster a,b,c | --redis redis://…] [--config sluice.yaml]
+//	sluice check --config sluice.yaml [--aclfile FILE]
 //	sluice cluster up|down [--dir DIR]
 //	sluice bench [flags]
 //	sluice lab hot|soak|global|partition|restart|latency [flags]
@@ -53,6 +54,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "serve", about: "run the rate-limiter server (embedded store unless --cluster, --redis or --sentinel)", run: serve},
+		{name: "check", about: "validate a --config policy file and an --aclfile without starting", run: check},
 		{name: "cluster", subs: clusterCommands()},
 		{name: "bench", about: "redis-benchmark through sluice vs straight at the cluster: a table and a chart", run: benchCmd},
 		{name: "lab", subs: labCommands()},

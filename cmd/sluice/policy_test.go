@@ -134,10 +134,11 @@ func TestRuntimePoliciesNeedAdmin(t *testing.T) {
 	cl := p.client(t)
 	ctx := context.Background()
 	js := `{"match": "t:*", "limit": 2, "rate": 1, "period": "1h", "on_store_error": "open"}`
-	want := "NOPERM this command requires the admin user (AUTH admin <password>)"
+	want := "NOPERM User default has no permissions to run the 'rl.policy|set' command"
 	if err := cl.Do(ctx, "RL.POLICY", "SET", "t", js).Err(); err == nil || err.Error() != want {
 		t.Fatalf("SET without admin: %v", err)
 	}
+	want = "NOPERM User default has no permissions to run the 'rl.policy|del' command"
 	if err := cl.Do(ctx, "RL.POLICY", "DEL", "t").Err(); err == nil || err.Error() != want {
 		t.Fatalf("DEL without admin: %v", err)
 	}

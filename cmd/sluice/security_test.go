@@ -95,7 +95,7 @@ func TestSecurityPasswords(t *testing.T) {
 			if r, err := take(ctx, user, "k", 100); err != nil || !r.Allowed {
 				t.Fatalf("RL.TAKE after AUTH: %+v, %v", r, err)
 			}
-			want := "NOPERM this command requires the admin user (AUTH admin <password>)"
+			want := "NOPERM User default has no permissions to run the 'rl.reset' command"
 			if err := user.Do(ctx, "RL.RESET", "k").Err(); err == nil || err.Error() != want {
 				t.Fatalf("RL.RESET as default: %v, want %s", err, want)
 			}

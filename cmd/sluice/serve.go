@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/sluice-rl/sluice/app"
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // serve is `sluice serve`: the flags, the environment and the files make
 // one app.Config (app.Load: one table, one precedence rule), which runs
-// until ctx ends; SIGHUP reloads --config and --envoy-config.
+// until ctx ends; SIGHUP reloads --config, --aclfile and --envoy-config.
 func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg, err := parseServeFlags(args, stderr)
 	if err != nil {
@@ -52,4 +56,36 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 // environment.
 func parseServeFlags(args []string, stderr io.Writer) (*app.Config, error) {
 	return app.Load(args, os.Getenv, stderr)
+}
+
+// check is `sluice check --config FILE [--aclfile FILE]`: it loads each
+// file given as serve would, prints one line per file, and fails with the
+// first error (file:line, and for a policy the policy and the field)
+// without starting anything.
+func check(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "", "policy file (YAML) to validate")
+	aclfile := fs.String("aclfile", "", "ACL file (Redis syntax) to validate")
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if *config == "" && *aclfile == "" {
+		return errors.New("check: give --config FILE, --aclfile FILE or both")
+	}
+	if *config != "" {
+		set, err := policy.Load(*config)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: ok, %d policies\n", *config, len(set.Policies))
+	}
+	if *aclfile != "" {
+		users, err := app.LoadACLFile(*aclfile)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: ok, %d users\n", *aclfile, len(users.Names()))
+	}
+	return nil
 }

@@ -41,43 +41,8 @@ func matchImpl(p, s string, skipLonger *bool, nesting int) bool {
 		case '?':
 			s = s[1:]
 		case '[':
-			p = p[1:]
-			not := len(p) > 0 && p[0] == '^'
-			if not {
-				p = p[1:]
-			}
-			matched := false
-			for {
-				if len(p) >= 2 && p[0] == '\\' {
-					p = p[1:]
-					if p[0] == s[0] {
-						matched = true
-					}
-				} else if len(p) > 0 && p[0] == ']' {
-					break
-				} else if len(p) == 0 {
-					// Unterminated: Redis steps back so that the
-					// p++ below lands on the end.
-					p = " "
-					break
-				} else if len(p) >= 3 && p[1] == '-' {
-					lo, hi := p[0], p[2]
-					if lo > hi {
-						lo, hi = hi, lo
-					}
-					p = p[2:]
-					if lo <= s[0] && s[0] <= hi {
-						matched = true
-					}
-				} else if p[0] == s[0] {
-					matched = true
-				}
-				p = p[1:]
-			}
-			if not {
-				matched = !matched
-			}
-			if !matched {
+			var ok bool
+			if p, ok = matchClass(p[1:], s[0]); !ok {
 				return false
 			}
 			s = s[1:]
@@ -101,4 +66,43 @@ func matchImpl(p, s string, skipLonger *bool, nesting int) bool {
 		}
 	}
 	return len(p) == 0 && len(s) == 0
+}
+
+// matchClass matches c against the class that p starts with (after its
+// '['), as stringmatchlen does, and returns p at the class's last byte (its
+// ']'), or empty when the class is unterminated.
+func matchClass(p string, c byte) (string, bool) {
+	not := len(p) > 0 && p[0] == '^'
+	if not {
+		p = p[1:]
+	}
+	matched := false
+	for {
+		if len(p) >= 2 && p[0] == '\\' {
+			p = p[1:]
+			if p[0] == c {
+				matched = true
+			}
+		} else if len(p) > 0 && p[0] == ']' {
+			break
+		} else if len(p) == 0 {
+			// Unterminated: Redis steps back so that the caller's
+			// step past the class lands on the end.
+			p = " "
+			break
+		} else if len(p) >= 3 && p[1] == '-' {
+			lo, hi := p[0], p[2]
+			if lo > hi {
+				lo, hi = hi, lo
+			}
+			p = p[2:]
+			if lo <= c && c <= hi {
+				matched = true
+			}
+		} else if p[0] == c {
+			matched = true
+		}
+		p = p[1:]
+	}
+	return p, matched != not
 }
