@@ -38,8 +38,8 @@ type userKey struct{}
 
 // authenticate returns ctx with the call's user, or Unauthenticated.
 func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	a := doorauth.Authenticate(s.users.Users(), md.Get("authorization"))
+	// Only the one key: FromIncomingContext would copy every metadata.
+	a := doorauth.Authenticate(s.users.Users(), metadata.ValueFromIncomingContext(ctx, "authorization"))
 	if a.User == nil {
 		if a.Given {
 			s.logDenied(ctx, acl.ReasonAuth, "AUTH", a.Name)
