@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -182,5 +183,28 @@ func TestDoorRequirePassIsTheDefaultUser(t *testing.T) {
 		if _, err := client.ShouldRateLimit(withAuth(t, auth), req("edge", 0, desc("k", "v"))); err != nil {
 			t.Errorf("no password, %q: %v", auth, err)
 		}
+	}
+}
+
+// With Users that need credentials, a connection that has not
+// authenticated within AuthTimeout is closed, as with RequirePass; a call
+// that authenticates keeps its connection.
+func TestDoorUsersAuthTimeout(t *testing.T) {
+	var decided atomic.Int64
+	cfg := countingDoor(&decided)
+	cfg.Users = parseUsers(t, doorUsers)
+	cfg.AuthTimeout = 50 * time.Millisecond
+	srv, addr := serveDoor(t, cfg)
+	good := newDialer()
+	client := rlsv3.NewRateLimitServiceClient(dialDoor(t, addr, good.option()))
+	if _, err := client.ShouldRateLimit(withAuth(t, "Bearer acme:secret"), req("acme", 0, desc("path", "/a"))); err != nil {
+		t.Fatal(err)
+	}
+	goodConn := good.next(t)
+	d := newDialer()
+	dialDoor(t, addr, d.option()).Connect()
+	waitGone(t, d.next(t), "a connection that makes no call")
+	if !isOpen(goodConn) || srv.AuthTimeouts() != 1 {
+		t.Errorf("the authenticated connection open %v, AuthTimeouts %d; want true and 1", isOpen(goodConn), srv.AuthTimeouts())
 	}
 }
