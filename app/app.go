@@ -219,14 +219,15 @@ func (a *App) Err() <-chan error { return a.errc }
 func (a *App) Users() *acl.Holder { return a.users }
 
 // loadACLFile is ACL LOAD: it re-reads --aclfile and puts its users in
-// force, or keeps the last good ones and says why (logged, and the error
-// is ACL LOAD's reply). The error names file:line and the rule, never a
+// force, or keeps the last good ones and says why (logged, counted in
+// sluice_config_reloads_total, and the error is ACL LOAD's reply). The error names file:line and the rule, never a
 // password.
 func (a *App) loadACLFile() error {
 	if a.cfg.ACLFile == "" {
 		return errors.New("no --aclfile")
 	}
 	l, err := LoadACLFile(a.cfg.ACLFile)
+	a.m.ConfigReload(err == nil)
 	if err != nil {
 		a.log.Error("aclfile reload failed; keeping the last good users", "err", err)
 		return err

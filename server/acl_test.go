@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -192,6 +196,9 @@ func TestACLAdmin(t *testing.T) {
 	var lines []string
 	for _, e := range entries {
 		f := e.([]any)
+		if f[3] == acl.ReasonCommand && !strings.Contains(f[13].(string), " cmd="+f[7].(string)+" ") {
+			t.Errorf("client-info of a refused %s does not name it: %s", f[7], f[13])
+		}
 		lines = append(lines, f[3].(string)+" "+f[7].(string)+" "+f[9].(string)+" x"+string(rune('0'+f[1].(int64))))
 	}
 	want := []string{"auth AUTH beta x1", "command rl.reset acme x1", "key beta:x acme x2", "key beta:y acme x1"}
@@ -209,14 +216,17 @@ func TestACLAdmin(t *testing.T) {
 func TestACLReload(t *testing.T) {
 	t.Parallel()
 	users := testUsers(t, testACL)
-	loads := 0
-	var next *acl.List
+	// Set by the test, read by the server's connection goroutine: atomic,
+	// since the race detector does not see the order a socket gives.
+	var loads atomic.Int32
+	var next atomic.Pointer[acl.List]
 	srv, addr := start(t, Config{Users: users, LoadUsers: func() error {
-		loads++
-		if next == nil {
+		loads.Add(1)
+		l := next.Load()
+		if l == nil {
 			return errors.New("users.acl:2: user 'x': error in rule 'bogus': Syntax error")
 		}
-		users.Store(next)
+		users.Store(l)
 		return nil
 	}})
 	acme := dialRaw(t, addr)
@@ -235,15 +245,15 @@ func TestACLReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next = l
+	next.Store(l)
 	runSteps(t, ops, []step{{"ACL LOAD\r\n", "+OK"}})
 	runSteps(t, acme, []step{
 		{"RL.RESET acme:x\r\n", ":0"}, // its new permissions, at once, with its old password
 		{"RL.RESET beta:x\r\n", noPermKey},
 	})
 	beta.expectClosed()
-	if loads != 2 {
-		t.Errorf("LoadUsers ran %d times, want 2", loads)
+	if n := loads.Load(); n != 2 {
+		t.Errorf("LoadUsers ran %d times, want 2", n)
 	}
 
 	// Without ACL LOAD: Store and UsersChanged, as the app does on SIGHUP.
@@ -255,6 +265,20 @@ func TestACLReload(t *testing.T) {
 	srv.UsersChanged()
 	acme.expectClosed()
 	runSteps(t, ops, []step{{"ACL USERS\r\n", "[$default $ops]"}})
+}
+
+// TestACLUsersExclusive: Users beside RequirePass or AdminPass is a
+// configuration error, not a silent choice of one.
+func TestACLUsersExclusive(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{Decider: newFake(1), Users: acl.NewHolder(acl.FromFlags("", "")), RequirePass: "x"},
+		{Decider: newFake(1), Users: acl.NewHolder(acl.FromFlags("", "")), AdminPass: "x"},
+	} {
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "exclusive") {
+			t.Errorf("New: %v, want Users and RequirePass or AdminPass refused", err)
+		}
+	}
 }
 
 // TestACLDefaultUser: an ACL file's default user is whatever the file
@@ -316,5 +340,62 @@ func TestACLGoRedis(t *testing.T) {
 		if err := bad.Ping(ctx).Err(); err == nil || err.Error() != wrongPass[1:] {
 			t.Errorf("resp%d: wrong password: %v, want WRONGPASS", proto, err)
 		}
+	}
+}
+
+// BenchmarkTakeACL is BenchmarkTake's pipeline of 16 for a user of an ACL
+// file, whose key is checked against a pattern (~user:*, after one that
+// does not match), beside the default user of no password (every key): the
+// cost of the permission check per command.
+func BenchmarkTakeACL(b *testing.B) {
+	for _, tc := range []struct{ name, file, auth string }{
+		{"default-allkeys", "", ""},
+		{"acl-patterns", "user app on >pw ~other:* ~user:* +@limit", "*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$2\r\npw\r\n"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			const pipeline = 16
+			d := &countDecider{}
+			cfg := Config{Decider: d}
+			if tc.file != "" {
+				l, err := acl.Parse("bench.acl", []byte(tc.file))
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.Users = acl.NewHolder(l)
+			}
+			_, addr := start(b, cfg)
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			rd := bufio.NewReader(nc)
+			if tc.auth != "" {
+				if _, err := io.WriteString(nc, tc.auth); err != nil {
+					b.Fatal(err)
+				}
+				if line, err := rd.ReadString('\n'); err != nil || line != "+OK\r\n" {
+					b.Fatalf("AUTH: %q %v", line, err)
+				}
+			}
+			req := strings.Repeat("*3\r\n$7\r\nRL.TAKE\r\n$8\r\nuser:123\r\n$1\r\n1\r\n", pipeline)
+			const reply = "*6\r\n:1\r\n:100\r\n:99\r\n:-1\r\n:10\r\n$5\r\nstore\r\n"
+			want := strings.Repeat(reply, pipeline)
+			buf := make([]byte, len(want))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += pipeline {
+				if _, err := io.WriteString(nc, req); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(rd, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if string(buf) != want {
+				b.Fatalf("reply %q, want %q", buf, want)
+			}
+		})
 	}
 }

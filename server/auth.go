@@ -78,6 +78,7 @@ func (c *connState) mayRun(cmd *command, args [][]byte) error {
 		return nil
 	}
 	if !u.CanRun(cmd.name) {
+		c.lastCmd.Store(cmd) // ACL LOG's client-info names the refused command, as Redis's
 		c.logDenied(acl.ReasonCommand, cmd.name, u.Name())
 		return respError((&acl.Denied{User: u.Name(), Reason: acl.ReasonCommand, Object: cmd.name}).Error())
 	}
@@ -91,6 +92,7 @@ func (c *connState) mayRun(cmd *command, args [][]byte) error {
 	need := acl.KeyAccess(cmd.name)
 	for i := first; i <= last && i < len(args); i += step {
 		if !u.CanAccess(args[i], need) {
+			c.lastCmd.Store(cmd)
 			c.logDenied(acl.ReasonKey, string(args[i]), u.Name())
 			return errNoPermKey
 		}

@@ -84,8 +84,8 @@ type Config struct {
 	// commands are open to every authenticated client.
 	AdminPass string
 	// Users, when not nil, are the users and their permissions (an ACL
-	// file; see internal/acl), checked before every command; RequirePass
-	// and AdminPass are then ignored. A reload stores a new List in it;
+	// file; see internal/acl), checked before every command; with it,
+	// RequirePass and AdminPass must be empty. A reload stores a new List in it;
 	// call UsersChanged afterwards so that the connections of deleted users
 	// are closed at once. Default: acl.FromFlags(RequirePass, AdminPass).
 	Users *acl.Holder
@@ -276,6 +276,9 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	users := cfg.Users
+	if users != nil && (cfg.RequirePass != "" || cfg.AdminPass != "") {
+		return nil, errors.New("server: Config.Users and Config.RequirePass or AdminPass are exclusive: give the users' passwords in Users")
+	}
 	if users == nil {
 		users = acl.NewHolder(acl.FromFlags(cfg.RequirePass, cfg.AdminPass))
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // The users of the ACL tests. The passwords are distinctive, so that a
@@ -449,4 +451,34 @@ func checkACLSecrets(t *testing.T) {
 	p.Stop()
 	checkLogForLeaks(t, "the --aclfile process", p.Logs(), []leak{acmePass, hashed, wrong, badRule, newPass,
 		digestHex(acmePass), digestHex(hashed), digestHex(newPass)})
+}
+
+// TestACLRefusedSpendsNothingInRedis: with a real Redis behind sluice, a
+// refused RL.MTAKE or CL.THROTTLE writes no key at all, while the same
+// user's allowed RL.TAKE does.
+func TestACLRefusedSpendsNothingInRedis(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	s := startSluice(t, "--redis", "redis://"+node.Addr, "--aclfile", writeACL(t, aclUsers), "--config", writeConfig(t, aclPolicy))
+	ctx := context.Background()
+	acme := userClient(t, s.Addr, "acme", aclAcmePass)
+	for _, cmd := range [][]any{
+		{"RL.MTAKE", "acme:s", 1, "beta:s", 1},
+		{"RL.MTAKE", "beta:s", 1, "acme:s", 1},
+		{"CL.THROTTLE", "beta:s", 10, 1, 60},
+		{"RL.TAKE", "beta:s"},
+	} {
+		if err := acme.Do(ctx, cmd...).Err(); err == nil || err.Error() != "NOPERM No permissions to access a key" {
+			t.Errorf("%v: %v, want NOPERM", cmd, err)
+		}
+	}
+	if keys, err := node.Client().Keys(ctx, "*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("Redis has keys %q (%v) after refused commands only, want none", keys, err)
+	}
+	if got := remaining(t, acme, "RL.TAKE", "acme:s"); got != 4 {
+		t.Fatalf("RL.TAKE acme:s: remaining %d, want 4", got)
+	}
+	if n, err := node.Client().Exists(ctx, "sluice:{acme:s}").Result(); err != nil || n != 1 {
+		t.Fatalf("sluice:{acme:s} not in Redis after an allowed take: %d %v", n, err)
+	}
 }

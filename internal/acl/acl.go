@@ -25,7 +25,7 @@ type List struct {
 	names []string // sorted
 	// decoy is compared against when the named user does not exist, so
 	// that a failed AUTH takes the same time whether or not it does.
-	decoy [sha256.Size]byte
+	decoy [1][sha256.Size]byte
 }
 
 // User is one user of a List: whether it is enabled, its passwords (as
@@ -204,15 +204,15 @@ func (l *List) Default() *User {
 func (l *List) Authenticate(user, pass []byte) (*User, bool) {
 	d := sha256.Sum256(pass)
 	u := l.users[string(user)]
+	digests := l.decoy[:]
+	if u != nil {
+		digests = u.passwords
+	}
 	ok := 0
-	if u == nil {
-		ok = subtle.ConstantTimeCompare(d[:], l.decoy[:])
-		return nil, false
+	for i := range digests {
+		ok |= subtle.ConstantTimeCompare(d[:], digests[i][:])
 	}
-	for i := range u.passwords {
-		ok |= subtle.ConstantTimeCompare(d[:], u.passwords[i][:])
-	}
-	if !u.on || (ok == 0 && !u.nopass) {
+	if u == nil || !u.on || (ok == 0 && !u.nopass) {
 		return nil, false
 	}
 	return u, true
@@ -265,7 +265,7 @@ func newList(users []*User) *List {
 		l.names = append(l.names, u.name)
 	}
 	slices.Sort(l.names)
-	l.decoy = sha256.Sum256([]byte("sluice: no such user"))
+	l.decoy[0] = sha256.Sum256([]byte("sluice: no such user"))
 	return l
 }
 
