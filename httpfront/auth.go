@@ -39,11 +39,11 @@ type userKey struct{}
 // authenticate returns r with its user in its context, or the 401 answer.
 func (s *Server) authenticate(r *http.Request) (*http.Request, *answer) {
 	a := doorauth.Authenticate(s.users.Users(), r.Header.Values("Authorization"))
+	if a.Failed {
+		s.logDenied(r, acl.ReasonAuth, "AUTH", a.Name)
+	}
 	if a.User != nil {
 		return r.WithContext(context.WithValue(r.Context(), userKey{}, a.User)), nil
-	}
-	if a.Given {
-		s.logDenied(r, acl.ReasonAuth, "AUTH", a.Name)
 	}
 	ans := fail(http.StatusUnauthorized, "authentication required: Authorization: Bearer <password>, Bearer <user>:<password> or Basic")
 	h := http.Header{"Www-Authenticate": append([]string(nil), challenges...)}

@@ -180,10 +180,12 @@ func TestRequirePassIsTheDefaultUser(t *testing.T) {
 		}
 	}
 	// With no password at all, any request is the default user, whatever
-	// bearer token it carries (a forward-auth proxy's own, say).
+	// credentials it carries: Traefik's forwardAuth copies the client's own
+	// Authorization (its Basic login to the application, say) into the
+	// check, and sluice had no password to compare it with.
 	open := newServer(t, Config{})
-	for _, auth := range []string{"", "Bearer anything", "Bearer acme:x", basicAuth("", "x")} {
-		resp := do(t, open, "GET", "/v1/check?key=win:any", "", "Authorization", auth)
+	for i, auth := range []string{"", "Bearer anything", "Bearer acme:x", basicAuth("", "x"), basicAuth("alice", "app-password"), "Basic !!"} {
+		resp := do(t, open, "GET", fmt.Sprintf("/v1/check?key=win:open%d", i), "", "Authorization", auth)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Errorf("no password, %q: %d, want 200", auth, resp.StatusCode)

@@ -40,10 +40,10 @@ type userKey struct{}
 func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 	// Only the one key: FromIncomingContext would copy every metadata.
 	a := doorauth.Authenticate(s.users.Users(), metadata.ValueFromIncomingContext(ctx, "authorization"))
+	if a.Failed {
+		s.logDenied(ctx, acl.ReasonAuth, "AUTH", a.Name)
+	}
 	if a.User == nil {
-		if a.Given {
-			s.logDenied(ctx, acl.ReasonAuth, "AUTH", a.Name)
-		}
 		return nil, status.Error(codes.Unauthenticated, "authentication required: metadata authorization: Bearer <password>, Bearer <user>:<password> or Basic")
 	}
 	if s.authed {

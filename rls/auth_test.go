@@ -179,7 +179,7 @@ func TestDoorRequirePassIsTheDefaultUser(t *testing.T) {
 	open := countingDoor(&decided)
 	_, addr = serveDoor(t, open)
 	client = rlsv3.NewRateLimitServiceClient(dialDoor(t, addr))
-	for _, auth := range []string{"", "Bearer anything", "Bearer acme:x"} {
+	for _, auth := range []string{"", "Bearer anything", "Bearer acme:x", "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:app")), "Basic !!"} {
 		if _, err := client.ShouldRateLimit(withAuth(t, auth), req("edge", 0, desc("k", "v"))); err != nil {
 			t.Errorf("no password, %q: %v", auth, err)
 		}

@@ -22,11 +22,14 @@ type Auth struct {
 	// 401, gRPC Unauthenticated).
 	User *acl.User
 	// Given reports that the request carried credentials of a scheme the
-	// doors read (Bearer or Basic): with User nil they were wrong, which
-	// ACL LOG records; without credentials User is the List's default
-	// user, or nil when clients must authenticate.
+	// doors read (Bearer or Basic).
 	Given bool
-	// Name is the user name a wrong credential tried, for ACL LOG: the
+	// Failed reports that none of them authenticated, which ACL LOG
+	// records. User is then nil, unless the List's default user is on and
+	// nopass: the request runs as that user, as one without credentials
+	// would (see Authenticate).
+	Failed bool
+	// Name is the user name a failed credential tried, for ACL LOG: the
 	// Basic user name, or for a bearer token the name before its colon
 	// when the List has such a user, else "default" (so that no part of a
 	// bare password is ever logged).
@@ -45,7 +48,12 @@ type Auth struct {
 //
 // The first value that authenticates wins. A value of another scheme is
 // ignored, as if absent. Without credentials the request is l.Default():
-// the "default" user when it is on and nopass, else nobody. Passwords are
+// the "default" user when it is on and nopass, else nobody. Credentials
+// that fail are refused, but for that same nopass default user, whom the
+// request then runs as (Failed still set): it is what any request without
+// them gets, so nothing is gained by sending wrong ones, and a proxy that
+// forwards its client's own Authorization (Traefik's forwardAuth) to a
+// door without a password keeps working as before users existed. Passwords are
 // compared by acl.List.Authenticate, in constant time; a bearer token with
 // a colon is compared both ways whichever succeeds, so the time taken does
 // not say which form matched.
@@ -68,12 +76,10 @@ func Authenticate(l *acl.List, values []string) Auth {
 			return Auth{User: u, Given: true}
 		}
 		if !a.Given {
-			a = Auth{Given: true, Name: name}
+			a = Auth{Given: true, Failed: true, Name: name}
 		}
 	}
-	if !a.Given {
-		a.User = l.Default()
-	}
+	a.User = l.Default()
 	return a
 }
 
