@@ -45,7 +45,7 @@ func (s *Server) authenticate(r *http.Request) (*http.Request, *answer) {
 	if a.User != nil {
 		return r.WithContext(context.WithValue(r.Context(), userKey{}, a.User)), nil
 	}
-	ans := fail(http.StatusUnauthorized, "authentication required: Authorization: Bearer <password>, Bearer <user>:<password> or Basic")
+	ans := fail(http.StatusUnauthorized, "authentication required: Authorization: Basic user:password, or Bearer user:password or the default password")
 	h := http.Header{"Www-Authenticate": append([]string(nil), challenges...)}
 	if r.Header.Get("Authorization") != "" {
 		h["Www-Authenticate"][0] += `, error="invalid_token"`

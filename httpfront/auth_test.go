@@ -60,7 +60,7 @@ func TestUsersOnEveryEndpoint(t *testing.T) {
 		status                           int
 		errText                          string // the JSON error, "" for a decision
 	}{
-		{"no credentials", "", "POST", "/v1/take", `{"key":"three:acme:1"}`, 401, "authentication required: Authorization: Bearer <password>, Bearer <user>:<password> or Basic"},
+		{"no credentials", "", "POST", "/v1/take", `{"key":"three:acme:1"}`, 401, "authentication required: Authorization: Basic user:password, or Bearer user:password or the default password"},
 		{"wrong password", basicAuth("acme", "nope"), "POST", "/v1/take", `{"key":"three:acme:1"}`, 401, "invalid credentials"},
 		{"no such user", basicAuth("mallory", "secret"), "GET", "/v1/check?key=three:acme:1", "", 401, "invalid credentials"},
 		{"bearer of the off default user", "Bearer secret", "POST", "/v1/take", `{"key":"three:acme:1"}`, 401, "invalid credentials"},

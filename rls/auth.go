@@ -44,7 +44,7 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 		s.logDenied(ctx, acl.ReasonAuth, "AUTH", a.Name)
 	}
 	if a.User == nil {
-		return nil, status.Error(codes.Unauthenticated, "authentication required: metadata authorization: Bearer <password>, Bearer <user>:<password> or Basic")
+		return nil, status.Error(codes.Unauthenticated, "authentication required: metadata authorization: Basic user:password, or Bearer user:password or the default password")
 	}
 	if s.authed {
 		p, _ := peer.FromContext(ctx)

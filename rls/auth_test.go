@@ -65,9 +65,9 @@ func TestDoorUsers(t *testing.T) {
 		decides    bool   // whether the Decider is asked
 	}{
 		{"no credentials", "", req("acme", 0, desc("path", "/a")), codes.Unauthenticated,
-			"authentication required: metadata authorization: Bearer <password>, Bearer <user>:<password> or Basic", false},
+			"authentication required: metadata authorization: Basic user:password, or Bearer user:password or the default password", false},
 		{"wrong password", "Bearer acme:nope", req("acme", 0, desc("path", "/a")), codes.Unauthenticated,
-			"authentication required: metadata authorization: Bearer <password>, Bearer <user>:<password> or Basic", false},
+			"authentication required: metadata authorization: Basic user:password, or Bearer user:password or the default password", false},
 		{"bearer user:pass", "Bearer acme:secret", req("acme", 0, desc("path", "/a")), codes.OK, "", true},
 		{"basic", basic, req("acme", 0, desc("path", "/a"), desc("user", "u")), codes.OK, "", true},
 		{"another domain", "Bearer acme:secret", req("beta", 0, desc("path", "/a")), codes.PermissionDenied,

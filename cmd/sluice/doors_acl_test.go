@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,7 +104,7 @@ func TestDoorsACL(t *testing.T) {
 		want string // status and body; for a decision only "200 remaining=N"
 	}{
 		{"no credentials", []string{base + "/v1/check?key=acme:h"},
-			`401 {"error":"authentication required: Authorization: Bearer \u003cpassword\u003e, Bearer \u003cuser\u003e:\u003cpassword\u003e or Basic"}`},
+			`401 {"error":"authentication required: Authorization: Basic user:password, or Bearer user:password or the default password"}`},
 		{"a wrong password", []string{"-u", "acme:guess", base + "/v1/check?key=acme:h"}, `401 {"error":"invalid credentials"}`},
 		{"acme takes 2 of its own", []string{"-u", "acme:" + acme, "-d", `{"key":"acme:h","cost":2}`, base + "/v1/take"}, "200 remaining=3"},
 		{"acme checks beta's key", []string{"-u", "acme:" + acme, base + "/v1/check?key=beta:h"}, `403 {"error":"NOPERM No permissions to access a key"}`},
@@ -221,5 +222,131 @@ func TestDoorsACL(t *testing.T) {
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("beta:"+doorsBetaPass))
 	if resp, err := door.ShouldRateLimit(as(basic), rlsRequest("acme", 0, []string{"path", "/g"})); err != nil || rlsCodes(resp) != "OK OK/1" {
 		t.Errorf("gRPC, beta on acme after the reload: %v %v, want OK OK/1", resp, err)
+	}
+}
+
+// shellWords splits a command line of the docs as sh would for the forms
+// they use: words separated by spaces, '…' taken literally, "…" with \"
+// and \\ unescaped.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote == '\'' && c == '\'', quote == '"' && c == '"':
+			quote = 0
+		case quote == '"' && c == '\\' && i+1 < len(line) && (line[i+1] == '"' || line[i+1] == '\\'):
+			i++
+			w.WriteByte(line[i])
+		case quote != 0:
+			w.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == ' ':
+			if in {
+				words, in = append(words, w.String()), false
+				w.Reset()
+			}
+		default:
+			w.WriteByte(c)
+			in = true
+		}
+	}
+	if quote != 0 {
+		t.Fatalf("unclosed quote in %q", line)
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// sameAnswer reports whether the JSON line got is the page's want, the
+// times excepted: a reset_after_ms or retry_after_ms may be up to slack ms
+// below the page's (the session's clock ran on).
+func sameAnswer(got, want string, slack int64) bool {
+	if got == want {
+		return true
+	}
+	var g, w map[string]any
+	if json.Unmarshal([]byte(got), &g) != nil || json.Unmarshal([]byte(want), &w) != nil || len(g) != len(w) {
+		return false
+	}
+	for k, wv := range w {
+		gv, ok := g[k]
+		if !ok {
+			return false
+		}
+		if k == "reset_after_ms" || k == "retry_after_ms" {
+			gn, gok := gv.(float64)
+			wn, wok := wv.(float64)
+			if gok && wok && gn <= wn && gn >= wn-float64(slack) {
+				continue
+			}
+		}
+		if fmt.Sprint(gv) != fmt.Sprint(wv) {
+			return false
+		}
+	}
+	return true
+}
+
+// The users session of docs/http.md, typed into curl one command at a time
+// against the binary with the page's ACL file and policy: every answer must
+// be the page's (times within the session's duration below it).
+func TestHTTPUsersDocSession(t *testing.T) {
+	t.Parallel()
+	curl := requireTool(t, "curl")
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/http.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := strings.Join(docBlock(t, string(raw), "http-users-test: aclfile"), "\n") + "\n"
+	_, addr := startWithHTTP(t, "--aclfile", writeACL(t, users), "--config", writeConfig(t, doorsPolicy))
+	start := time.Now()
+	var args, want []string
+	n := 0
+	check := func() {
+		if args == nil {
+			return
+		}
+		out, err := exec.Command(curl, args...).Output()
+		if err != nil {
+			t.Errorf("curl %q: %v", args, err)
+			return
+		}
+		got := strings.Split(strings.TrimSpace(string(out)), "\n")
+		slack := time.Since(start).Milliseconds() + 1
+		if len(got) != len(want) {
+			t.Errorf("curl %q:\n got %q\nwant %q", args, got, want)
+			return
+		}
+		for i := range got {
+			if !sameAnswer(got[i], want[i], slack) {
+				t.Errorf("curl %q: line %d is %s, the page has %s", args, i+1, got[i], want[i])
+			}
+		}
+	}
+	for _, l := range docBlock(t, string(raw), "http-users-test: session") {
+		if c, ok := strings.CutPrefix(l, "$ curl "); ok {
+			check()
+			args, want = shellWords(t, c), nil
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "localhost:8080", addr)
+			}
+			n++
+			continue
+		}
+		if strings.HasPrefix(l, "$ ") {
+			continue // the page's own sluice serve: started above
+		}
+		want = append(want, l)
+	}
+	check()
+	if n < 6 {
+		t.Errorf("the session has %d curl commands; the page's block is not what this test expects", n)
 	}
 }
