@@ -256,6 +256,17 @@ func TestACLReload(t *testing.T) {
 		t.Errorf("LoadUsers ran %d times, want 2", n)
 	}
 
+	// A user turned off cannot authenticate again; its open connection
+	// keeps working, as in Redis.
+	off, err := acl.Parse("users.acl", []byte("user acme off >new-pw ~acme:* +@all\nuser ops on >ops-pw allkeys +@all"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users.Store(off)
+	srv.UsersChanged()
+	runSteps(t, acme, []step{{"RL.RESET acme:x\r\n", ":0"}})
+	runSteps(t, dialRaw(t, addr), []step{{"AUTH acme new-pw\r\n", wrongPass}})
+
 	// Without ACL LOAD: Store and UsersChanged, as the app does on SIGHUP.
 	l2, err := acl.Parse("users.acl", []byte("user ops on >ops-pw allkeys +@all"))
 	if err != nil {
