@@ -53,6 +53,9 @@ func (s *Server) adjust(w http.ResponseWriter, r *http.Request) answer {
 	if err := s.keys.Check(*item.Key); err != nil {
 		return fail(http.StatusBadRequest, err.Error())
 	}
+	if no := s.permit(r, "rl.adjust", *item.Key); no != nil {
+		return *no
+	}
 	reqs := []limit.Request{{Key: *item.Key, Cost: int64(*item.Delta), Op: limit.OpAdjust}}
 	out := make([]limit.Result, 1)
 	s.decide(r, reqs, out)

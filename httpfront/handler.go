@@ -56,15 +56,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) answer {
-	if !s.authorized(r) {
-		a := fail(http.StatusUnauthorized, "a bearer token is required: Authorization: Bearer <password>")
-		challenge := `Bearer realm="sluice"`
-		if r.Header.Get("Authorization") != "" {
-			challenge += `, error="invalid_token"`
-			a.body = errorBody{Error: "invalid bearer token"}
-		}
-		a.header = http.Header{"Www-Authenticate": {challenge}}
-		return a
+	r, bad := s.authenticate(r)
+	if bad != nil {
+		return *bad
 	}
 	switch r.URL.Path {
 	case "/v1/take":
@@ -136,6 +130,9 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request) answer {
 		if err != nil {
 			return fail(http.StatusBadRequest, err.Error())
 		}
+		if no := s.permit(r, "rl.take", req.Key); no != nil {
+			return *no
+		}
 		reqs, out := []limit.Request{req}, make([]limit.Result, 1)
 		s.decide(r, reqs, out)
 		if out[0].Err != nil {
@@ -151,11 +148,16 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request) answer {
 			return fail(http.StatusRequestEntityTooLarge, "a batch holds at most "+strconv.Itoa(s.cfg.MaxBatch)+" requests, got "+strconv.Itoa(len(items)))
 		}
 		reqs := make([]limit.Request, len(items))
+		keys := make([]string, len(items))
 		for i, it := range items {
 			var err error
 			if reqs[i], err = s.request(it); err != nil {
 				return fail(http.StatusBadRequest, "request "+strconv.Itoa(i)+": "+err.Error())
 			}
+			keys[i] = reqs[i].Key
+		}
+		if no := s.permit(r, "rl.take", keys...); no != nil { // the whole batch
+			return *no
 		}
 		out := make([]limit.Result, len(reqs))
 		if len(reqs) > 0 {
@@ -254,6 +256,9 @@ func (s *Server) check(r *http.Request) answer {
 		default:
 			return fail(http.StatusBadRequest, "legacy must be 1, true, 0 or false")
 		}
+	}
+	if no := s.permit(r, "rl.take", key); no != nil {
+		return *no
 	}
 	reqs := []limit.Request{{Key: key, Cost: cost, Op: limit.OpTake}}
 	out := make([]limit.Result, 1)
