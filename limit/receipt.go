@@ -61,7 +61,7 @@ var (
 	// ErrReceiptInvalid: not a receipt of a take on this key that is still
 	// in force: forged, another key's, used already, or expired (the take's
 	// window closed, its bucket would have refilled).
-	ErrReceiptInvalid = &ReceiptError{"invalid or already used receipt"}
+	ErrReceiptInvalid = &ReceiptError{"invalid, expired or already used receipt"}
 	// ErrReceiptPolicy: the take was made under another policy than the
 	// key's now.
 	ErrReceiptPolicy = &ReceiptError{"receipt was taken under another policy"}

@@ -29,13 +29,15 @@ if new ~= nil then
   write(KEYS[1], raw, ttl)
 end
 if res[1] == 1 and cost > 0 and id ~= 5 then
-  redis.call('SET', KEYS[2], receipt_value(cost, res[7], ARGV[6]), 'PX', receipt_life(id, a2, a3, res[7], now, tonumber(ARGV[7])))
+  local life = receipt_life(id, a2, a3, res[7], now, tonumber(ARGV[7]))
+  redis.call('SET', KEYS[2], receipt_value(cost, res[7], ARGV[6], now + life * 1000), 'PX', life)
 end
 return res
 `
 
 // GiveBack is RL.ADJUST key -n receipt: when the receipt's key holds a
-// receipt of the policy's owner for a take of at least n, it deletes the
+// receipt in force (the shard's clock before its expiry) of the policy's
+// owner for a take of at least n, it deletes the
 // receipt and returns n to the state the take came from (op 3 to its
 // window: nothing to a window that has closed, never above the limit),
 // in one call. KEYS: the state, the receipt's key. ARGV: algorithm id, a1,
@@ -49,8 +51,8 @@ local raw, e = read(KEYS[1], id)
 if raw == nil then return e end
 local v = redis.call('GET', KEYS[2])
 if not v then return {0, 0, 0, -1, 0, -1, 0} end
-local c, w, who = string.match(v, '^(%d+) (%d+) (%x+)$')
-if who == nil then return {0, 0, 0, -1, 0, -1, 0} end
+local c, w, who, x = string.match(v, '^(%d+) (%d+) (%x+) (%d+)$')
+if x == nil or now >= tonumber(x) then return {0, 0, 0, -1, 0, -1, 0} end
 if who ~= ARGV[6] then return {0, 0, 0, -1, 0, -2, 0} end
 local back = tonumber(ARGV[5])
 if back > tonumber(c) then return {0, 0, 0, -1, 0, -3, 0} end

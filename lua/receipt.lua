@@ -2,10 +2,12 @@
 -- is a key of its own, on the slot of the state it names, written by the
 -- take it records (in the same script call) and deleted by the give-back
 -- that uses it (in the same call as the credit): it exists only for a
--- spend that happened, and is good once. Its value is "cost window owner":
--- the take's cost, the window its tokens were taken in (the 7th value of
--- the take's reply; 0 for a bucket) and the policy's owner digest
--- (limit.Policy.Owner).
+-- spend that happened, and is good once. Its value is "cost window owner
+-- expires": the take's cost, the window its tokens were taken in (the 7th
+-- value of the take's reply; 0 for a bucket), the policy's owner digest
+-- (limit.Policy.Owner) and the shard's time, µs, from which it is no
+-- longer good (the same instant as its PX, on the clock the scripts
+-- decide by: the PX only frees the memory).
 
 -- receipt_life is the TTL in ms of the receipt of a take decided at now in
 -- window by algorithm id (a2, a3 its parameters): how long a give-back can
@@ -26,6 +28,6 @@ local function receipt_life(id, a2, a3, window, now, bucket_ms)
 end
 
 -- receipt_value is the stored value of a receipt.
-local function receipt_value(cost, window, owner)
-  return string.format('%d %d %s', cost, window, owner)
+local function receipt_value(cost, window, owner, expires)
+  return string.format('%d %d %s %d', cost, window, owner, expires)
 end

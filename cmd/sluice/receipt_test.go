@@ -133,7 +133,7 @@ func giveBack(t *testing.T, c *redis.Client, key string, delta int64, receipt st
 func TestReceipts(t *testing.T) {
 	t.Parallel()
 	const (
-		invalid = "ERR invalid or already used receipt"
+		invalid = "ERR invalid, expired or already used receipt"
 		tooMuch = "ERR delta exceeds the cost of the receipt's take"
 	)
 	for mode, store := range receiptModes(t) {
