@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,7 +23,7 @@ var (
 // receipt, or a give-back of -cost that names it (give), as the Redis
 // store sends them (cluster/adjust.go).
 func receiptAt(ctx context.Context, c redis.Scripter, key string, p *limit.Policy, cost int64, give bool, receipt string, now int64) limit.Result {
-	a, err := lua.ArgsFor(p)
+	a, err := lua.ArgsAt(p, time.UnixMicro(now)) // a calendar's windows are computed on sluice's clock, here the store's
 	if err != nil {
 		return limit.Result{Err: err}
 	}

@@ -155,6 +155,17 @@ var receiptWindows = []ReceiptVector{
 		},
 	},
 	{
+		Name:   "calendar a receipt is good until its day ends (New York, 23 hours on the day daylight saving starts)",
+		Policy: cal(3, limit.CalendarDay, newYork),
+		Steps: []ReceiptStep{
+			{At: at(newYork, "2024-03-10 12:00:00"), Cost: 2, Receipt: "r1", Want: Want{true, 1, -1, 12 * hourMs, 0}, TTL: 12 * hourMs},
+			{At: at(newYork, "2024-03-10 23:00:00"), Cost: -1, Give: true, Receipt: "r1", Want: Want{true, 2, -1, hourMs, 0}},
+			{At: at(newYork, "2024-03-10 23:59:59"), Cost: 2, Receipt: "r2", Want: Want{true, 0, -1, 1000, 0}, TTL: 1000},
+			{At: at(newYork, "2024-03-11 00:00:00"), Cost: -2, Give: true, Receipt: "r2", Err: limit.ErrReceiptInvalid},
+			{At: at(newYork, "2024-03-11 00:00:00"), Cost: 3, Receipt: "r3", Want: Want{true, 0, -1, 24 * hourMs, 0}, TTL: 24 * hourMs},
+		},
+	},
+	{
 		Name:   "a receipt of another algorithm's take is foreign",
 		Policy: fw(10, time.Second),
 		Steps: []ReceiptStep{
