@@ -59,3 +59,25 @@ func TestAdjust(t *testing.T) {
 		t.Errorf("GET /v1/adjust: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
 }
+
+// POST /v1/take as a batch: each item asks for its own receipt or not,
+// and only those that asked get the field.
+func TestTakeReceiptBatch(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{})
+	resp := do(t, s, "POST", "/v1/take", `[{"key": "three:b", "receipt": true}, {"key": "three:b"}, {"key": "three:b", "cost": 5, "receipt": true}]`)
+	got := bodyText(t, resp)
+	var items []map[string]any
+	if err := json.Unmarshal([]byte(got), &items); err != nil || resp.StatusCode != 200 || len(items) != 3 {
+		t.Fatalf("batch: %d %s (%v)", resp.StatusCode, got, err)
+	}
+	if r, ok := items[0]["receipt"].(string); !ok || len(r) != 32 {
+		t.Errorf("item 0: %v, want a receipt", items[0])
+	}
+	if _, ok := items[1]["receipt"]; ok {
+		t.Errorf("item 1 asked for no receipt: %v", items[1])
+	}
+	if r, ok := items[2]["receipt"].(string); !ok || r != "" || items[2]["allowed"] != false {
+		t.Errorf("item 2 (refused): %v, want an empty receipt", items[2])
+	}
+}
