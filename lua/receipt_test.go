@@ -3,6 +3,8 @@ package lua_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/algotest"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/lua"
 )
 
@@ -67,4 +70,82 @@ func TestReceiptVectors(t *testing.T) {
 		}
 		return n
 	})
+}
+
+// Random sequences of takes with receipts and give-backs (a receipt of
+// the sequence, a forged one, costs up to one more than the take's, clock
+// steps forward and back, now and then a change of policy) for every
+// algorithm: the receipt scripts and the in-process store must agree on
+// every reply and every refusal. The receipt keys' PX is pushed out after
+// each take, so that only the expiry in the value (the shard's clock, the
+// test's here) decides, as it does in production: the PX only frees the
+// memory, on Redis's own clock.
+func TestReceiptsAgreeWithGo(t *testing.T) {
+	t.Parallel()
+	node := redistest.NewSingle(t)
+	ctx := context.Background()
+	for _, alg := range limit.Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(len(alg))))
+			seen := map[string]int{}
+			for seq := range 100 {
+				p := randomPolicy(rng, alg)
+				p.Name = "p"
+				var now int64
+				s := local.New(local.Config{Now: func() time.Time { return time.UnixMicro(now) }})
+				key := "ragree:" + string(alg) + ":" + strconv.Itoa(seq)
+				now = algotest.T0
+				var ids []string
+				var costs []int64
+				for i := range 40 {
+					now += step(rng, p)
+					if rng.IntN(15) == 0 { // a change of policy: foreign receipts
+						q := *p
+						q.Limit = max(1, q.Limit+rng.Int64N(3)-1)
+						p = &q
+					}
+					give := len(ids) > 0 && rng.IntN(2) == 0
+					var id string
+					var cost int64
+					if give {
+						j := rng.IntN(len(ids))
+						id, cost = ids[j], -(1 + rng.Int64N(costs[j]+1))
+						if rng.IntN(10) == 0 {
+							id = limit.NewReceipt()
+						}
+					} else {
+						id, cost = limit.NewReceipt(), 1+rng.Int64N(p.Limit/2+1)
+						ids, costs = append(ids, id), append(costs, cost)
+					}
+					r := limit.Request{Key: key, Cost: cost, Policy: p, Receipt: id}
+					if give {
+						r.Op = limit.OpAdjust
+					}
+					out := make([]limit.Result, 1)
+					s.Do(ctx, []limit.Request{r}, out)
+					want := out[0]
+					want.DecidedBy = ""
+					got := receiptAt(ctx, node.Client(), key, p, cost, give, id, now)
+					if !give {
+						node.Client().PExpire(ctx, "rcpt:"+key+":"+id, 24*time.Hour)
+					}
+					if got.Err != want.Err || got.Err == nil && got != want {
+						t.Fatalf("seq %d step %d policy %+v cost %d give %v at +%dµs: lua %+v, go %+v", seq, i, *p, cost, give, now-algotest.T0, got, want)
+					}
+					switch {
+					case got.Err != nil:
+						seen[got.Err.Error()]++
+					case give:
+						seen["given back"]++
+					case got.Receipt != "":
+						seen["receipted"]++
+					}
+				}
+			}
+			t.Logf("%s: %v", alg, seen)
+			if len(seen) < 5 {
+				t.Fatalf("%s: only %v: the sequences miss a case", alg, seen)
+			}
+		})
+	}
 }
