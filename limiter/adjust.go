@@ -51,12 +51,15 @@ func (l *Limiter) forgetGivenBack(reqs []limit.Request, out []limit.Result) {
 	}
 }
 
-// adjusted counts one applied adjust.
-func (l *Limiter) adjusted(r *limit.Request) {
+// adjusted counts one adjust answered without an error, res: a give-back
+// that recorded nothing (the store could not answer: allowed 0) returned
+// no token.
+func (l *Limiter) adjusted(r *limit.Request, res *limit.Result) {
 	l.stats.Adjust.Calls.Add(1)
-	if r.Cost > 0 {
+	switch {
+	case r.Cost > 0:
 		l.stats.Adjust.Spent.Add(r.Cost)
-	} else {
+	case res.Allowed:
 		l.stats.Adjust.Returned.Add(-r.Cost)
 	}
 }

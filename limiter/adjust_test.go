@@ -140,6 +140,9 @@ func TestAdjustStoreErrorAndShadow(t *testing.T) {
 		if r := giveBack(t, l, "k", -5, limit.NewReceipt()); r.Err != nil || r.Allowed || r.DecidedBy != tc.by {
 			t.Errorf("%s: give-back = %+v, want nothing recorded, decided_by %s", tc.mode, r, tc.by)
 		}
+		if s := l.Snapshot(); s.AdjustReturned != 0 {
+			t.Errorf("%s: %d tokens counted as given back by a fallback that gave back nothing", tc.mode, s.AdjustReturned)
+		}
 		if tc.mode == limit.FailLocal {
 			if r := take(t, l, "k")[0]; r.Allowed {
 				t.Errorf("local: take after a give-back in fallback = %+v, want refused (nothing given back)", r)

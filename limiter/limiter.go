@@ -435,7 +435,7 @@ func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.R
 			}
 			continue
 		case reqs[i].Op == limit.OpAdjust:
-			l.adjusted(&reqs[i])
+			l.adjusted(&reqs[i], r)
 			continue
 		case r.Allowed:
 			l.stats.Allowed.Add(1)
