@@ -389,9 +389,12 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 	if givesBack(r) {
 		// Its receipt is in the store: nothing can be given back without
 		// it, in any mode (adjust.go).
-		by := map[limit.FailMode]string{limit.FailOpen: open, limit.FailLocal: local}[mode]
-		if by == "" {
-			by = closed
+		by := closed
+		switch mode {
+		case limit.FailOpen:
+			by = open
+		case limit.FailLocal:
+			by = local
 		}
 		*res = limit.Result{Limit: p.Limit, RetryAfterMs: -1, DecidedBy: by}
 		return
