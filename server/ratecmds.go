@@ -84,7 +84,7 @@ func takeRequest(op limit.Op) batcher {
 			return limit.Request{}, err
 		}
 		want := false
-		if op == limit.OpTake && len(args) > 2 && strings.EqualFold(string(args[len(args)-1]), "receipt") {
+		if last := args[len(args)-1]; op == limit.OpTake && len(args) > 2 && len(last) == len(receiptWord) && strings.EqualFold(string(last), receiptWord) {
 			want, args = true, args[:len(args)-1]
 		}
 		cost := int64(1)
@@ -100,6 +100,9 @@ func takeRequest(op limit.Op) batcher {
 		return limit.Request{Key: string(args[1]), Cost: cost, Op: op, WantReceipt: want}, nil
 	}
 }
+
+// receiptWord is RL.TAKE's option word.
+const receiptWord = "RECEIPT"
 
 // appendReceipted appends the reply of RL.TAKE … RECEIPT: the six fields
 // (appendResult) and 7) the receipt, a bulk string, empty when the take
