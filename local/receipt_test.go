@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"hash/maphash"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,5 +62,39 @@ func TestReceiptsBounded(t *testing.T) {
 	}
 	if got, most := s.Receipts(), 64*10; got > most {
 		t.Fatalf("%d receipts held after 10,000 receipted takes, bound %d", got, most)
+	}
+}
+
+// Goroutines give back by the same receipts at once: each gives back once.
+func TestReceiptGoodOnceConcurrently(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	p := &limit.Policy{Name: "p", Limit: 1000, Rate: 1, Period: time.Hour}
+	const n = 200
+	ids := make([]string, n)
+	out := make([]limit.Result, 1)
+	for i := range ids {
+		ids[i] = limit.NewReceipt()
+		s.Do(context.Background(), []limit.Request{{Key: "k", Cost: 3, Policy: p, Receipt: ids[i]}}, out)
+	}
+	var wg sync.WaitGroup
+	var applied atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one := make([]limit.Result, 1)
+			for _, id := range ids {
+				s.Do(context.Background(), []limit.Request{{Key: "k", Cost: -3, Op: limit.OpAdjust, Policy: p, Receipt: id}}, one)
+				if one[0].Err == nil {
+					applied.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.Do(context.Background(), []limit.Request{{Key: "k", Cost: 1, Op: limit.OpPeek, Policy: p}}, out)
+	if applied.Load() != n || out[0].Remaining != 1000 {
+		t.Fatalf("%d receipts raced by 4 goroutines: %d applied, %d left; want %d and 1000", n, applied.Load(), out[0].Remaining, n)
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -234,4 +236,49 @@ func peekOf(t *testing.T, c *redis.Client, key string) int64 {
 		t.Fatal(err)
 	}
 	return r.Remaining
+}
+
+// TestReceiptGoodOnceAcrossInstances: two sluice processes in front of one
+// real Redis Cluster give back by the same receipts at once; each receipt
+// gives back exactly once, whichever instance wins, with no secret shared
+// between them.
+func TestReceiptGoodOnceAcrossInstances(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, localredis.Config{})
+	args := []string{"--config", writeConfig(t, receiptConfig), "--cluster", strings.Join(c.Addrs(), ",")}
+	a, b := startSluice(t, args...).client(t), startSluice(t, args...).client(t)
+	const n = 50
+	receipts := make([]string, n)
+	for i := range receipts {
+		var r reply
+		if r, receipts[i] = takeReceipt(t, a, "llm:shared", 2); !r.Allowed || receipts[i] == "" {
+			t.Fatalf("take %d: %+v", i, r)
+		}
+	}
+	wins := make(chan int, 2*n)
+	var wg sync.WaitGroup
+	for _, cl := range []*redis.Client{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, rc := range receipts {
+				if err := cl.Do(context.Background(), "RL.ADJUST", "llm:shared", -2, rc).Err(); err == nil {
+					wins <- 1
+				} else if err.Error() != "ERR invalid, expired or already used receipt" {
+					t.Errorf("give-back: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	total := 0
+	for w := range wins {
+		total += w
+	}
+	left := peekOf(t, a, "llm:shared")
+	t.Logf("%d receipts given back from two instances at once: %d give-backs applied, %d tokens left of 100", n, total, left)
+	if total != n || left != 100 {
+		t.Errorf("%d receipts raced from two instances: %d applied, %d left; want %d and 100", n, total, left, n)
+	}
 }
