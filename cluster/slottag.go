@@ -8,7 +8,9 @@ import (
 )
 
 // slotTags[s] is the least decimal number whose text hashes to slot s,
-// found once, when a receipt key is first made (about 1.5 ms).
+// found once, when a receipt key is first made: the numbers below 109,758
+// cover every slot, a few ms of CRC16 (6 ms measured on a loaded 2-core
+// machine).
 var (
 	slotTagsOnce sync.Once
 	slotTags     [keyslot.Count]uint32
