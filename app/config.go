@@ -244,14 +244,7 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (*Config,
 // of their forms: flag, file or environment), as Redis refuses aclfile
 // beside requirepass: one place defines the users, so which password wins
 // is never a guess. Write the default and admin users into the file.
-//
-// Until the HTTP and gRPC doors map their credentials to the users of the
-// file, --aclfile beside --http or --grpc is refused too: those doors know
-// only RequirePass, which --aclfile leaves empty, so they would be open.
 func (c *Config) checkUsers() error {
-	if c.ACLFile != "" && (c.HTTP != "" || c.GRPC != "") {
-		return errors.New("serve: --aclfile does not reach the --http and --grpc doors yet, which would then check no password: use --aclfile with RESP only, or --requirepass")
-	}
 	if c.ACLFile == "" || (c.RequirePass == "" && c.AdminPass == "") {
 		return nil
 	}

@@ -112,14 +112,15 @@ func (a *App) startPprof() error {
 }
 
 // startHTTP starts the HTTP door of --http, when set: the same limiter,
-// password, TLS and size limits as --listen.
+// users (a.users, read per request, so a reload applies at once), TLS and
+// size limits as --listen.
 func (a *App) startHTTP() error {
 	c := &a.cfg
 	if c.HTTP == "" {
 		return nil
 	}
 	hs, err := httpfront.New(httpfront.Config{
-		Decider: a.lim, KeyHeader: c.HTTPKeyHeader, RequirePass: c.RequirePass, TLS: c.listenTLS,
+		Decider: a.lim, KeyHeader: c.HTTPKeyHeader, Users: a.users, TLS: c.listenTLS,
 		MaxBodyBytes: int64(c.MaxRequestBytes), MaxKeyBytes: c.MaxKeyBytes, MaxConnections: c.MaxClients,
 		ReadTimeout: c.RequestTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout, Logger: a.log,
 	})
@@ -137,7 +138,8 @@ func (a *App) startHTTP() error {
 }
 
 // startGRPC serves Envoy's rate-limit service on --grpc, when set, with
-// the RESP door's password (as a bearer token) and TLS; Serve's error goes
+// the RESP door's users (a.users: a bearer token, user:password or the
+// default user's password, checked per call) and TLS; Serve's error goes
 // to Err. Descriptors are matched by the --envoy-config rules when given
 // (the whole request at once: replaces, shared counters), else against
 // sluice's own policies by their keys.
@@ -151,7 +153,7 @@ func (a *App) startGRPC() error {
 		matcher = a.envoy
 	}
 	gsrv, err := rls.New(rls.Config{Decider: a.lim, Matcher: matcher,
-		RequirePass: c.RequirePass, TLS: c.listenTLS, Headers: c.GRPCHeaders, MaxKeyBytes: c.MaxKeyBytes, MaxConnections: c.MaxClients, Logger: a.log})
+		Users: a.users, TLS: c.listenTLS, Headers: c.GRPCHeaders, MaxKeyBytes: c.MaxKeyBytes, MaxConnections: c.MaxClients, Logger: a.log})
 	if err != nil {
 		return err
 	}

@@ -51,8 +51,7 @@ func TestACLFileFlag(t *testing.T) {
 		{"with SLUICE_REQUIREPASS", []string{"--aclfile", good}, env("SLUICE_REQUIREPASS", "x"), "SLUICE_REQUIREPASS", ""},
 		{"with --admin-pass", []string{"--aclfile", good, "--admin-pass", "x"}, env(), "--aclfile and --admin-pass", ""},
 		{"with SLUICE_ADMIN_PASS", []string{"--aclfile", good}, env("SLUICE_ADMIN_PASS", "x"), "SLUICE_ADMIN_PASS", ""},
-		{"with --http", []string{"--aclfile", good, "--http", "127.0.0.1:0"}, env(), "--http and --grpc doors", ""},
-		{"with --grpc", []string{"--aclfile", good, "--grpc", "127.0.0.1:0"}, env(), "--http and --grpc doors", ""},
+		{"with --http and --grpc", []string{"--aclfile", good, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, env(), "", "acme default"}, // the doors take the same users
 		{"with both", []string{"--aclfile", good, "--requirepass", "x", "--admin-pass", "y"}, env(), "--requirepass (or --requirepass-file, SLUICE_REQUIREPASS) and --admin-pass", ""},
 	}
 	for _, tt := range tests {

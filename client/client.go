@@ -49,6 +49,11 @@ type Decision struct {
 	// "embedded", "deny-cache", "fallback-local" and the others of the
 	// README's failure-policy table.
 	DecidedBy string
+	// Receipt names the take for a later give-back (Adjust with a
+	// negative delta): set by TakeWithReceipt when the store admitted the
+	// take and recorded it; empty otherwise (refused, or answered without
+	// the store, which leaves nothing to give back).
+	Receipt string
 }
 
 // Slot is the reply of RL.ACQUIRE: the Decision and, when admitted, the
@@ -76,11 +81,41 @@ func (c *Client) Peek(ctx context.Context, key string, cost int64) (Decision, er
 	return c.decision(ctx, "RL.PEEK", key, cost)
 }
 
+// TakeWithReceipt is Take that asks for a receipt (RL.TAKE key cost
+// RECEIPT): when admitted, Decision.Receipt names the take, so that Adjust
+// can give back what it did not use.
+func (c *Client) TakeWithReceipt(ctx context.Context, key string, cost int64) (Decision, error) {
+	v, err := c.do(ctx, "RL.TAKE", key, cost, "RECEIPT")
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(v) != 7 {
+		return Decision{}, shapeError("RL.TAKE", v, "7 elements")
+	}
+	d, err := parseDecision(v[:6])
+	if err != nil {
+		return Decision{}, fmt.Errorf("sluice: RL.TAKE: %w", err)
+	}
+	receipt, ok := v[6].(string)
+	if !ok {
+		return Decision{}, shapeError("RL.TAKE", v, "a bulk string receipt as element 7")
+	}
+	d.Receipt = receipt
+	return d, nil
+}
+
 // Adjust corrects what key has spent once the real cost is known
-// (RL.ADJUST key delta): delta > 0 spends more without a check and may
-// leave the key in debt, delta < 0 gives back, never above the limit.
-func (c *Client) Adjust(ctx context.Context, key string, delta int64) (Decision, error) {
-	return c.decision(ctx, "RL.ADJUST", key, delta)
+// (RL.ADJUST key delta [receipt]): delta > 0 spends more without a check
+// and may leave the key in debt (receipt may be empty); delta < 0 gives
+// back, never above the limit, at most the cost of the take that receipt
+// names (a Decision.Receipt of TakeWithReceipt on key), once. A missing,
+// used, expired or foreign receipt is an *Error, and nothing is given
+// back.
+func (c *Client) Adjust(ctx context.Context, key string, delta int64, receipt string) (Decision, error) {
+	if receipt == "" {
+		return c.decision(ctx, "RL.ADJUST", key, delta)
+	}
+	return c.decision(ctx, "RL.ADJUST", key, delta, receipt)
 }
 
 // Reset forgets key's state (RL.RESET key): true if there was any.

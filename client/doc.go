@@ -1,5 +1,6 @@
 // Package client is a typed Go client for sluice over go-redis: one method
-// per command (Take, Peek, MTake, Reset, Acquire, Release, Adjust), each
+// per command (Take, TakeWithReceipt, Peek, MTake, Reset, Acquire, Release,
+// Adjust), each
 // returning a Decision with time.Duration fields instead of RESP integers.
 //
 // A refusal is not an error: Take returns a Decision with Allowed false and

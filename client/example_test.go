@@ -134,20 +134,26 @@ func ExampleClient_Adjust() {
 	rl := client.New(rdb)
 	ctx := context.Background()
 
-	// An LLM call: take an estimate of its tokens at the request...
-	d, _ := rl.Take(ctx, "llm:acme", 500)
-	fmt.Println(d.Allowed, d.Remaining)
-	// ...and correct by the difference once the response says it used 800.
-	d, _ = rl.Adjust(ctx, "llm:acme", 800-500)
+	// An LLM call: take an estimate of its tokens at the request, with a
+	// receipt that names the take...
+	d, _ := rl.TakeWithReceipt(ctx, "llm:acme", 500)
+	fmt.Println(d.Allowed, d.Remaining, len(d.Receipt))
+	// ...and correct by the difference once the response says it used
+	// 800: spending more needs no receipt.
+	d, _ = rl.Adjust(ctx, "llm:acme", 800-500, d.Receipt)
 	fmt.Println(d.Remaining)
-	// The next one used 100 of its estimated 500: give 400 back.
-	_, _ = rl.Take(ctx, "llm:acme", 500)
-	d, _ = rl.Adjust(ctx, "llm:acme", 100-500)
+	// The next one used 100 of its estimated 500: give 400 back, naming
+	// its take. A receipt gives back once, at most its take's cost.
+	est, _ := rl.TakeWithReceipt(ctx, "llm:acme", 500)
+	d, _ = rl.Adjust(ctx, "llm:acme", 100-500, est.Receipt)
 	fmt.Println(d.Remaining)
+	_, err := rl.Adjust(ctx, "llm:acme", -100, est.Receipt)
+	fmt.Println(err)
 	// Output:
-	// true 9500
+	// true 9500 32
 	// 9200
 	// 9100
+	// sluice: ERR invalid, expired or already used receipt
 }
 
 func ExampleClient_Acquire() {

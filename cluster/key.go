@@ -19,6 +19,9 @@ const (
 	SplitPrefix    = "sluice-split:"
 	PoolPrefix     = "sluice-pool:"
 	FloorPrefix    = "sluice-floor:"
+	// ReceiptPrefix starts a receipt's key (limit.SpaceReceipt): see
+	// ReceiptKey.
+	ReceiptPrefix = "sluice-rcpt:"
 )
 
 // Key maps a user key to its Redis key, so that no two user keys share a
@@ -80,8 +83,21 @@ func SpaceKey(s limit.Space, key string) string {
 		return PoolPrefix + k[len(Prefix):]
 	case limit.SpaceFloor:
 		return FloorPrefix + k[len(Prefix):]
+	case limit.SpaceReceipt:
+		return ReceiptPrefix + "{" + slotTag(Slot(k)) + "}" + k[len(Prefix):]
 	}
 	return k
+}
+
+// ReceiptKey is the Redis key of receipt id (limit.NewReceipt, a fixed
+// length) of a take on the user key: the receipt space's key of user,
+// then ':' and id, so distinct (key, id) pairs never share one. Its hash
+// tag, the first thing after ReceiptPrefix, is a tag of the slot of the
+// user key's state (slotTag), so that one script call can write both:
+// prefixing the state's key would not do, since a key of the form
+// `sluice:{}…` is hashed whole.
+func ReceiptKey(user, id string) string {
+	return SpaceKey(limit.SpaceReceipt, user) + ":" + id
 }
 
 // spaceKeyOf is SpaceKey for a key under p; a nil p is a user key.

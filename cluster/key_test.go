@@ -103,7 +103,7 @@ func FuzzKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b string, sa, sb uint8) {
 		checkKey(t, a)
 		checkKey(t, b)
-		spa, spb := limit.Space(sa%5), limit.Space(sb%5)
+		spa, spb := limit.Space(sa%6), limit.Space(sb%6)
 		ka, kb := SpaceKey(spa, a), SpaceKey(spb, b)
 		if got, user, ok := unKey(ka); !ok || got != spa || user != a {
 			t.Fatalf("SpaceKey(%v, %q) = %q reads back as %v %q %v", spa, a, ka, got, user, ok)
@@ -111,10 +111,35 @@ func FuzzKey(f *testing.F) {
 		if (a != b || spa != spb) && ka == kb {
 			t.Fatalf("SpaceKey(%v, %q) = SpaceKey(%v, %q) = %q", spa, a, spb, b, ka)
 		}
-		if spa != limit.SpaceUser && hashed(a) != a && hashed(ka) != hashed(a) {
+		if spa != limit.SpaceUser && spa != limit.SpaceReceipt && hashed(a) != a && hashed(ka) != hashed(a) {
 			t.Fatalf("SpaceKey(%v, %q) = %q hashes on %q, not the user's tag", spa, a, ka, hashed(ka))
 		}
+		checkReceiptKey(t, a, b)
 	})
+}
+
+// checkReceiptKey states the receipt layout's promises for two user keys:
+// a receipt's key is on the slot of its key's state (one script writes
+// both), under the receipt prefix, and distinct (key, id) pairs never
+// share one.
+func checkReceiptKey(t *testing.T, a, b string) {
+	t.Helper()
+	ida, idb := limit.NewReceipt(), limit.NewReceipt()
+	ra := ReceiptKey(a, ida)
+	if !strings.HasPrefix(ra, ReceiptPrefix) || Slot(ra) != Slot(Key(a)) {
+		t.Fatalf("ReceiptKey(%q) = %q: slot %d, the state %q's is %d", a, ra, Slot(ra), Key(a), Slot(Key(a)))
+	}
+	if sp, user, ok := unKey(strings.TrimSuffix(ra, ":"+ida)); !ok || sp != limit.SpaceReceipt || user != a {
+		t.Fatalf("ReceiptKey(%q) = %q reads back as %v %q %v", a, ra, sp, user, ok)
+	}
+	for _, other := range []string{ReceiptKey(b, ida), ReceiptKey(a, idb), ReceiptKey(b, idb)} {
+		if other == ra && a != b {
+			t.Fatalf("ReceiptKey(%q) and of %q share %q", a, b, ra)
+		}
+	}
+	if ReceiptKey(a, idb) == ra {
+		t.Fatalf("two receipts of %q share %q", a, ra)
+	}
 }
 
 // TestKeyInjective: every user key of the shapes that collided before
@@ -129,7 +154,7 @@ func TestKeyInjective(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for _, u := range users {
-		for s := limit.SpaceUser; s <= limit.SpaceFloor; s++ {
+		for s := limit.SpaceUser; s <= limit.SpaceReceipt; s++ {
 			k := SpaceKey(s, u)
 			who := s.String() + " " + strconv.Quote(u)
 			if prev, dup := seen[k]; dup && prev != who {
@@ -148,11 +173,19 @@ func unKey(k string) (limit.Space, string, bool) {
 	spaces := []struct {
 		s      limit.Space
 		prefix string
-	}{{limit.SpaceUser, Prefix}, {limit.SpaceThrottle, ThrottlePrefix}, {limit.SpaceSplit, SplitPrefix}, {limit.SpacePool, PoolPrefix}, {limit.SpaceFloor, FloorPrefix}}
+	}{{limit.SpaceUser, Prefix}, {limit.SpaceThrottle, ThrottlePrefix}, {limit.SpaceSplit, SplitPrefix}, {limit.SpacePool, PoolPrefix}, {limit.SpaceFloor, FloorPrefix},
+		{limit.SpaceReceipt, ReceiptPrefix}}
 	for _, sp := range spaces {
 		r, ok := strings.CutPrefix(k, sp.prefix)
 		if !ok {
 			continue
+		}
+		if sp.s == limit.SpaceReceipt { // "{slot tag}" first, then as the others
+			tag, rest, ok := strings.Cut(r, "}")
+			if !ok || !strings.HasPrefix(tag, "{") {
+				return 0, "", false
+			}
+			r = rest
 		}
 		first := strings.IndexByte(r, '}')
 		switch {

@@ -366,6 +366,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 	sc := doPool.Get().(*doScratch)
 	items := slices.Grow(sc.items[:0], len(reqs))[:len(reqs)]
 	live := slices.Grow(sc.live[:0], len(reqs))
+	receipts := false // some request takes with a receipt or gives back (adjust.go)
 	for i := range reqs {
 		r := &reqs[i]
 		pa, err := s.policyArgs(r.Policy)
@@ -378,13 +379,24 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		if r.Op == limit.OpAdjust {
 			it.cost, it.op, it.from = adjustArgs(r.Cost)
 		}
+		if r.Receipt != "" || r.Op == limit.OpAdjust && r.Cost < 0 {
+			if err := receiptItem(it, r); err != nil {
+				out[i] = limit.Result{Err: err}
+				continue
+			}
+			receipts = true
+		}
 		if it.addr, err = s.route(ctx, it.key); err != nil {
 			out[i] = limit.Result{Err: err}
 			continue
 		}
 		live = append(live, it)
 	}
-	if !s.rounds(ctx, live, out) || cap(items) > maxPooledItems {
+	settled := s.rounds(ctx, live, out)
+	if receipts {
+		fileReceipts(reqs, out)
+	}
+	if !settled || cap(items) > maxPooledItems {
 		return // a worker may still hold an item: leave them to the collector
 	}
 	clear(items)
@@ -489,6 +501,8 @@ type policyArgs struct {
 	id       any
 	a        [3]any
 	until    time.Time // lua.Args.Until: a calendar policy's arguments are computed again from then on
+	owner    string    // limit.Policy.Owner, for the receipt scripts
+	life     int64     // a bucket's receipt TTL in ms (limit.ReceiptLifeMs)
 }
 
 // maxArgCache bounds the policies whose arguments are kept. Policies from
@@ -512,7 +526,8 @@ func (s *Store) policyArgsAt(p *limit.Policy, now time.Time) (*policyArgs, error
 	if err != nil {
 		return nil, err
 	}
-	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}, until: a.Until}
+	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}, until: a.Until,
+		owner: p.Owner(), life: limit.ReceiptLifeMs(p, 0, 0)}
 	if s.argCount.Add(1) > maxArgCache {
 		s.argCache.Clear()
 		s.argCount.Store(1)

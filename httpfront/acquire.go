@@ -89,6 +89,9 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) answer {
 	if err := s.keys.Check(*it.Key); err != nil {
 		return fail(http.StatusBadRequest, err.Error())
 	}
+	if no := s.permit(r, "rl.acquire", *it.Key); no != nil {
+		return *no
+	}
 	var ttl int64
 	if it.TTLMs != nil {
 		ttl = int64(*it.TTLMs)
@@ -127,6 +130,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) answer {
 	}
 	if err := edge.CheckToken(*it.Token); err != nil {
 		return fail(http.StatusBadRequest, err.Error())
+	}
+	if no := s.permit(r, "rl.release", *it.Key); no != nil {
+		return *no
 	}
 	held, err := sd.Release(r.Context(), *it.Key, *it.Token)
 	if err != nil {

@@ -46,6 +46,15 @@ func bodyOf(r *limit.Result) resultBody {
 		RetryAfterMs: r.RetryAfterMs, ResetAfterMs: r.ResetAfterMs, DecidedBy: r.DecidedBy}
 }
 
+// takeBody is the answer of one take of /v1/take: the six fields, and the
+// receipt when the take asked for one ("receipt": true; see adjust.go).
+func takeBody(req *limit.Request, r *limit.Result) any {
+	if req.WantReceipt {
+		return receiptBody{bodyOf(r), r.Receipt}
+	}
+	return bodyOf(r)
+}
+
 func fail(status int, msg string) answer {
 	return answer{status: status, body: errorBody{Error: msg}}
 }
@@ -56,15 +65,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) answer {
-	if !s.authorized(r) {
-		a := fail(http.StatusUnauthorized, "a bearer token is required: Authorization: Bearer <password>")
-		challenge := `Bearer realm="sluice"`
-		if r.Header.Get("Authorization") != "" {
-			challenge += `, error="invalid_token"`
-			a.body = errorBody{Error: "invalid bearer token"}
-		}
-		a.header = http.Header{"Www-Authenticate": {challenge}}
-		return a
+	r, bad := s.authenticate(r)
+	if bad != nil {
+		return *bad
 	}
 	switch r.URL.Path {
 	case "/v1/take":
@@ -102,8 +105,9 @@ func notAllowed(allow string) answer {
 
 // takeItem is one request of POST /v1/take. A missing or null cost is 1.
 type takeItem struct {
-	Key  *string   `json:"key"`
-	Cost *jsonCost `json:"cost"`
+	Key     *string   `json:"key"`
+	Cost    *jsonCost `json:"cost"`
+	Receipt bool      `json:"receipt"` // true: RL.TAKE … RECEIPT
 }
 
 // jsonCost is a cost written as a JSON integer: digits only, positive,
@@ -136,12 +140,15 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request) answer {
 		if err != nil {
 			return fail(http.StatusBadRequest, err.Error())
 		}
+		if no := s.permit(r, "rl.take", req.Key); no != nil {
+			return *no
+		}
 		reqs, out := []limit.Request{req}, make([]limit.Result, 1)
 		s.decide(r, reqs, out)
 		if out[0].Err != nil {
 			return fail(errorStatus(out[0].Err), out[0].Err.Error())
 		}
-		return answer{status: http.StatusOK, body: bodyOf(&out[0])}
+		return answer{status: http.StatusOK, body: takeBody(&reqs[0], &out[0])}
 	case len(body) > 0 && body[0] == '[':
 		var items []takeItem
 		if err := decodeStrict(body, &items); err != nil {
@@ -151,11 +158,16 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request) answer {
 			return fail(http.StatusRequestEntityTooLarge, "a batch holds at most "+strconv.Itoa(s.cfg.MaxBatch)+" requests, got "+strconv.Itoa(len(items)))
 		}
 		reqs := make([]limit.Request, len(items))
+		keys := make([]string, len(items))
 		for i, it := range items {
 			var err error
 			if reqs[i], err = s.request(it); err != nil {
 				return fail(http.StatusBadRequest, "request "+strconv.Itoa(i)+": "+err.Error())
 			}
+			keys[i] = reqs[i].Key
+		}
+		if no := s.permit(r, "rl.take", keys...); no != nil { // the whole batch
+			return *no
 		}
 		out := make([]limit.Result, len(reqs))
 		if len(reqs) > 0 {
@@ -166,7 +178,7 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request) answer {
 			if out[i].Err != nil {
 				items2[i] = itemError{Error: out[i].Err.Error(), Status: errorStatus(out[i].Err)}
 			} else {
-				items2[i] = bodyOf(&out[i])
+				items2[i] = takeBody(&reqs[i], &out[i])
 			}
 		}
 		return answer{status: http.StatusOK, body: items2}
@@ -218,7 +230,7 @@ func (s *Server) request(it takeItem) (limit.Request, error) {
 	if it.Cost != nil {
 		cost = int64(*it.Cost)
 	}
-	return limit.Request{Key: *it.Key, Cost: cost, Op: limit.OpTake}, nil
+	return limit.Request{Key: *it.Key, Cost: cost, Op: limit.OpTake, WantReceipt: it.Receipt}, nil
 }
 
 // check answers GET|HEAD|POST /v1/check: 200 when allowed, 429 when not,
@@ -254,6 +266,9 @@ func (s *Server) check(r *http.Request) answer {
 		default:
 			return fail(http.StatusBadRequest, "legacy must be 1, true, 0 or false")
 		}
+	}
+	if no := s.permit(r, "rl.take", key); no != nil {
+		return *no
 	}
 	reqs := []limit.Request{{Key: key, Cost: cost, Op: limit.OpTake}}
 	out := make([]limit.Result, 1)
@@ -311,6 +326,8 @@ func errorStatus(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, limit.ErrWrongAlgorithm), errors.Is(err, edge.ErrTTL), errors.Is(err, limit.ErrSlotTTL):
 		return http.StatusBadRequest
+	case errors.Is(err, limit.ErrReceipt):
+		return receiptStatus(err)
 	}
 	return http.StatusInternalServerError
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -32,10 +33,19 @@ type Config struct {
 	// KeyHeader names the request header /v1/check takes the key from when
 	// the query has no key (forward-auth). Default "X-RateLimit-Key".
 	KeyHeader string
-	// RequirePass, when not empty, must come as "Authorization: Bearer
-	// <RequirePass>"; without it every request is answered 401 with
-	// "WWW-Authenticate: Bearer". Default: no password.
+	// RequirePass, when not empty and Users is nil, is the "default"
+	// user's password: it must come as "Authorization: Bearer
+	// <RequirePass>" (or Basic with the user "default" or none); without
+	// it every request is answered 401 with "WWW-Authenticate: Bearer".
+	// Default: no password.
 	RequirePass string
+	// Users, when not nil, are the users and their permissions (an ACL
+	// file, or acl.FromFlags), loaded anew for every request so that a
+	// reload applies at once; RequirePass is then ignored. A request
+	// authenticates as in auth.go and each endpoint checks its command
+	// and every key it names (403 otherwise); refusals go to Users' ACL
+	// LOG. Default: acl.FromFlags(RequirePass, "").
+	Users *acl.Holder
 	// TLS, when not nil, makes Serve speak HTTPS only (HTTP/1.1 and h2).
 	// A MinVersion below TLS 1.2 is raised to it. Default nil: plain HTTP.
 	TLS *tls.Config
@@ -89,10 +99,10 @@ const (
 // listener with the configured limits. Its methods are safe for concurrent
 // use.
 type Server struct {
-	cfg  Config
-	keys edge.Keys   // MaxKeyBytes
-	pass edge.Secret // RequirePass
-	http *http.Server
+	cfg   Config
+	keys  edge.Keys   // MaxKeyBytes
+	users *acl.Holder // Users, or the users of RequirePass
+	http  *http.Server
 }
 
 // New validates cfg and returns a Server.
@@ -119,7 +129,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, keys: edge.NewKeys(cfg.MaxKeyBytes), pass: edge.NewSecret(cfg.RequirePass)}
+	users := cfg.Users
+	if users == nil {
+		users = acl.NewHolder(acl.FromFlags(cfg.RequirePass, ""))
+	}
+	s := &Server{cfg: cfg, keys: edge.NewKeys(cfg.MaxKeyBytes), users: users}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -158,15 +172,6 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting and waits for requests in flight, until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
-
-// authorized reports, in constant time, whether r carries the bearer token.
-func (s *Server) authorized(r *http.Request) bool {
-	if !s.pass.Set() {
-		return true
-	}
-	token, ok := edge.BearerToken(r.Header.Get("Authorization"))
-	return ok && s.pass.MatchesString(token)
-}
 
 // validHeaderName reports whether name is an RFC 9110 token.
 func validHeaderName(name string) bool {

@@ -184,6 +184,7 @@ const (
 	SpaceSplit                 // a split hot key's sub-bucket; the key names the sub-bucket
 	SpacePool                  // a region's pool of tokens claimed for a global key
 	SpaceFloor                 // a region's floor bucket of a global key
+	SpaceReceipt               // the receipts of a user key's takes (receipt.go); never a bucket's state
 )
 
 // String returns the space's name.
@@ -199,6 +200,8 @@ func (s Space) String() string {
 		return "pool"
 	case SpaceFloor:
 		return "floor"
+	case SpaceReceipt:
+		return "receipt"
 	}
 	return fmt.Sprintf("space(%d)", uint8(s))
 }
@@ -366,9 +369,13 @@ const (
 	OpReturn           // lease: give Cost unused tokens back, never above the limit
 	// OpAdjust (RL.ADJUST) corrects what was spent: Cost is the signed
 	// delta. Above 0 it spends Cost more without a check, down into debt
-	// (see Policy.Adjustable); below 0 it gives -Cost back to the state in
-	// force now (the current window), never above the limit. It is never
-	// refused.
+	// (see Policy.Adjustable); below 0 it gives -Cost back, never above
+	// the limit, to the state the take that Request.Receipt names came
+	// from (receipt.go), at most that take's cost and once: a negative
+	// delta without a receipt is refused with ErrReceiptMissing. (The
+	// algorithms, local.Decide and the single-key scripts, know a negative
+	// delta as a give-back to the state in force now; only the receipt
+	// paths of the stores reach it.)
 	OpAdjust
 )
 
@@ -392,6 +399,14 @@ type Request struct {
 	// claim (0: none). A split hot key's main bucket is held while its
 	// sub-buckets hold its budget, so that no other path spends it twice.
 	Hold int64
+	// WantReceipt, on an OpTake (RL.TAKE … RECEIPT), asks for a receipt:
+	// the limiter gives the take a new id in Receipt (NewReceipt), which
+	// the store records with the take when it admits it.
+	WantReceipt bool
+	// Receipt is, on an OpTake, the id to record the take under ("" for
+	// none); on an OpAdjust of a negative delta, the receipt of the take
+	// it gives back (required there, see receipt.go).
+	Receipt string
 }
 
 // Result is one decision, the six fields of the RL.TAKE reply, or Err.
@@ -408,7 +423,11 @@ type Result struct {
 	// decision fell in, µs on the store's clock (what an OpReturn of this
 	// take names in Request.Window); 0 for the bucket algorithms.
 	Window int64
-	Err    error
+	// Receipt is the receipt of an admitted take that asked for one and
+	// that the store recorded (Request.Receipt); "" otherwise: refused, or
+	// answered without the store (a fallback, the deny cache, a hot path).
+	Receipt string
+	Err     error
 }
 
 // Store decides batches of requests. Implementations must be safe for

@@ -51,12 +51,52 @@ func (l *Limiter) forgetGivenBack(reqs []limit.Request, out []limit.Result) {
 	}
 }
 
-// adjusted counts one applied adjust.
-func (l *Limiter) adjusted(r *limit.Request) {
+// adjusted counts one adjust answered without an error, res: a give-back
+// that recorded nothing (the store could not answer: allowed 0) returned
+// no token.
+func (l *Limiter) adjusted(r *limit.Request, res *limit.Result) {
 	l.stats.Adjust.Calls.Add(1)
-	if r.Cost > 0 {
+	switch {
+	case r.Cost > 0:
 		l.stats.Adjust.Spent.Add(r.Cost)
-	} else {
+	case res.Allowed:
 		l.stats.Adjust.Returned.Add(-r.Cost)
 	}
 }
+
+// Receipts (docs/receipts.md). A take that asks for one (WantReceipt) gets
+// a new id here, under a policy whose takes carry receipts
+// (limit.Policy.Receipted); the store records it with the take, in one
+// atomic step, and names it in Result.Receipt when it admits. Such a take
+// skips the hot-key path (it is still counted as traffic there): a lease
+// or a sub-bucket could not record it, and its give-back goes to the main
+// bucket. A take answered without the store — a fallback, overload, the
+// deny cache (a refusal) — carries no receipt: nothing to give back,
+// which only under-admits.
+//
+// A give-back (delta < 0) names the receipt of a take on its key and
+// gives back at most that take's cost, once, to the state it came from;
+// without a receipt, or with one that is not well-formed, it is refused
+// here and nothing is sent. When the store cannot answer, nothing is
+// given back in any failure mode (the receipt is in the store): the reply
+// says allowed 0, decided_by the mode.
+
+// receiptOf checks the receipt of r, a take that asks for one or an
+// adjust, and gives a take its id.
+func receiptOf(r *limit.Request) error {
+	switch {
+	case r.Op == limit.OpTake && r.WantReceipt:
+		r.Receipt = ""
+		if r.Policy.Receipted() && r.Cost > 0 {
+			r.Receipt = limit.NewReceipt()
+		}
+	case r.Op == limit.OpAdjust && r.Cost < 0 && r.Receipt == "":
+		return limit.ErrReceiptMissing
+	case r.Op == limit.OpAdjust && r.Cost < 0 && !limit.ValidReceipt(r.Receipt):
+		return limit.ErrReceiptInvalid
+	}
+	return nil
+}
+
+// givesBack reports whether r is a give-back.
+func givesBack(r *limit.Request) bool { return r.Op == limit.OpAdjust && r.Cost < 0 }

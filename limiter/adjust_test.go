@@ -18,13 +18,29 @@ func adjust(t *testing.T, l *Limiter, key string, delta int64) limit.Result {
 	return out[0]
 }
 
+// takeReceipt sends RL.TAKE key cost RECEIPT.
+func takeReceipt(t *testing.T, l *Limiter, key string, cost int64) limit.Result {
+	t.Helper()
+	out := make([]limit.Result, 1)
+	l.Decide(context.Background(), []limit.Request{{Key: key, Cost: cost, WantReceipt: true}}, out)
+	return out[0]
+}
+
+// giveBack sends RL.ADJUST key delta receipt.
+func giveBack(t *testing.T, l *Limiter, key string, delta int64, receipt string) limit.Result {
+	t.Helper()
+	out := make([]limit.Result, 1)
+	l.Decide(context.Background(), []limit.Request{{Key: key, Cost: delta, Op: limit.OpAdjust, Receipt: receipt}}, out)
+	return out[0]
+}
+
 // A give-back drops the key's refusal from the deny cache: the next take
 // goes to the store and is admitted; a spend does not.
 func TestAdjustForgetsDenyCache(t *testing.T) {
 	t.Parallel()
 	p := &limit.Policy{Name: "p", Limit: 2, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed}
 	l, _ := newDenyLimiter(t, p)
-	take(t, l, "k", "k")
+	rc := takeReceipt(t, l, "k", 2).Receipt
 	take(t, l, "k") // refused by the store: cached
 	if r := take(t, l, "k")[0]; r.DecidedBy != limit.ByDenyCache {
 		t.Fatalf("take = %+v, want the deny cache", r)
@@ -35,7 +51,13 @@ func TestAdjustForgetsDenyCache(t *testing.T) {
 	if r := take(t, l, "k")[0]; r.DecidedBy != limit.ByDenyCache {
 		t.Fatalf("take after a spend = %+v, want the deny cache still", r)
 	}
-	if r := adjust(t, l, "k", -2); r.Err != nil || r.Remaining != 1 {
+	if r := adjust(t, l, "k", -2); r.Err != limit.ErrReceiptMissing {
+		t.Fatalf("adjust -2 without a receipt = %+v, want %v", r, limit.ErrReceiptMissing)
+	}
+	if r := take(t, l, "k")[0]; r.DecidedBy != limit.ByDenyCache {
+		t.Fatalf("take after a refused give-back = %+v, want the deny cache still", r)
+	}
+	if r := giveBack(t, l, "k", -2, rc); r.Err != nil || r.Remaining != 1 {
 		t.Fatalf("adjust -2 = %+v, want 1 left (1 of the 2 paid the debt)", r)
 	}
 	if r := take(t, l, "k")[0]; !r.Allowed || r.DecidedBy != limit.ByStore {
@@ -85,6 +107,8 @@ func TestAdjustHotKeyMainBucket(t *testing.T) {
 
 // When the store cannot answer: local adjusts the fallback bucket, open
 // and closed record nothing and say so; shadow applies it and says shadow.
+// A give-back records nothing in any mode (its receipt is in the store),
+// and a take answered by a fallback carries no receipt.
 func TestAdjustStoreErrorAndShadow(t *testing.T) {
 	t.Parallel()
 	unavailable := &limit.UnavailableError{Node: "n1", Err: context.DeadlineExceeded}
@@ -109,9 +133,23 @@ func TestAdjustStoreErrorAndShadow(t *testing.T) {
 			if r := take(t, l, "k")[0]; r.Allowed {
 				t.Errorf("local: take after a debt = %+v, want refused", r)
 			}
-			if r := adjust(t, l, "k", -5); r.Remaining != 3 {
-				t.Errorf("local: adjust -5 = %+v, want 3 left (2 of debt paid first)", r)
+			if r := adjust(t, l, "k", -5); r.Err != limit.ErrReceiptMissing {
+				t.Errorf("local: adjust -5 without a receipt = %+v, want %v", r, limit.ErrReceiptMissing)
 			}
+		}
+		if r := giveBack(t, l, "k", -5, limit.NewReceipt()); r.Err != nil || r.Allowed || r.DecidedBy != tc.by {
+			t.Errorf("%s: give-back = %+v, want nothing recorded, decided_by %s", tc.mode, r, tc.by)
+		}
+		if s := l.Snapshot(); s.AdjustReturned != 0 {
+			t.Errorf("%s: %d tokens counted as given back by a fallback that gave back nothing", tc.mode, s.AdjustReturned)
+		}
+		if tc.mode == limit.FailLocal {
+			if r := take(t, l, "k")[0]; r.Allowed {
+				t.Errorf("local: take after a give-back in fallback = %+v, want refused (nothing given back)", r)
+			}
+		}
+		if r := takeReceipt(t, l, "fresh", 1); r.Receipt != "" || r.DecidedBy != tc.by {
+			t.Errorf("%s: take with a receipt = %+v, want no receipt", tc.mode, r)
 		}
 	}
 	p := &limit.Policy{Name: "dark", Limit: 5, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed, Shadow: true}
@@ -147,5 +185,72 @@ func TestAdjustGlobalRefused(t *testing.T) {
 	l.Decide(context.Background(), reqs, out)
 	if out[0].Err == nil || out[1].Err != nil || out[1].Remaining != 3 || out[2].Err != nil {
 		t.Fatalf("batch = %+v", out)
+	}
+}
+
+// A take that asks for a receipt skips the hot-key path, so its receipt
+// is recorded with its take on the main bucket, and the give-back goes
+// there too; the key's other takes still go the lease way.
+func TestReceiptSkipsHotPath(t *testing.T) {
+	t.Parallel()
+	store := local.New(local.Config{DecidedBy: limit.ByStore})
+	hot, err := hotkey.New(hotkey.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hot.Close(context.Background())
+	p := &limit.Policy{Name: "api", Limit: 100, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed,
+		Hot: limit.Hot{Mode: limit.HotLease, Threshold: 5}}
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: store, Hot: hot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := false
+	for range 50 {
+		if take(t, l, "viral")[0].DecidedBy == limit.ByLease {
+			leased = true
+		}
+	}
+	if !leased {
+		t.Fatal("the key never went the lease way")
+	}
+	r := takeReceipt(t, l, "viral", 3)
+	if !r.Allowed || r.DecidedBy != limit.ByStore || !limit.ValidReceipt(r.Receipt) {
+		t.Fatalf("a take with a receipt on a hot key = %+v, want the store's, with a receipt", r)
+	}
+	before := make([]limit.Result, 1)
+	store.Do(context.Background(), []limit.Request{{Key: "viral", Cost: 1, Op: limit.OpPeek, Policy: p}}, before)
+	if g := giveBack(t, l, "viral", -3, r.Receipt); g.Err != nil || g.DecidedBy != limit.ByStore || g.Remaining != before[0].Remaining+3 {
+		t.Fatalf("give-back = %+v, want the main bucket's %d + 3", g, before[0].Remaining)
+	}
+	if take(t, l, "viral")[0].DecidedBy != limit.ByLease {
+		t.Fatal("a plain take after the receipt's left the lease way")
+	}
+}
+
+// A global policy's take carries no receipt (its pool is the region's),
+// nor does a take of cost 0; a malformed receipt is refused before the
+// store.
+func TestReceiptNone(t *testing.T) {
+	t.Parallel()
+	g := &limit.Policy{Name: "g", Limit: 5, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed, Scope: limit.ScopeGlobal}
+	r := &limit.Policy{Name: "r", Limit: 5, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed}
+	l, err := New(Config{Policies: MatcherFunc(func(k string) *limit.Policy {
+		if k == "g" {
+			return g
+		}
+		return r
+	}), Store: local.New(local.Config{DecidedBy: limit.ByStore})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := takeReceipt(t, l, "g", 1); res.Err != nil || res.Receipt != "" {
+		t.Errorf("global take = %+v, want no receipt", res)
+	}
+	if res := takeReceipt(t, l, "r", 0); res.Err != nil || !res.Allowed || res.Receipt != "" {
+		t.Errorf("take of 0 = %+v, want admitted, no receipt", res)
+	}
+	if res := giveBack(t, l, "r", -1, "ZZ"); res.Err != limit.ErrReceiptInvalid {
+		t.Errorf("give-back with a malformed receipt = %+v", res)
 	}
 }

@@ -54,10 +54,17 @@ func TestDenyCacheGiveBackInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			take(t, l, tc.refused, tc.refused) // empty
+			var receipts []string // of the refused key's takes, which empty it
+			for range 2 {
+				receipts = append(receipts, takeReceipt(t, l, tc.refused, 1).Receipt)
+			}
 			refunds := 0
 			s.during = func() {
-				if r := adjust(t, l, tc.refunded, -1); r.Err != nil {
+				receipt := receipts[0]
+				if tc.refunded != tc.refused { // a key with tokens: take one to give it back
+					receipt = takeReceipt(t, l, tc.refunded, 1).Receipt
+				}
+				if r := giveBack(t, l, tc.refunded, -1, receipt); r.Err != nil {
 					t.Errorf("adjust %s -1: %v", tc.refunded, r.Err)
 				}
 				refunds++

@@ -178,6 +178,13 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 			out[i] = limit.Result{Err: err}
 			continue
 		}
+		if reqs[i].WantReceipt || reqs[i].Op == limit.OpAdjust { // adjust.go
+			if err := receiptOf(&reqs[i]); err != nil {
+				out[i] = limit.Result{Err: err}
+				reqs[i].Policy = nil // not decided: decideSome skips it
+				continue
+			}
+		}
 		n++
 	}
 	if n == 0 {
@@ -319,6 +326,10 @@ func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
 		if now.IsZero() {
 			now = time.Now()
 		}
+		if reqs[i].Receipt != "" {
+			l.hot.Observe(reqs[i].Key, p, now) // traffic, but decided on the main bucket, which records its receipt
+			continue
+		}
 		if l.hot.Observe(reqs[i].Key, p, now) {
 			hot = append(hot, i)
 		}
@@ -376,6 +387,19 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 	if errors.Is(res.Err, limit.ErrOverload) {
 		mode, open, closed, local = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
 	}
+	if givesBack(r) {
+		// Its receipt is in the store: nothing can be given back without
+		// it, in any mode (adjust.go).
+		by := closed
+		switch mode {
+		case limit.FailOpen:
+			by = open
+		case limit.FailLocal:
+			by = local
+		}
+		*res = limit.Result{Limit: p.Limit, RetryAfterMs: -1, DecidedBy: by}
+		return
+	}
 	switch mode {
 	case limit.FailOpen:
 		// Nothing is known of the bucket: report it as untouched.
@@ -385,6 +409,7 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 		// the key: it is one share, however it came to be used.
 		q := *r
 		q.Policy = p.Share()
+		q.Receipt, q.WantReceipt = "", false // a fallback's take has nothing to give back
 		var one [1]limit.Result
 		l.fallback.Do(ctx, []limit.Request{q}, one[:])
 		*res = one[0]
@@ -414,7 +439,7 @@ func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.R
 			}
 			continue
 		case reqs[i].Op == limit.OpAdjust:
-			l.adjusted(&reqs[i])
+			l.adjusted(&reqs[i], r)
 			continue
 		case r.Allowed:
 			l.stats.Allowed.Add(1)

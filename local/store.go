@@ -39,6 +39,7 @@ type Store struct {
 	perShard  int
 	seed      maphash.Seed
 	shards    [shards]shard
+	receipts  receiptBook // receipt.go
 }
 
 type shard struct {
@@ -108,6 +109,9 @@ func (s *Store) Do(_ context.Context, reqs []limit.Request, out []limit.Result) 
 }
 
 func (s *Store) decide(r *limit.Request, now int64) limit.Result {
+	if receipted(r) {
+		return s.decideReceipt(r, now)
+	}
 	sh := &s.shards[maphash.String(s.seed, r.Key)%shards]
 	sh.mu.Lock()
 	res := sh.decide(r, now, s.perShard)

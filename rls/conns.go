@@ -9,10 +9,10 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// With RequirePass, every connection must show the token in time: Serve
-// wraps each accepted connection in a conn whose timer closes it
-// AuthTimeout after the accept, unless a call on it has carried the token
-// by then. A connection that sends nothing, or only calls that fail
+// With RequirePass or Users, every connection must authenticate in time:
+// Serve wraps each accepted connection in a conn whose timer closes it
+// AuthTimeout after the accept, unless a call on it has authenticated by
+// then or the users in force need no credentials (a nopass default user). A connection that sends nothing, or only calls that fail
 // authentication, so gives its MaxConnections slot back; one that has
 // authenticated once is left alone (IdleTimeout still applies).
 //
@@ -27,6 +27,7 @@ type listener struct {
 	net.Listener
 	authTimeout time.Duration
 	expired     *atomic.Int64 // connections closed unauthenticated
+	required    func() bool   // whether calls need credentials now
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -34,7 +35,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{Conn: nc, expired: l.expired}
+	c := &conn{Conn: nc, expired: l.expired, required: l.required}
 	c.timer = time.AfterFunc(l.authTimeout, c.expire)
 	return c, nil
 }
@@ -43,14 +44,16 @@ func (l *listener) Accept() (net.Conn, error) {
 // authenticate. Its methods are safe for concurrent use.
 type conn struct {
 	net.Conn
-	timer   *time.Timer // set before Accept returns, never changed
-	authed  atomic.Bool
-	expired *atomic.Int64
+	timer    *time.Timer // set before Accept returns, never changed
+	authed   atomic.Bool
+	expired  *atomic.Int64
+	required func() bool
 }
 
-// expire closes c unless a call on it has authenticated.
+// expire closes c unless a call on it has authenticated, or calls need
+// no credentials.
 func (c *conn) expire() {
-	if !c.authed.Load() {
+	if !c.authed.Load() && c.required() {
 		c.expired.Add(1)
 		_ = c.Conn.Close()
 	}

@@ -23,10 +23,12 @@ import (
 // hits_addend is 0 is only checked (a peek of cost 1); when one of those is
 // over its limit, the others are checked too and nothing is taken.
 //
-// A malformed request is InvalidArgument; one with a descriptor that
-// matches a concurrency policy is FailedPrecondition (slotRefusal); an
-// error the store returned (a bug, not an outage: outages go to each
-// rule's on_store_error) is Internal.
+// A call whose user may not take (or peek) one descriptor's key is
+// PermissionDenied, and nothing is decided (auth.go). A malformed request
+// is InvalidArgument; one with a descriptor that matches a concurrency
+// policy is FailedPrecondition (slotRefusal); an error the store returned
+// (a bug, not an outage: outages go to each rule's on_store_error) is
+// Internal.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	ds, err := mapRequest(req, s.bounds)
 	if err != nil {
@@ -36,6 +38,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	pl := plan{ds: ds, policies: make([]*limit.Policy, len(ds)), results: make([]limit.Result, len(ds)), ok: true}
 	matches := s.match(req.GetDomain(), ds)
+	if err := s.permit(ctx, ds); err != nil { // before anything is decided (auth.go)
+		return nil, err
+	}
 	if err := slotRefusal(ds, matches); err != nil {
 		return nil, err
 	}
@@ -223,8 +228,8 @@ func (s *Server) match(domain string, ds []descriptor) []matched {
 				continue
 			}
 			out[i] = matched{p: h.Rule.Policy, unlimited: h.Rule.Unlimited, quota: h.Rule.Quota}
-			if h.Key != "" {
-				ds[i].key = h.Key
+			if h.Key != "" && h.Key != ds[i].key {
+				ds[i].named, ds[i].key = ds[i].key, h.Key
 			}
 		}
 		return out

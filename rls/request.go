@@ -24,7 +24,11 @@ type bounds struct {
 type descriptor struct {
 	entries []envoycfg.Entry
 	key     string
-	cost    int64
+	// named is the key the descriptor itself names when the matcher
+	// counts it on another (key: a share_threshold rule's); "" otherwise.
+	// A user must be allowed both.
+	named string
+	cost  int64
 	// peek is set when the descriptor's own hits_addend is 0, which
 	// envoyproxy/ratelimit reads as "check, do not count": the rule is
 	// peeked with a cost of 1, spending nothing.

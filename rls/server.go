@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,10 +18,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -46,10 +44,19 @@ type Config struct {
 	Decider Decider
 	// Matcher finds each descriptor's policy. Required.
 	Matcher Matcher
-	// RequirePass, when not empty, is the token every call must carry as
-	// gRPC metadata "authorization: Bearer <RequirePass>"; a call without
-	// it gets Unauthenticated. Default: none.
+	// RequirePass, when not empty and Users is nil, is the "default"
+	// user's password, which every call must carry as gRPC metadata
+	// "authorization: Bearer <RequirePass>"; a call without it gets
+	// Unauthenticated. Default: none.
 	RequirePass string
+	// Users, when not nil, are the users and their permissions (an ACL
+	// file, or acl.FromFlags), loaded anew for every call so that a reload
+	// applies at once; RequirePass is then ignored. A call authenticates
+	// by its "authorization" metadata as the HTTP door's header (auth.go),
+	// and every descriptor's key must be one the user may take (rl.take;
+	// rl.peek for hits_addend 0), else the whole call is PermissionDenied.
+	// Refusals go to Users' ACL LOG. Default: acl.FromFlags(RequirePass, "").
+	Users *acl.Holder
 	// TLS, when not nil, makes the server speak TLS only (it needs a
 	// certificate; a MinVersion below TLS 1.2 is raised to it). Default:
 	// plaintext HTTP/2.
@@ -94,11 +101,12 @@ type Config struct {
 	// this long (GOAWAY, then close; Envoy opens another when it needs
 	// one). Default 2m, as the HTTP door's.
 	IdleTimeout time.Duration
-	// AuthTimeout, with RequirePass, closes a connection on which no call
-	// has carried the token within this long of its accept: one that sends
-	// nothing, or only calls that fail authentication, gives its
-	// MaxConnections slot back. A connection that has authenticated once
-	// is not checked again. Default 10s.
+	// AuthTimeout, with RequirePass or Users, closes a connection on which
+	// no call has authenticated within this long of its accept, if the
+	// users in force then need credentials (no nopass default user): one
+	// that sends nothing, or only calls that fail authentication, gives
+	// its MaxConnections slot back. A connection that has authenticated
+	// once is not checked again. Default 10s.
 	AuthTimeout time.Duration
 	// Logger receives recovered panics. Default: discard.
 	Logger *slog.Logger
@@ -141,7 +149,10 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	bounds bounds
-	pass   edge.Secret // RequirePass
+	users  *acl.Holder // Users, or the users of RequirePass
+	// authed is set when calls must show whose they are (RequirePass or
+	// Users): connections are then wrapped to learn it (conns.go).
+	authed bool
 	grpc   *grpc.Server
 	col    *collector // Decide calls of concurrent calls, joined
 	panics atomic.Int64
@@ -178,7 +189,11 @@ func New(cfg Config) (*Server, error) {
 	orDefault(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	orDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
 	orDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
-	s := &Server{cfg: cfg, log: cfg.Logger, pass: edge.NewSecret(cfg.RequirePass), col: newCollector(cfg.Decider),
+	users := cfg.Users
+	if users == nil {
+		users = acl.NewHolder(acl.FromFlags(cfg.RequirePass, ""))
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, users: users, authed: cfg.RequirePass != "" || cfg.Users != nil, col: newCollector(cfg.Decider),
 		bounds: bounds{descriptors: cfg.MaxDescriptors, entries: cfg.MaxEntries, keyBytes: cfg.MaxKeyBytes}}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -206,7 +221,7 @@ func New(cfg Config) (*Server, error) {
 		t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
 		creds = credentials.NewTLS(t)
 	}
-	if cfg.RequirePass != "" { // calls must name their connection (conns.go)
+	if s.authed { // calls must name their connection (conns.go)
 		if creds == nil {
 			creds = insecure.NewCredentials()
 		}
@@ -223,8 +238,8 @@ func New(cfg Config) (*Server, error) {
 // Serve serves on ln until Shutdown; it returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	ln = edge.LimitConnections(ln, s.cfg.MaxConnections)
-	if s.cfg.RequirePass != "" {
-		ln = &listener{Listener: ln, authTimeout: s.cfg.AuthTimeout, expired: &s.expired}
+	if s.authed {
+		ln = &listener{Listener: ln, authTimeout: s.cfg.AuthTimeout, expired: &s.expired, required: s.credentialsRequired}
 	}
 	err := s.grpc.Serve(ln)
 	if errors.Is(err, grpc.ErrServerStopped) {
@@ -274,29 +289,9 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			resp, err = nil, status.Error(codes.Internal, "internal error")
 		}
 	}()
-	if !s.authorized(ctx) {
-		return nil, status.Error(codes.Unauthenticated, "authentication required: metadata authorization: Bearer <password>")
-	}
-	if s.cfg.RequirePass != "" {
-		p, _ := peer.FromContext(ctx)
-		markAuthenticated(p)
+	ctx, err = s.authenticate(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return handler(ctx, req)
-}
-
-// authorized reports whether the call carries the password as a bearer
-// token, compared in constant time (as digests, so the length leaks
-// nothing either). Without RequirePass every call is.
-func (s *Server) authorized(ctx context.Context) bool {
-	if s.cfg.RequirePass == "" {
-		return true
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	ok := false
-	for _, v := range md.Get("authorization") {
-		if token, found := edge.BearerToken(strings.TrimSpace(v)); found {
-			ok = s.pass.MatchesString(token) || ok
-		}
-	}
-	return ok
 }

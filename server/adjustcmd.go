@@ -7,19 +7,23 @@ import (
 
 // adjustCommand is RL.ADJUST.
 //
-//	RL.ADJUST key delta
+//	RL.ADJUST key delta [receipt]
 //
 // corrects what the key's bucket was charged once the real cost is known
 // (an LLM's tokens after its response): delta > 0 spends delta more without
 // a check, and may leave a bucket in debt (remaining 0, takes refused
-// until refill repays it); delta < 0 gives -delta back to the state in
-// force now (the current window), never above the limit; delta 0 changes
-// nothing and reports the state. It is never refused. The reply is
-// RL.TAKE's six fields:
+// until refill repays it); it needs no receipt (one given is ignored and
+// stays good). delta < 0 gives -delta back, never above the limit, and
+// only with the receipt of a take on this key (RL.TAKE key cost RECEIPT):
+// at most that take's cost, once, to the state the take came from (a
+// window that has closed gets nothing). A missing, forged, used, expired
+// or foreign receipt is an error and changes nothing (limit.ErrReceipt,
+// docs/receipts.md). delta 0 changes nothing and reports the state. The
+// reply is RL.TAKE's six fields:
 //
-//  1. allowed: integer, 1 when the adjust was recorded (0 only from
-//     fallback-closed or overload-closed: the store could not answer, and
-//     nothing was recorded)
+//  1. allowed: integer, 1 when the adjust was recorded (0 only when the
+//     store could not answer: from fallback-closed or overload-closed, and
+//     for a give-back from every fallback, and nothing was recorded)
 //  2. limit: integer
 //  3. remaining: integer, whole tokens left after it, 0 in debt
 //  4. retry_after_ms: integer, -1
@@ -31,12 +35,12 @@ import (
 // k, RL.TAKE k keep their order on k.
 func adjustCommand() *command {
 	return &command{
-		name: "rl.adjust", minArgs: 3, maxArgs: 3,
+		name: "rl.adjust", minArgs: 3, maxArgs: 4,
 		batch: adjustRequest,
 		doc: cmdDoc{
-			summary: "Corrects what was spent: delta > 0 spends more without a check (a bucket may go into debt), delta < 0 gives back, never above the limit. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by].",
+			summary: "Corrects what was spent: delta > 0 spends more without a check (a bucket may go into debt), delta < 0 gives back at most the cost of the take whose receipt it names, once, never above the limit. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by].",
 			group:   "rate-limiting", complexity: "O(1)",
-			args:  []docArg{{name: "key", typ: "key"}, {name: "delta", typ: "integer"}},
+			args:  []docArg{{name: "key", typ: "key"}, {name: "delta", typ: "integer"}, {name: "receipt", typ: "string", optional: true}},
 			flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, keyStep: 1,
 		},
 	}
@@ -51,5 +55,9 @@ func adjustRequest(c *connState, args [][]byte) (limit.Request, error) {
 	if !ok {
 		return limit.Request{}, edge.ErrDelta
 	}
-	return limit.Request{Key: string(args[1]), Cost: delta, Op: limit.OpAdjust}, nil
+	r := limit.Request{Key: string(args[1]), Cost: delta, Op: limit.OpAdjust}
+	if len(args) == 4 {
+		r.Receipt = string(args[3])
+	}
+	return r, nil
 }

@@ -130,6 +130,8 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 			c.out, bad = reply(c.out, nil, &decisionError{key: c.reqs[sl.req].Key, err: c.results[sl.req].Err})
 		case sl.cell:
 			c.out, bad = reply(c.out, cellReply(&c.results[sl.req]), nil)
+		case c.reqs[sl.req].WantReceipt:
+			c.out = appendReceipted(c.out, &c.results[sl.req])
 		default:
 			c.out, bad = reply(c.out, &c.results[sl.req], nil)
 		}

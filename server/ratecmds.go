@@ -2,6 +2,9 @@ package server
 
 import (
 	"strconv"
+	"strings"
+
+	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
@@ -26,12 +29,17 @@ func rateCommands() []*command {
 	costArg := docArg{name: "cost", typ: "integer", optional: true}
 	// RL.TAKE and RL.PEEK take the same arguments and give the same reply.
 	take := func(name string, op limit.Op, flag, summary string) *command {
-		return &command{
+		c := &command{
 			name: name, minArgs: 2, maxArgs: 3,
 			batch: takeRequest(op),
 			doc: cmdDoc{summary: summary, group: "rate-limiting", complexity: "O(1)",
 				args: []docArg{keyArg, costArg}, flags: []string{flag, "fast"}, firstKey: 1, lastKey: 1, keyStep: 1},
 		}
+		if op == limit.OpTake {
+			c.maxArgs = 4
+			c.doc.args = append(c.doc.args, docArg{name: "receipt", typ: "pure-token", token: "RECEIPT", optional: true})
+		}
+		return c
 	}
 	// RL.HOTKEYS and RL.REGIONS take no argument and list what this
 	// instance holds.
@@ -44,7 +52,7 @@ func rateCommands() []*command {
 	}
 	return []*command{
 		take("rl.take", limit.OpTake, "write",
-			"Takes cost tokens (default 1) from the key's bucket if they exist. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by]."),
+			"Takes cost tokens (default 1) from the key's bucket if they exist. Returns [allowed, limit, remaining, retry_after_ms, reset_after_ms, decided_by], and with RECEIPT 7) the receipt a negative RL.ADJUST names to give this take back (empty when refused)."),
 		take("rl.peek", limit.OpPeek, "readonly", "Reports what RL.TAKE would decide, spending nothing."),
 		list("rl.hotkeys", cmdHotKeys, "O(N) where N is the number of hot keys",
 			"Lists the keys this instance treats as hot: an array of [key, k, policy, p, mode, m, rate, r/s, since_ms, unix ms]."),
@@ -66,21 +74,43 @@ func rateCommands() []*command {
 	}
 }
 
-// takeRequest returns the batcher of RL.TAKE or RL.PEEK.
+// takeRequest returns the batcher of RL.TAKE or RL.PEEK. RL.TAKE takes a
+// last argument RECEIPT (any case, as Redis's option words), after the
+// cost or in its place: the reply then has a 7th element, the receipt
+// (appendReceipted).
 func takeRequest(op limit.Op) batcher {
 	return func(c *connState, args [][]byte) (limit.Request, error) {
 		if err := c.srv.checkKey(args[1]); err != nil {
 			return limit.Request{}, err
 		}
+		want := false
+		if last := args[len(args)-1]; op == limit.OpTake && len(args) > 2 && len(last) == len(receiptWord) && strings.EqualFold(string(last), receiptWord) {
+			want, args = true, args[:len(args)-1]
+		}
 		cost := int64(1)
-		if len(args) == 3 {
+		switch len(args) {
+		case 3:
 			var ok bool
 			if cost, ok = edge.ParseCost(args[2]); !ok {
 				return limit.Request{}, edge.ErrCost
 			}
+		case 4:
+			return limit.Request{}, errSyntax
 		}
-		return limit.Request{Key: string(args[1]), Cost: cost, Op: op}, nil
+		return limit.Request{Key: string(args[1]), Cost: cost, Op: op, WantReceipt: want}, nil
 	}
+}
+
+// receiptWord is RL.TAKE's option word.
+const receiptWord = "RECEIPT"
+
+// appendReceipted appends the reply of RL.TAKE … RECEIPT: the six fields
+// (appendResult) and 7) the receipt, a bulk string, empty when the take
+// was refused or answered without the store (nothing to give back).
+func appendReceipted(b []byte, r *limit.Result) []byte {
+	b = redcon.AppendArray(b, 7)
+	b = appendFields(b, r)
+	return redcon.AppendBulkString(b, r.Receipt)
 }
 
 func cmdReset(c *connState, args [][]byte) (any, error) {

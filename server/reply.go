@@ -89,7 +89,12 @@ func reply(b []byte, v any, err error) (_ []byte, isErr bool) {
 //  5. reset_after_ms  integer
 //  6. decided_by      bulk string
 func appendResult(b []byte, r *limit.Result) []byte {
-	b = redcon.AppendArray(b, 6)
+	return appendFields(redcon.AppendArray(b, 6), r)
+}
+
+// appendFields appends appendResult's six elements, without the array's
+// header.
+func appendFields(b []byte, r *limit.Result) []byte {
 	allowed := int64(0)
 	if r.Allowed {
 		allowed = 1

@@ -37,11 +37,12 @@ func adjustOf(t *testing.T, c *redis.Client, key string, delta int64) reply {
 
 // TestAdjustLLMPatternOnCluster is the LLM pattern through go-redis on two
 // sluice processes in front of one real Redis Cluster, for every
-// algorithm: take an estimate at the request, adjust by the difference at
-// the response. A response that used more leaves the key in debt (a
-// bucket) or spent (a window): takes are refused on both instances; one
-// that used less gives back, and takes are admitted again, never more than
-// the limit. The state's TTL in Redis covers the debt.
+// algorithm: take an estimate at the request with a receipt, adjust by
+// the difference at the response. A response that used more leaves the
+// key in debt (a bucket) or spent (a window): takes are refused on both
+// instances; one that used less gives back by its take's receipt, on
+// either instance, and takes are admitted again, never more than the
+// limit. The state's TTL in Redis covers the debt.
 func TestAdjustLLMPatternOnCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t, localredis.Config{})
@@ -51,19 +52,21 @@ func TestAdjustLLMPatternOnCluster(t *testing.T) {
 	for _, prefix := range []string{"tb", "gc", "sw", "fw"} {
 		key := prefix + ":tenant42"
 		bucket := prefix == "tb" || prefix == "gc"
-		if r := mustTake(t, a, key, 300); !r.Allowed || r.Remaining != 700 {
-			t.Fatalf("%s estimate: %+v", key, r)
+		first, r1 := takeReceipt(t, a, key, 300)
+		second, r2 := takeReceipt(t, a, key, 700)
+		if !first.Allowed || first.Remaining != 700 || !second.Allowed || second.Remaining != 0 || r1 == "" || r2 == "" {
+			t.Fatalf("%s estimates: %+v %q, %+v %q", key, first, r1, second, r2)
 		}
-		// The response used 1500: 1200 more than the estimate.
-		up := adjustOf(t, a, key, 1200)
+		// The first response used 800: 500 more than its estimate.
+		up := adjustOf(t, a, key, 500)
 		if !up.Allowed || up.Limit != 1000 || up.Remaining != 0 || up.Retry != -1 || up.ResetMs <= 0 || up.DecidedBy != "store" {
-			t.Fatalf("%s adjust +1200: %+v", key, up)
+			t.Fatalf("%s adjust +500: %+v", key, up)
 		}
 		if bucket {
 			// 500 in debt: 1500 tokens of refill, 1.5 days at 1000 a day
 			// (less the moments since), more than a full bucket's day
 			if full, most := int64(24*time.Hour/time.Millisecond), int64(36*time.Hour/time.Millisecond); up.ResetMs <= full || up.ResetMs > most {
-				t.Fatalf("%s adjust +1200: reset %d ms, want the debt's repayment, in (%d, %d]", key, up.ResetMs, full, most)
+				t.Fatalf("%s adjust +500: reset %d ms, want the debt's repayment, in (%d, %d]", key, up.ResetMs, full, most)
 			}
 			ttl, err := c.ClusterClient().PTTL(t.Context(), cluster.Key(key)).Result()
 			if err != nil || ttl <= 24*time.Hour || ttl > 36*time.Hour+time.Second {
@@ -75,10 +78,10 @@ func TestAdjustLLMPatternOnCluster(t *testing.T) {
 				t.Fatalf("%s take in debt: %+v, want refused", key, r)
 			}
 		}
-		// The next response used 700 less than its estimate.
-		down := adjustOf(t, a, key, -700)
-		if want := bucketLeft[bucket]; !down.Allowed || down.Remaining != want || down.DecidedBy != "store" {
-			t.Fatalf("%s adjust -700: %+v, want %d left", key, down, want)
+		// The second response used nothing of its 700.
+		down, err := giveBack(t, a, key, -700, r2)
+		if want := bucketLeft[bucket]; err != nil || !down.Allowed || down.Remaining != want || down.DecidedBy != "store" {
+			t.Fatalf("%s adjust -700: %+v %v, want %d left", key, down, err, want)
 		}
 		left := bucketLeft[bucket]
 		if r := mustTake(t, a, key, left); !r.Allowed || r.Remaining != 0 || r.DecidedBy != "store" {
@@ -87,19 +90,22 @@ func TestAdjustLLMPatternOnCluster(t *testing.T) {
 		if r := mustTake(t, a, key, 1); r.Allowed {
 			t.Fatalf("%s take past the limit: %+v", key, r)
 		}
-		// A give-back never lifts a key above its limit.
-		if r := adjustOf(t, b, key, -5000); r.Remaining != 1000 {
-			t.Fatalf("%s adjust -5000: %+v, want the limit, 1000", key, r)
+		// The other instance gives back by the first take's receipt, once.
+		if r, err := giveBack(t, b, key, -300, r1); err != nil || r.Remaining != 300 {
+			t.Fatalf("%s adjust -300 on b: %+v %v, want 300 left", key, r, err)
+		}
+		if _, err := giveBack(t, a, key, -300, r1); err == nil {
+			t.Fatalf("%s: a receipt used on b gave back again on a", key)
 		}
 	}
 	if n := infoOf(t, a, "adjusts"); n != 8 {
 		t.Errorf("INFO adjusts on a: %d, want 8", n)
 	}
-	if n := infoOf(t, a, "adjust_tokens_spent"); n != 4*1200 {
-		t.Errorf("INFO adjust_tokens_spent on a: %d, want 4800", n)
+	if n := infoOf(t, a, "adjust_tokens_spent"); n != 4*500 {
+		t.Errorf("INFO adjust_tokens_spent on a: %d, want 2000", n)
 	}
-	if n := infoOf(t, b, "adjust_tokens_returned"); n != 4*5000 {
-		t.Errorf("INFO adjust_tokens_returned on b: %d, want 20000", n)
+	if n := infoOf(t, b, "adjust_tokens_returned"); n != 4*300 {
+		t.Errorf("INFO adjust_tokens_returned on b: %d, want 1200", n)
 	}
 	if err := a.Do(t.Context(), "RL.ADJUST", "tb:x", "1.5").Err(); err == nil || err.Error() != "ERR delta must be an integer between -9007199254740991 and 9007199254740991" {
 		t.Errorf("RL.ADJUST with a bad delta: %v", err)
