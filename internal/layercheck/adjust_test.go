@@ -37,7 +37,7 @@ func TestCheckGiveBacks(t *testing.T) {
 		{"bucket: a receipt of no take here earns nothing", tb, []Admission{one(0, 3), one(20, 2)}, r3, []GiveBack{back(10, 2, "forged", true)}, 1, 1},
 		{"bucket: once", tb, []Admission{one(0, 3), one(20, 1), one(40, 1), one(60, 1)}, r3,
 			[]GiveBack{back(10, 1, "r3", true), back(30, 1, "r3", true), back(50, 1, "r3", true)}, 1, 2},
-		{"bucket: another user's receipt earns nothing", tb, []Admission{one(0, 3), one(20, 2)}, map[string]Taken{"r3": {3, "rival"}}, []GiveBack{back(10, 2, "r3", true)}, 1, 1},
+		{"bucket: a receipt is a bearer's", tb, []Admission{one(0, 3), one(20, 2)}, map[string]Taken{"r3": {3, "rival"}}, []GiveBack{back(10, 2, "r3", true)}, 0, 0},
 		{"bucket: a refused give-back is no violation, and no credit", tb, []Admission{one(0, 3), one(20, 2)}, r3, []GiveBack{back(10, 2, "forged", false)}, 1, 0},
 		{"window: the give-back's own window", fw, []Admission{one(0, 2), one(20, 1)}, map[string]Taken{"w": {2, "owner"}}, []GiveBack{back(10, 1, "w", true)}, 0, 0},
 		{"window: not the next one", fw, []Admission{one(1000, 2), one(1020, 1)}, map[string]Taken{"w": {2, "owner"}}, []GiveBack{back(10, 1, "w", true)}, 1, 0},

@@ -19,7 +19,8 @@ type GiveBack struct {
 	Who        string // the user that sent it
 }
 
-// Taken is the take a receipt names: its cost, and who took it.
+// Taken is the take a receipt names: its cost, and who took it (for the
+// report).
 type Taken struct {
 	Cost int64
 	Who  string
@@ -28,9 +29,12 @@ type Taken struct {
 // credited turns k's give-backs into what the bound may count: per key,
 // admitted ≤ limit + rate × T + the valid receipts given back. A
 // give-back is valid when it was answered as applied and named the
-// receipt of an admitted take of this key by the same user (k.Receipts)
-// that no earlier applied give-back named; it credits at most that take's
-// cost (no client gives back what another spent). Any other
+// receipt of an admitted take of this key (k.Receipts) that no earlier
+// applied give-back named, for at most that take's cost; it credits what
+// it gave. A receipt is a bearer's (docs/receipts.md): whoever holds it
+// and may run RL.ADJUST on the key may give it back, so the user is not
+// checked here (the rival, which may not touch the owner's keys, is
+// checked by its permission checks). Any other
 // give-back answered as applied is returned in refused: the contract says
 // it is an error that changes nothing, so it earns no credit (a refused
 // give-back must not let later takes admit beyond the bound) and is a
@@ -49,7 +53,7 @@ func credited(k *KeyLog) (back []Admission, refused []GiveBack) {
 			continue
 		}
 		tk, ok := k.Receipts[g.Receipt]
-		if g.Receipt == "" || !ok || tk.Who != g.Who || used[g.Receipt] || g.Delta > tk.Cost {
+		if g.Receipt == "" || !ok || used[g.Receipt] || g.Delta > tk.Cost {
 			refused = append(refused, g)
 			continue
 		}
@@ -69,8 +73,6 @@ func (g GiveBack) why(k *KeyLog) string {
 		return what + " without a receipt"
 	case !ok:
 		return what + fmt.Sprintf(" with receipt %q, of no admitted take on this key (forged or foreign)", g.Receipt)
-	case tk.Who != g.Who:
-		return what + fmt.Sprintf(" with receipt %q, of a take by %s", g.Receipt, tk.Who)
 	case g.Delta > tk.Cost:
 		return what + fmt.Sprintf(" with the receipt of a take of %d", tk.Cost)
 	}
