@@ -453,6 +453,13 @@ func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tena
 	}
 	it.mu.Unlock()
 	it.w.count("give-back")
+	it.w.mu.Lock()
+	if applied {
+		it.w.stats.backs[0]++
+	} else {
+		it.w.stats.backs[1]++
+	}
+	it.w.mu.Unlock()
 	it.logf(t, "%5d give-back %s %s %s %q %d %q -> %v %v", it.ms(recv), tn.role, p.name, door, key, -delta, id, r, err)
 }
 

@@ -145,8 +145,9 @@ type stats struct {
 	examples     map[string]string
 	regionMax    *RegionExcess
 	iterations   int
-	slotsMost    int // the most slots of a cc key certainly held at once
-	refused      int // the rival's commands on the owner's keys refused as they must be
+	slotsMost    int    // the most slots of a cc key certainly held at once
+	refused      int    // the rival's commands on the owner's keys refused as they must be
+	backs        [2]int // give-backs answered as applied, refused
 }
 
 func (w *world) effective() map[Variant]bool {
