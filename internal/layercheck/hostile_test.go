@@ -116,6 +116,9 @@ func (it *iteration) unspent(t *rapid.T, ctx context.Context, tn *tenant, key, w
 		do()
 		return
 	}
+	it.w.mu.Lock()
+	it.w.stats.probes++
+	it.w.mu.Unlock()
 	before, err := tn.take(ctx, "RL.PEEK", key, 1)
 	if err != nil {
 		t.Fatalf("RL.PEEK %q by %s: %v", key, tn.role, err)
@@ -520,7 +523,7 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 		it.takeWithReceipt(t, ctx, p, r, key, drawCost(t, "ev.cost"))
 	case "give-back":
 		k, rc, id := it.pickReceipt(t, r, key)
-		delta := int64(rapid.IntRange(1, 3).Draw(t, "ev.delta"))
+		delta := drawDelta(t, rc)
 		it.giveBack(t, ctx, p, r, rapid.SampledFrom([]string{"resp", "http"}).Draw(t, "ev.door"), k, delta, rc, id)
 	case "mtake":
 		other := it.drawKey(t, "ev.other")
@@ -572,7 +575,7 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 func (it *iteration) adjustReceipt(t *rapid.T, ctx context.Context) {
 	_, p := it.w.pick(t)
 	key, rc, id := it.pickReceipt(t, p.tenant, it.drawKey(t, "key"))
-	delta := int64(rapid.IntRange(1, 3).Draw(t, "delta"))
+	delta := drawDelta(t, rc)
 	it.giveBack(t, ctx, p, p.tenant, rapid.SampledFrom([]string{"resp", "http"}).Draw(t, "door"), key, delta, rc, id)
 }
 
@@ -593,4 +596,17 @@ func (p *tenant) httpAdjust(ctx context.Context, body map[string]any) (reply, er
 		r.Allowed = 1
 	}
 	return r, nil
+}
+
+// drawDelta is the tokens a give-back naming rc asks back: up to its
+// take's cost, now and then one more (which must be refused); 1 to 3
+// without one.
+func drawDelta(t *rapid.T, rc *receipt) int64 {
+	if rc == nil {
+		return int64(rapid.IntRange(1, 3).Draw(t, "delta"))
+	}
+	if rapid.IntRange(0, 5).Draw(t, "delta.over") == 0 {
+		return rc.cost + 1
+	}
+	return int64(rapid.IntRange(1, int(rc.cost)).Draw(t, "delta"))
 }

@@ -148,6 +148,7 @@ type stats struct {
 	slotsMost    int    // the most slots of a cc key certainly held at once
 	refused      int    // the rival's commands on the owner's keys refused as they must be
 	backs        [2]int // give-backs answered as applied, refused
+	probes       int    // peeks before and after a refused command (unspent)
 }
 
 func (w *world) effective() map[Variant]bool {
