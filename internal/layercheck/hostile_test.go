@@ -95,8 +95,8 @@ func forged() string {
 
 // probeable reports whether the owner's peek of key shows, by remaining,
 // whether anything was spent between two peeks on one process: a bucket
-// or window key off the hot and global paths, not shadow, while no policy
-// change is on its way to an instance.
+// or window key off the hot and global paths, not shadow, while no change
+// of its policy is on its way to an instance.
 func (it *iteration) probeable(key string) bool {
 	p := it.w.match.Match(key)
 	if p == nil || p.Shadow || p.Global() || p.Algorithm.IsConcurrency() || strings.HasPrefix(p.Name, "h") {
@@ -104,7 +104,7 @@ func (it *iteration) probeable(key string) bool {
 	}
 	it.w.mu.Lock()
 	defer it.w.mu.Unlock()
-	return time.Now().After(it.w.settled)
+	return time.Now().After(it.w.settled[p.Name])
 }
 
 // unspent peeks key as the tenant tn before and after do, the rival's
@@ -411,7 +411,7 @@ func (it *iteration) takeWithReceipt(t *rapid.T, ctx context.Context, p *proc, t
 // the valid ones and flags an applied invalid one (a valid one may still
 // be refused: its policy changed, its window closed). rc, when not nil,
 // is the receipt named, marked used once applied.
-func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tenant, door, key string, delta int64, rc *receipt, id string) {
+func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tenant, door, key string, delta int64, rc *receipt, id, mode string) {
 	sent := time.Now()
 	var r reply
 	var err error
@@ -456,11 +456,26 @@ func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tena
 	}
 	it.mu.Unlock()
 	it.w.count("give-back")
+	if rc != nil && delta > rc.cost {
+		mode += "+1"
+	}
 	it.w.mu.Lock()
+	if it.w.stats.backs == nil {
+		it.w.stats.backs = map[string]*[2]int{}
+	}
+	if it.w.stats.backs[mode] == nil {
+		it.w.stats.backs[mode] = &[2]int{}
+	}
 	if applied {
-		it.w.stats.backs[0]++
+		it.w.stats.backs[mode][0]++
 	} else {
-		it.w.stats.backs[1]++
+		it.w.stats.backs[mode][1]++
+		if mode == "valid" { // why the contract's valid ones were refused
+			if it.w.stats.validRefused == nil {
+				it.w.stats.validRefused = map[string]int{}
+			}
+			it.w.stats.validRefused[err.Error()]++
+		}
 	}
 	it.w.mu.Unlock()
 	it.logf(t, "%5d give-back %s %s %s %q %d %q -> %v %v", it.ms(recv), tn.role, p.name, door, key, -delta, id, r, err)
@@ -468,9 +483,10 @@ func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tena
 
 // pickReceipt draws the receipt a give-back of tn's names and the key it
 // names it on: a valid one (tn's, unused, on its own key), a reused one,
-// one of tn's other keys', the other tenant's, a forged one or none. It
-// returns nil and "" for none.
-func (it *iteration) pickReceipt(t *rapid.T, tn *tenant, key string) (string, *receipt, string) {
+// one of tn's other keys', the other tenant's, a forged one or none, and
+// which (valid, reused, other-key, other-user, forged, none; a mode with
+// no receipt to draw from is forged). It returns nil and "" for none.
+func (it *iteration) pickReceipt(t *rapid.T, tn *tenant, key string) (string, *receipt, string, string) {
 	mode := rapid.SampledFrom([]string{"valid", "valid", "reused", "other-key", "other-user", "forged", "none"}).Draw(t, "receipt.mode")
 	it.mu.Lock()
 	var pool []*receipt
@@ -498,15 +514,15 @@ func (it *iteration) pickReceipt(t *rapid.T, tn *tenant, key string) (string, *r
 	it.mu.Unlock()
 	switch {
 	case mode == "none":
-		return key, nil, ""
+		return key, nil, "", mode
 	case mode == "forged" || len(pool) == 0:
-		return key, nil, forged()
+		return key, nil, forged(), "forged"
 	}
 	r := pool[rapid.IntRange(0, len(pool)-1).Draw(t, "receipt.which")]
 	if mode == "valid" || mode == "reused" {
 		key = r.key // on its own key
 	}
-	return key, r, r.id
+	return key, r, r.id, mode
 }
 
 // rivalOwn is the "rival-own" action: the rival on its own keys, where it
@@ -522,9 +538,12 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 	case "take":
 		it.takeWithReceipt(t, ctx, p, r, key, drawCost(t, "ev.cost"))
 	case "give-back":
-		k, rc, id := it.pickReceipt(t, r, key)
+		if rapid.Bool().Draw(t, "ev.take.first") {
+			it.takeWithReceipt(t, ctx, p, r, key, drawCost(t, "ev.cost"))
+		}
+		k, rc, id, mode := it.pickReceipt(t, r, key)
 		delta := drawDelta(t, rc)
-		it.giveBack(t, ctx, p, r, rapid.SampledFrom([]string{"resp", "http"}).Draw(t, "ev.door"), k, delta, rc, id)
+		it.giveBack(t, ctx, p, r, rapid.SampledFrom([]string{"resp", "http"}).Draw(t, "ev.door"), k, delta, rc, id, mode)
 	case "mtake":
 		other := it.drawKey(t, "ev.other")
 		cmd := fmt.Sprintf("RL.MTAKE %s 1 %s 1", key, other)
@@ -574,9 +593,13 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 // RESP or HTTP.
 func (it *iteration) adjustReceipt(t *rapid.T, ctx context.Context) {
 	_, p := it.w.pick(t)
-	key, rc, id := it.pickReceipt(t, p.tenant, it.drawKey(t, "key"))
+	key := it.drawKey(t, "key")
+	if rapid.Bool().Draw(t, "take.first") { // a take with a receipt first, as a client that corrects it would
+		it.takeWithReceipt(t, ctx, p, p.tenant, key, drawCost(t, "cost"))
+	}
+	key, rc, id, mode := it.pickReceipt(t, p.tenant, key)
 	delta := drawDelta(t, rc)
-	it.giveBack(t, ctx, p, p.tenant, rapid.SampledFrom([]string{"resp", "http"}).Draw(t, "door"), key, delta, rc, id)
+	it.giveBack(t, ctx, p, p.tenant, rapid.SampledFrom([]string{"resp", "http"}).Draw(t, "door"), key, delta, rc, id, mode)
 }
 
 // httpAdjust posts body to /v1/adjust and returns the six fields.

@@ -127,10 +127,10 @@ type world struct {
 	fileAlt   []bool
 	overrides map[string]Variant
 	iter      int
-	settled   time.Time       // every policy change is in force everywhere after it
-	keepGoing bool            // LAYERCHECK_KEEPGOING: record violations, fail once at the end
-	skip      map[string]bool // LAYERCHECK_SKIP: actions left out (to tell one bug from another)
-	plainKeys bool            // LAYERCHECK_PLAIN: only each family's plain spelling
+	settled   map[string]time.Time // by policy name: its last change is in force everywhere after it
+	keepGoing bool                 // LAYERCHECK_KEEPGOING: record violations, fail once at the end
+	skip      map[string]bool      // LAYERCHECK_SKIP: actions left out (to tell one bug from another)
+	plainKeys bool                 // LAYERCHECK_PLAIN: only each family's plain spelling
 	stats     stats
 }
 
@@ -145,10 +145,11 @@ type stats struct {
 	examples     map[string]string
 	regionMax    *RegionExcess
 	iterations   int
-	slotsMost    int    // the most slots of a cc key certainly held at once
-	refused      int    // the rival's commands on the owner's keys refused as they must be
-	backs        [2]int // give-backs answered as applied, refused
-	probes       int    // peeks before and after a refused command (unspent)
+	slotsMost    int                // the most slots of a cc key certainly held at once
+	refused      int                // the rival's commands on the owner's keys refused as they must be
+	backs        map[string]*[2]int // give-backs by receipt mode: answered as applied, refused
+	probes       int                // peeks before and after a refused command (unspent)
+	validRefused map[string]int     // the errors of give-backs with a receipt still good by the model
 }
 
 func (w *world) effective() map[Variant]bool {
@@ -172,18 +173,27 @@ func (w *world) change(mut func(), sent, recv time.Time, prop time.Duration) {
 	before := w.effective()
 	mut()
 	after := w.effective()
-	if end := recv.Add(prop); end.After(w.settled) {
-		w.settled = end
-	}
 	for v := range before {
 		if !after[v] {
 			w.tracker.Close(v, recv.Add(prop))
+			w.settle(v.Name, recv.Add(prop))
 		}
 	}
 	for v := range after {
 		if !before[v] {
 			w.tracker.Open(v, sent)
+			w.settle(v.Name, recv.Add(prop))
 		}
+	}
+}
+
+// settle records that name's policy is in force everywhere after end, w.mu held.
+func (w *world) settle(name string, end time.Time) {
+	if w.settled == nil {
+		w.settled = map[string]time.Time{}
+	}
+	if end.After(w.settled[name]) {
+		w.settled[name] = end
 	}
 }
 

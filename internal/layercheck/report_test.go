@@ -28,15 +28,23 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 		by = append(by, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(by)
+	var backs []string
+	for mode, n := range w.stats.backs {
+		backs = append(backs, fmt.Sprintf("%s=%d/%d", mode, n[0], n[1]))
+	}
+	sort.Strings(backs)
 	region := "none"
 	if r := w.stats.regionMax; r != nil {
 		region = fmt.Sprintf("largest %d admitted vs bound %.2f over %.2fs on %q (within the floor's share)", r.Admitted, r.Bound, r.Seconds, r.Key)
 	}
-	line := fmt.Sprintf("layercheck summary: %v, %d iterations, operations %d (%s), keys %d, violations %d, inconclusive keys %d, decided_by {%s}, region excess: %s, slots certainly held at once: at most %d of %d, the rival's commands on the owner's keys refused: %d of %d (%d spend probes), give-backs applied %d, refused %d",
+	line := fmt.Sprintf("layercheck summary: %v, %d iterations, operations %d (%s), keys %d, violations %d, inconclusive keys %d, decided_by {%s}, region excess: %s, slots certainly held at once: at most %d of %d, the rival's commands on the owner's keys refused: %d of %d (%d spend probes), give-backs applied/refused by receipt {%s}",
 		elapsed.Round(time.Second), w.stats.iterations, total, strings.Join(ops, " "), w.stats.keys, len(w.stats.violations),
-		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit, w.stats.refused, w.stats.ops["rival"], w.stats.probes, w.stats.backs[0], w.stats.backs[1])
+		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit, w.stats.refused, w.stats.ops["rival"], w.stats.probes, strings.Join(backs, " "))
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
+	if len(w.stats.validRefused) > 0 {
+		t.Logf("note: give-backs with an unused receipt of the key's, refused (policy changed, window closed, expired): %v", w.stats.validRefused)
+	}
 	if w.stats.by["lease"] == 0 || w.stats.by["split"] == 0 {
 		t.Logf("note: the hot paths did not both engage (lease %d, split %d decisions)", w.stats.by["lease"], w.stats.by["split"])
 	}
