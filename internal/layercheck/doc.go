@@ -30,8 +30,8 @@
 // admission among them is booked as one. A refused command changes
 // nothing: a refused reset or policy change is not known to the bound,
 // and the owner's peeks before and after a refused take on a bucket or
-// window key (off the hot and global paths, no policy change under way)
-// must show nothing spent. On its own keys the rival takes with receipts
+// window key (off the hot and global paths, no change of its policy under
+// way) must show nothing spent. On its own keys the rival takes with receipts
 // and gives back with its own (valid or used), its other key's, the
 // owner's, forged ones or none; holds ev.cc slots (slots held ≤ limit as
 // for cc) and releases with guessed or the owner's tokens (must answer
@@ -55,7 +55,9 @@
 // rapid's own flags work (-rapid.seed, -rapid.steps, -rapid.shrinktime);
 // the test's defaults are 25 steps, 20 s of shrinking, no fail files. Every
 // run ends with one summary line: operations by kind, keys, violations,
-// inconclusive keys, decided_by counts and the region excess.
+// inconclusive keys, decided_by counts, the region excess, the most slots
+// held, the rival's refusals (and spend probes) and the give-backs by
+// receipt mode (applied/refused).
 //
 // # How the check stays conservative
 //
