@@ -1,7 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +139,73 @@ func TestRESP3GoRedis(t *testing.T) {
 	docs, err := rdb.Do(ctx, "COMMAND", "DOCS", "rl.take").Result()
 	if m, ok := docs.(map[any]any); err != nil || !ok || m["rl.take"] == nil {
 		t.Errorf("COMMAND DOCS rl.take = %#v, %v; want a map of rl.take", docs, err)
+	}
+}
+
+// BenchmarkTakeRESP3 is BenchmarkTake's pipeline of 16 on a connection
+// that sent HELLO 3 beside one that did not (the RL.TAKE reply is the same
+// bytes in both), then go-redis's Do of one RL.TAKE with Protocol 2 and 3:
+// what an application's go-redis (which defaults to 3 and used to fall
+// back to 2) pays per call now that sluice answers HELLO 3. ns/op and
+// allocs/op are per command, server and client together.
+func BenchmarkTakeRESP3(b *testing.B) {
+	const pipeline = 16
+	for _, proto := range []int{2, 3} {
+		b.Run(fmt.Sprintf("raw/resp%d", proto), func(b *testing.B) {
+			d := &countDecider{}
+			_, addr := start(b, Config{Decider: d})
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			rd := bufio.NewReader(nc)
+			if _, err := fmt.Fprintf(nc, "HELLO %d\r\n", proto); err != nil {
+				b.Fatal(err)
+			}
+			hello, err := readRESP(rd)
+			if err != nil || !strings.Contains(hello, fmt.Sprintf("$proto :%d", proto)) {
+				b.Fatalf("HELLO %d = %s, %v", proto, hello, err)
+			}
+			req := strings.Repeat("*3\r\n$7\r\nRL.TAKE\r\n$8\r\nuser:123\r\n$1\r\n1\r\n", pipeline)
+			want := strings.Repeat("*6\r\n:1\r\n:100\r\n:99\r\n:-1\r\n:10\r\n$5\r\nstore\r\n", pipeline)
+			buf := make([]byte, len(want))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += pipeline {
+				if _, err := io.WriteString(nc, req); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(rd, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if string(buf) != want {
+				b.Fatalf("reply %q, want %q", buf, want)
+			}
+		})
+	}
+	for _, proto := range []int{2, 3} {
+		b.Run(fmt.Sprintf("go-redis/resp%d", proto), func(b *testing.B) {
+			d := &countDecider{}
+			_, addr := start(b, Config{Decider: d})
+			rdb := client(b, addr, func(o *redis.Options) { o.Protocol = proto; o.PoolSize = 1 })
+			ctx := context.Background()
+			if info, err := rdb.ClientInfo(ctx).Result(); err != nil || info.Resp != proto {
+				b.Fatalf("CLIENT INFO = %+v, %v; want resp %d", info, err, proto)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := rdb.Do(ctx, "RL.TAKE", "user:123").Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if d.n.Load() != int64(b.N) {
+				b.Fatalf("Decider saw %d takes, want %d", d.n.Load(), b.N)
+			}
+		})
 	}
 }
