@@ -100,21 +100,3 @@ info = r.execute_command("CLIENT", "INFO")
 assert b"resp=3" in (info if isinstance(info, bytes) else str(info).encode()), info
 print("ok")
 `
-
-// TestRESP3RedisPy: redis-py's protocol=3 (redis-py 5.0 and later) with
-// username=. Debian 12's python3-redis is 4.3.4, which has no protocol=3
-// and speaks RESP2 only (TestACLRedisPy covers it); the test skips there.
-func TestRESP3RedisPy(t *testing.T) {
-	t.Parallel()
-	py := "/usr/bin/python3"
-	check := "import redis, inspect, sys; sys.exit(0 if 'protocol' in inspect.signature(redis.Redis.__init__).parameters else 1)"
-	if err := exec.Command(py, "-c", check).Run(); err != nil {
-		t.Skip("redis-py without protocol=3 (older than 5.0)")
-	}
-	s := startSluice(t, "--aclfile", writeACL(t, aclUsers), "--config", writeConfig(t, aclPolicy))
-	host, port := hostPort(t, s.Addr)
-	out, err := exec.Command(py, "-c", resp3RedisPy, host, port, aclAcmePass).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ok" {
-		t.Fatalf("redis-py protocol=3: %v\n%s", err, out)
-	}
-}
