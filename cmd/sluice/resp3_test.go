@@ -88,15 +88,3 @@ func TestRESP3GoRedisUser(t *testing.T) {
 		t.Errorf("a wrong password: %v, want WRONGPASS", err)
 	}
 }
-
-const resp3RedisPy = `
-import sys, redis
-host, port, pw = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-r = redis.Redis(host=host, port=port, username="acme", password=pw, protocol=3)
-assert r.execute_command("ACL", "WHOAMI") in (b"acme", "acme")
-v = r.execute_command("RL.TAKE", "acme:py3", 2)
-assert list(v[:3]) == [1, 5, 3], v
-info = r.execute_command("CLIENT", "INFO")
-assert b"resp=3" in (info if isinstance(info, bytes) else str(info).encode()), info
-print("ok")
-`
