@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,24 +303,6 @@ func TestPausedNode(t *testing.T) {
 	}
 	if st := s.BreakerStates()[owner.Addr]; st != "closed" {
 		t.Fatalf("breaker of %s is %q after recovery, want closed", owner.Addr, st)
-	}
-}
-
-// decode checks a generic script reply: five integers.
-func decode(v any) limit.Result {
-	vals, ok := v.([]any)
-	if !ok || len(vals) != 6 {
-		return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply %v", v)}
-	}
-	var n [6]int64
-	for i, x := range vals {
-		if n[i], ok = x.(int64); !ok {
-			return limit.Result{Err: fmt.Errorf("cluster: unexpected script reply field %d: %v", i+1, x)}
-		}
-	}
-	return limit.Result{
-		Allowed: n[0] == 1, Limit: n[1], Remaining: n[2],
-		RetryAfterMs: n[3], ResetAfterMs: n[4], DecidedBy: limit.ByStore, Granted: n[5],
 	}
 }
 

@@ -79,6 +79,15 @@ func (s *Server) permit(r *http.Request, cmd string, keys ...string) *answer {
 	return nil
 }
 
+// userName is the name of the user r authenticated as, "" when it has
+// none (a server without users).
+func userName(r *http.Request) string {
+	if u, _ := r.Context().Value(userKey{}).(*acl.User); u != nil {
+		return u.Name()
+	}
+	return ""
+}
+
 func (s *Server) denied(r *http.Request, d *acl.Denied) *answer {
 	s.logDenied(r, d.Reason, d.Object, d.User)
 	a := fail(http.StatusForbidden, d.Error())

@@ -309,6 +309,11 @@ func (s *Server) checkKeyOf(q url.Values, h http.Header) (string, error) {
 
 // decide asks the Decider; it bounds the store call by its own deadline.
 func (s *Server) decide(r *http.Request, reqs []limit.Request, out []limit.Result) {
+	for i := range reqs {
+		if reqs[i].WantReceipt || reqs[i].Receipt != "" {
+			reqs[i].User = userName(r) // a receipt is its user's (limit.BindReceipt)
+		}
+	}
 	// r.Context() carries the front "http" (Server's BaseContext).
 	s.cfg.Decider.Decide(r.Context(), reqs, out)
 }

@@ -405,8 +405,13 @@ type Request struct {
 	WantReceipt bool
 	// Receipt is, on an OpTake, the id to record the take under ("" for
 	// none); on an OpAdjust of a negative delta, the receipt of the take
-	// it gives back (required there, see receipt.go).
+	// it gives back (required there, see receipt.go). The limiter binds
+	// both to User (BindReceipt) before the store sees them.
 	Receipt string
+	// User is the name of the user the door authenticated the request's
+	// client as ("" where a door has no users). Only receipts read it: a
+	// receipt is good only for the user whose take it names.
+	User string
 }
 
 // Result is one decision, the six fields of the RL.TAKE reply, or Err.

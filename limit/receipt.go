@@ -27,6 +27,22 @@ func NewReceipt() string {
 	return hex.EncodeToString(b[:])
 }
 
+// BindReceipt returns the id a store records receipt under for user: the
+// first ReceiptBytes of SHA-256(user, 0, receipt), in hex. The client sees
+// receipt; the store sees only the bound id. So a receipt given back by
+// another user (one that shares the key's permissions and somehow learnt
+// it) names no take, and is refused as unknown: no client gives back what
+// another spent (DESIGN, rule 4). An id read out of Redis names none
+// either: finding the receipt behind it is a SHA-256 preimage.
+func BindReceipt(user, receipt string) string {
+	h := sha256.New()
+	h.Write([]byte(user))
+	h.Write([]byte{0})
+	h.Write([]byte(receipt))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:ReceiptBytes])
+}
+
 // ValidReceipt reports whether s has the shape of a receipt id (what
 // NewReceipt returns); anything else is refused before the store is asked.
 func ValidReceipt[T ~string | ~[]byte](s T) bool {

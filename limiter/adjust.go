@@ -81,21 +81,41 @@ func (l *Limiter) adjusted(r *limit.Request, res *limit.Result) {
 // given back in any failure mode (the receipt is in the store): the reply
 // says allowed 0, decided_by the mode.
 
+// The store records and looks up a receipt bound to the request's user
+// (limit.BindReceipt): the client is shown the receipt, the store keeps
+// only the bound id, so another user's give-back of it is an unknown
+// receipt.
+
 // receiptOf checks the receipt of r, a take that asks for one or an
-// adjust, and gives a take its id.
-func receiptOf(r *limit.Request) error {
+// adjust, and gives a take its id, bound to r.User for the store. It
+// returns the receipt the client is shown for a take ("" for none).
+func receiptOf(r *limit.Request) (string, error) {
 	switch {
 	case r.Op == limit.OpTake && r.WantReceipt:
 		r.Receipt = ""
 		if r.Policy.Receipted() && r.Cost > 0 {
-			r.Receipt = limit.NewReceipt()
+			shown := limit.NewReceipt()
+			r.Receipt = limit.BindReceipt(r.User, shown)
+			return shown, nil
 		}
 	case r.Op == limit.OpAdjust && r.Cost < 0 && r.Receipt == "":
-		return limit.ErrReceiptMissing
+		return "", limit.ErrReceiptMissing
 	case r.Op == limit.OpAdjust && r.Cost < 0 && !limit.ValidReceipt(r.Receipt):
-		return limit.ErrReceiptInvalid
+		return "", limit.ErrReceiptInvalid
+	case r.Op == limit.OpAdjust && r.Cost < 0:
+		r.Receipt = limit.BindReceipt(r.User, r.Receipt)
 	}
-	return nil
+	return "", nil
+}
+
+// showReceipts puts back, in each admitted take's result, the receipt its
+// client is shown in place of the bound id the store recorded.
+func showReceipts(shown []string, out []limit.Result) {
+	for i, r := range shown {
+		if r != "" && out[i].Receipt != "" {
+			out[i].Receipt = r
+		}
+	}
 }
 
 // givesBack reports whether r is a give-back.

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -252,5 +253,44 @@ func TestReceiptNone(t *testing.T) {
 	}
 	if res := giveBack(t, l, "r", -1, "ZZ"); res.Err != limit.ErrReceiptInvalid {
 		t.Errorf("give-back with a malformed receipt = %+v", res)
+	}
+}
+
+// TestReceiptBoundToUser: the store records a receipt under an id bound to
+// the taker's user (limit.BindReceipt), never the receipt the client sees;
+// another user's give-back of it names no take and changes nothing, its
+// own user's gives back.
+func TestReceiptBoundToUser(t *testing.T) {
+	t.Parallel()
+	p := &limit.Policy{Name: "p", Limit: 5, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed}
+	st := local.New(local.Config{DecidedBy: limit.ByStore})
+	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	decide := func(r limit.Request) limit.Result {
+		out := make([]limit.Result, 1)
+		l.Decide(ctx, []limit.Request{r}, out)
+		return out[0]
+	}
+	take := decide(limit.Request{Key: "k", Cost: 3, WantReceipt: true, User: "acme"})
+	if !take.Allowed || !limit.ValidReceipt(take.Receipt) {
+		t.Fatalf("acme's take with a receipt = %+v", take)
+	}
+	// The store knows only the bound id: a give-back straight to it by the
+	// receipt the client saw is unknown.
+	raw := make([]limit.Result, 1)
+	st.Do(ctx, []limit.Request{{Key: "k", Cost: -3, Op: limit.OpAdjust, Policy: p, Receipt: take.Receipt}}, raw)
+	if !errors.Is(raw[0].Err, limit.ErrReceipt) {
+		t.Fatalf("the store took the shown receipt itself: %+v", raw[0])
+	}
+	for _, user := range []string{"beta", "", "acme2"} {
+		if g := decide(limit.Request{Key: "k", Cost: -3, Op: limit.OpAdjust, Receipt: take.Receipt, User: user}); !errors.Is(g.Err, limit.ErrReceipt) {
+			t.Fatalf("user %q gave back acme's receipt: %+v", user, g)
+		}
+	}
+	if g := decide(limit.Request{Key: "k", Cost: -3, Op: limit.OpAdjust, Receipt: take.Receipt, User: "acme"}); g.Err != nil || !g.Allowed || g.Remaining != 5 {
+		t.Fatalf("acme's own give-back after the others' = %+v, want applied, 5 left", g)
 	}
 }

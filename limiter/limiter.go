@@ -160,6 +160,7 @@ func New(cfg Config) (*Limiter, error) {
 // decision or an error (limit.ErrNoPolicy, or an error Redis returned).
 func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
 	n := 0
+	var shown []string // the receipts the clients see (adjust.go); nil when no take asked for one
 	for i := range reqs {
 		p := reqs[i].Policy // set by the caller for CL.THROTTLE
 		if p == nil {
@@ -179,24 +180,29 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 			continue
 		}
 		if reqs[i].WantReceipt || reqs[i].Op == limit.OpAdjust { // adjust.go
-			if err := receiptOf(&reqs[i]); err != nil {
+			r, err := receiptOf(&reqs[i])
+			if err != nil {
 				out[i] = limit.Result{Err: err}
 				reqs[i].Policy = nil // not decided: decideSome skips it
 				continue
 			}
+			if r != "" {
+				if shown == nil {
+					shown = make([]string, len(reqs))
+				}
+				shown[i] = r
+			}
 		}
 		n++
 	}
-	if n == 0 {
-		l.count(ctx, reqs, out)
-		return
-	}
-	if n < len(reqs) {
+	switch {
+	case n == 0:
+	case n < len(reqs):
 		l.decideSome(ctx, reqs, out)
-		l.count(ctx, reqs, out)
-		return
+	default:
+		l.decide(ctx, reqs, out)
 	}
-	l.decide(ctx, reqs, out)
+	showReceipts(shown, out)
 	l.count(ctx, reqs, out)
 }
 

@@ -214,6 +214,19 @@ func checkSplit(k int64) string {
 	return ""
 }
 
+// checkSlotFields reports the fields that only a concurrency policy may
+// have, or that it bounds more tightly (max_ttl, limit), marking them bad.
+func checkSlotFields(p *limit.Policy, bad map[string]bool, report func(field, msg string)) {
+	if p.MaxTTL != 0 && !bad["max_ttl"] && !bad["algorithm"] && !p.Algorithm.IsConcurrency() {
+		bad["max_ttl"] = true
+		report("max_ttl", "only with algorithm concurrency: it caps RL.ACQUIRE's ttl_ms")
+	}
+	if p.Algorithm.IsConcurrency() && !bad["limit"] && p.Limit > limit.MaxSlots {
+		bad["limit"] = true
+		report("limit", fmt.Sprintf("must be from 1 to %d slots with algorithm concurrency, got %d", limit.MaxSlots, p.Limit))
+	}
+}
+
 // check reports every problem of a policy through report. Fields in skip
 // were already reported where they were written, so they are neither
 // checked again nor called missing. Zero values mean unset: the required
@@ -277,14 +290,7 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 		}
 	}
 	test("max_ttl", p.MaxTTL == 0, "", checkMaxTTL(p.MaxTTL))
-	if p.MaxTTL != 0 && !bad["max_ttl"] && !bad["algorithm"] && !p.Algorithm.IsConcurrency() {
-		bad["max_ttl"] = true
-		report("max_ttl", "only with algorithm concurrency: it caps RL.ACQUIRE's ttl_ms")
-	}
-	if p.Algorithm.IsConcurrency() && !bad["limit"] && p.Limit > limit.MaxSlots {
-		bad["limit"] = true
-		report("limit", fmt.Sprintf("must be from 1 to %d slots with algorithm concurrency, got %d", limit.MaxSlots, p.Limit))
-	}
+	checkSlotFields(p, bad, report)
 	if bad["limit"] || bad["rate"] || bad["period"] || bad["algorithm"] {
 		return
 	}

@@ -195,11 +195,11 @@ func TestACLAdmin(t *testing.T) {
 	}
 	var lines []string
 	for _, e := range entries {
-		f := e.([]any)
-		if f[3] == acl.ReasonCommand && !strings.Contains(f[13].(string), " cmd="+f[7].(string)+" ") {
-			t.Errorf("client-info of a refused %s does not name it: %s", f[7], f[13])
+		f := e.(map[any]any) // go-redis speaks RESP3: each entry is a map
+		if f["reason"] == acl.ReasonCommand && !strings.Contains(f["client-info"].(string), " cmd="+f["object"].(string)+" ") {
+			t.Errorf("client-info of a refused %s does not name it: %s", f["object"], f["client-info"])
 		}
-		lines = append(lines, f[3].(string)+" "+f[7].(string)+" "+f[9].(string)+" x"+string(rune('0'+f[1].(int64))))
+		lines = append(lines, f["reason"].(string)+" "+f["object"].(string)+" "+f["username"].(string)+" x"+string(rune('0'+f["count"].(int64))))
 	}
 	want := []string{"auth AUTH beta x1", "command rl.reset acme x1", "key beta:x acme x2", "key beta:y acme x1"}
 	if !slices.Equal(lines, want) {

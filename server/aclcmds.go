@@ -71,9 +71,10 @@ func cmdACLUsers(c *connState, _ [][]byte) (any, error) { return c.srv.users.Use
 func cmdACLList(c *connState, _ [][]byte) (any, error) { return c.srv.users.Users().Describe(), nil }
 
 // cmdACLLog answers ACL LOG [count | RESET] with Redis 7.2's entries, newest
-// first, each a flat field/value array: count, reason (command, key or
-// auth), context, object (the command, the key, or AUTH), username,
-// age-seconds, client-info, entry-id, timestamp-created,
+// first, each a map (RESP2: a flat field/value array): count, reason
+// (command, key or auth), context, object (the command, the key, or AUTH),
+// username, age-seconds (a bulk string in both protocols, where Redis 7
+// sends a RESP3 double), client-info, entry-id, timestamp-created,
 // timestamp-last-updated (unix ms).
 func cmdACLLog(c *connState, args [][]byte) (any, error) {
 	log := c.srv.users.Log()
@@ -93,7 +94,7 @@ func cmdACLLog(c *connState, args [][]byte) (any, error) {
 	entries := log.Entries(n)
 	out := make([]any, len(entries))
 	for i, e := range entries {
-		out[i] = []any{
+		out[i] = kv{
 			"count", e.Count,
 			"reason", e.Reason,
 			"context", e.Context,

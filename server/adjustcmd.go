@@ -57,7 +57,7 @@ func adjustRequest(c *connState, args [][]byte) (limit.Request, error) {
 	}
 	r := limit.Request{Key: string(args[1]), Cost: delta, Op: limit.OpAdjust}
 	if len(args) == 4 {
-		r.Receipt = string(args[3])
+		r.Receipt, r.User = string(args[3]), c.userName() // a receipt is its user's (limit.BindReceipt)
 	}
 	return r, nil
 }

@@ -192,6 +192,12 @@ func fmtAny(v any) string {
 			b.WriteString(fmtAny(x) + " ")
 		}
 		return b.String()
+	case map[any]any: // RESP3's maps (CONFIG GET), go-redis's default
+		var b strings.Builder
+		for k, x := range v {
+			b.WriteString(fmtAny(k) + " " + fmtAny(x) + " ")
+		}
+		return b.String()
 	case string:
 		return v
 	}

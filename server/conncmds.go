@@ -30,7 +30,7 @@ func connectionCommands() []*command {
 			flags: []string{"noscript", "loading", "stale", "fast", "no_auth"},
 		}},
 		{name: "hello", minArgs: 1, maxArgs: -1, flags: flagNoAuth, run: cmdHello, doc: cmdDoc{
-			summary: "Handshakes: RESP2 only; optionally authenticates and names the connection.", group: "connection", complexity: "O(1)",
+			summary: "Handshakes: RESP2 or RESP3; optionally authenticates and names the connection.", group: "connection", complexity: "O(1)",
 			args: []docArg{
 				{name: "protover", typ: "integer", optional: true},
 				{name: "username-password", typ: "block", token: "AUTH", optional: true, sub: []docArg{
@@ -117,17 +117,22 @@ func cmdQuit(c *connState, _ [][]byte) (any, error) {
 }
 
 // cmdHello answers HELLO [protover [AUTH username password] [SETNAME name]]
-// with Redis's map as a flat array. Only RESP2 is spoken: HELLO 3 answers
-// NOPROTO, on which go-redis and redis-py fall back to RESP2.
+// as Redis 7 does (networking.c helloCommand): protover 2 or 3, else
+// NOPROTO; a bad SETNAME or a refused AUTH answers its error and changes
+// nothing, the protocol included; otherwise the connection speaks protover
+// from this reply on, which is Redis's map (RESP2: a flat array) with the
+// protocol in force. HELLO without protover keeps the protocol.
 func cmdHello(c *connState, args [][]byte) (any, error) {
+	var ver int64
 	if len(args) >= 2 {
-		ver, err := strconv.ParseInt(string(args[1]), 10, 64)
+		v, err := strconv.ParseInt(string(args[1]), 10, 64)
 		if err != nil {
 			return nil, errProtoVersion
 		}
-		if ver != 2 {
+		if v != 2 && v != 3 {
 			return nil, errNoProto
 		}
+		ver = v
 	}
 	var user, pass, name []byte
 	auth, setName := false, false
@@ -139,6 +144,9 @@ func cmdHello(c *connState, args [][]byte) (any, error) {
 			i += 2
 		case bytes.EqualFold(opt, []byte("setname")) && more >= 1:
 			setName, name = true, args[i+1]
+			if !validName(name) {
+				return nil, errClientName
+			}
 			i++
 		default:
 			return nil, errHelloOption(opt)
@@ -157,10 +165,17 @@ func cmdHello(c *connState, args [][]byte) (any, error) {
 			return nil, err
 		}
 	}
-	return []any{
+	if ver != 0 {
+		c.resp3.Store(ver == 3)
+	}
+	proto := 2
+	if c.resp3.Load() {
+		proto = 3
+	}
+	return kv{
 		"server", "sluice",
 		"version", redisVersion,
-		"proto", 2,
+		"proto", proto,
 		"id", c.id,
 		"mode", "standalone",
 		"role", "master",
@@ -204,9 +219,10 @@ func cmdSelect(_ *connState, args [][]byte) (any, error) {
 
 // cmdResetConn answers RESET: the name goes, and the connection is
 // unauthenticated again: the default user while it is nopass, otherwise
-// the client must authenticate again.
+// the client must authenticate again; the protocol is RESP2 again.
 func cmdResetConn(c *connState, _ [][]byte) (any, error) {
 	c.name.Store(nil)
+	c.resp3.Store(false)
 	c.authed, c.authName, c.users = false, "", nil
 	c.user.Store(nil)
 	c.refresh()
@@ -324,7 +340,11 @@ func (c *connState) describe(now time.Time) string {
 	field("user", c.userName())
 	field("lib-name", load(&c.libName))
 	field("lib-ver", load(&c.libVer))
-	field("resp", "2")
+	resp := "2"
+	if c.resp3.Load() {
+		resp = "3"
+	}
+	field("resp", resp)
 	b.WriteByte('\n')
 	return b.String()
 }

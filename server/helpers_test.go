@@ -217,8 +217,8 @@ func isReset(err error) bool {
 	return errors.As(err, &ne) && !ne.Timeout()
 }
 
-// readRESP parses one RESP2 reply strictly; it is also the fuzz target's
-// check that every reply is well-formed.
+// readRESP parses one RESP2 reply strictly, or RESP3's map, set and null;
+// it is also the fuzz target's check that every reply is well-formed.
 func readRESP(rd *bufio.Reader) (string, error) {
 	line, err := rd.ReadString('\n')
 	if err != nil {
@@ -255,20 +255,37 @@ func readRESP(rd *bufio.Reader) (string, error) {
 			return "", fmt.Errorf("bulk not followed by CRLF")
 		}
 		return "$" + string(buf[:n]), nil
-	case '*':
+	case '*', '~', '%':
+		// RESP3's set (~n) and map (%n pairs) after HELLO 3: "~[a b]" and
+		// "%{k v}".
 		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
-			return "", fmt.Errorf("bad array length %q", line)
+		if err != nil || n < -1 || (n < 0 && line[0] != '*') {
+			return "", fmt.Errorf("bad aggregate length %q", line)
 		}
-		parts := make([]string, 0, max(n, 0))
-		for range n {
+		elems := n
+		if line[0] == '%' {
+			elems = 2 * n
+		}
+		parts := make([]string, 0, max(elems, 0))
+		for range elems {
 			p, err := readRESP(rd)
 			if err != nil {
 				return "", err
 			}
 			parts = append(parts, p)
 		}
+		switch line[0] {
+		case '~':
+			return "~[" + strings.Join(parts, " ") + "]", nil
+		case '%':
+			return "%{" + strings.Join(parts, " ") + "}", nil
+		}
 		return "[" + strings.Join(parts, " ") + "]", nil
+	case '_':
+		if body != "" {
+			return "", fmt.Errorf("bad null %q", line)
+		}
+		return "_", nil
 	}
 	return "", fmt.Errorf("bad reply type %q", line)
 }

@@ -29,6 +29,7 @@ type connState struct {
 	lastCmd atomic.Pointer[command]
 	lastAt  atomic.Int64             // unix nanoseconds of the last pipeline
 	user    atomic.Pointer[acl.User] // the user in force; nil: must authenticate (auth.go)
+	resp3   atomic.Bool              // HELLO 3 is in force: replies are RESP3 (reply.go)
 
 	authed   bool      // AUTH succeeded, as authName
 	authName string    // the user AUTH named
@@ -53,10 +54,11 @@ type atomicString = atomic.Pointer[string]
 // slot is the pending reply of one command of a pipeline: a value or an
 // error, or the index of its decision in results.
 type slot struct {
-	val  any
-	err  error
-	req  int  // index into reqs and results; -1 when val/err hold the reply
-	cell bool // reply as CL.THROTTLE does
+	val   any
+	err   error
+	req   int  // index into reqs and results; -1 when val/err hold the reply
+	cell  bool // reply as CL.THROTTLE does
+	resp3 bool // val in RESP3: the protocol in force after its command ran
 }
 
 // maxScratch is the capacity above which a connection's scratch slices are
@@ -111,6 +113,9 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 				decided = c.decide(decided)
 			}
 			sl.val, sl.err = c.call(cmd, args)
+			// HELLO answers in the protocol it chose, and a command after it
+			// in the same pipeline in that one too.
+			sl.resp3 = c.resp3.Load()
 		}
 		c.slots = append(c.slots, sl)
 		if c.quit {
@@ -125,15 +130,15 @@ func (c *connState) exec(cmds []redcon.Command) (replies int) {
 		var bad bool
 		switch {
 		case sl.req < 0:
-			c.out, bad = reply(c.out, sl.val, sl.err)
+			c.out, bad = reply(c.out, sl.val, sl.err, sl.resp3)
 		case c.results[sl.req].Err != nil:
-			c.out, bad = reply(c.out, nil, &decisionError{key: c.reqs[sl.req].Key, err: c.results[sl.req].Err})
+			c.out, bad = reply(c.out, nil, &decisionError{key: c.reqs[sl.req].Key, err: c.results[sl.req].Err}, false)
 		case sl.cell:
-			c.out, bad = reply(c.out, cellReply(&c.results[sl.req]), nil)
+			c.out, bad = reply(c.out, cellReply(&c.results[sl.req]), nil, false)
 		case c.reqs[sl.req].WantReceipt:
 			c.out = appendReceipted(c.out, &c.results[sl.req])
 		default:
-			c.out, bad = reply(c.out, &c.results[sl.req], nil)
+			c.out, bad = reply(c.out, &c.results[sl.req], nil, false)
 		}
 		if bad {
 			errs++

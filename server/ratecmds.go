@@ -97,7 +97,11 @@ func takeRequest(op limit.Op) batcher {
 		case 4:
 			return limit.Request{}, errSyntax
 		}
-		return limit.Request{Key: string(args[1]), Cost: cost, Op: op, WantReceipt: want}, nil
+		r := limit.Request{Key: string(args[1]), Cost: cost, Op: op, WantReceipt: want}
+		if want {
+			r.User = c.userName() // a receipt is its user's (limit.BindReceipt)
+		}
+		return r, nil
 	}
 }
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strconv"
+
 	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/limit"
@@ -15,29 +17,44 @@ const (
 	replyReset simple = "RESET"
 )
 
-// reply appends one RESP reply to b: err when it is not nil, else v. It is
-// the only function that turns handler results into RESP, and it reports
+// kv is a map reply: keys and values alternate. RESP3 writes it as a map
+// (%n, n pairs), RESP2 as the flat array (*2n) Redis sends there.
+type kv []any
+
+// set is a set reply: RESP3 ~n, RESP2 *n. Redis uses it for command flags,
+// ACL categories and tips in COMMAND INFO and COMMAND DOCS.
+type set []any
+
+// reply appends one RESP reply to b: err when it is not nil, else v, in
+// RESP3 when resp3 is set (the connection sent HELLO 3), else in RESP2. It
+// is the only function that turns handler results into RESP, and it reports
 // whether it wrote an error. The mapping:
 //
 //	error          -> -ERR ... (through errorLine), also inside arrays
-//	nil            -> $-1 (null bulk)
+//	nil            -> $-1 (null bulk); RESP3: _
 //	simple         -> +text
 //	string, []byte -> $bulk
 //	int, int64     -> :n
-//	bool           -> :1 or :0
+//	bool           -> :1 or :0 (as Redis, also in RESP3)
 //	*limit.Result  -> the six-element RL.TAKE array
 //	*acquired      -> the seven-element RL.ACQUIRE array
 //	[]string       -> array of bulks
 //	[]any          -> array, each element by these rules
+//	kv             -> RESP3 map %n; RESP2 the flat array
+//	set            -> RESP3 set ~n; RESP2 an array
 //
 // Any other type is a bug; it is answered with ERR internal error rather
 // than a malformed reply.
-func reply(b []byte, v any, err error) (_ []byte, isErr bool) {
+func reply(b []byte, v any, err error, resp3 bool) (_ []byte, isErr bool) {
 	if err != nil {
 		return redcon.AppendError(b, errorLine(err)), true
 	}
+	var elems []any
 	switch v := v.(type) {
 	case nil:
+		if resp3 {
+			return append(b, "_\r\n"...), false
+		}
 		b = redcon.AppendNull(b)
 	case error:
 		return redcon.AppendError(b, errorLine(v)), true
@@ -67,17 +84,38 @@ func reply(b []byte, v any, err error) (_ []byte, isErr bool) {
 			b = redcon.AppendBulkString(b, s)
 		}
 	case []any:
-		b = redcon.AppendArray(b, len(v))
-		for _, e := range v {
-			var bad bool
-			if b, bad = reply(b, e, nil); bad {
-				isErr = true
-			}
+		b, elems = redcon.AppendArray(b, len(v)), v
+	case kv:
+		if resp3 {
+			b = appendHeader(b, '%', len(v)/2)
+		} else {
+			b = redcon.AppendArray(b, len(v))
 		}
+		elems = v
+	case set:
+		if resp3 {
+			b = appendHeader(b, '~', len(v))
+		} else {
+			b = redcon.AppendArray(b, len(v))
+		}
+		elems = v
 	default:
 		return redcon.AppendError(b, string(errInternal)), true
 	}
+	for _, e := range elems {
+		var bad bool
+		if b, bad = reply(b, e, nil, resp3); bad {
+			isErr = true
+		}
+	}
 	return b, isErr
+}
+
+// appendHeader appends an aggregate's header: kind ('%', '~') and n.
+func appendHeader(b []byte, kind byte, n int) []byte {
+	b = append(b, kind)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
 }
 
 // appendResult appends the RL.TAKE / RL.PEEK reply:

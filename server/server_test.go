@@ -136,7 +136,7 @@ func TestConnectionCommands(t *testing.T) {
 		{[]any{"SELECT", "0"}, "OK"},
 		{[]any{"SELECT", "1"}, "ERR DB index is out of range"},
 		{[]any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
-		{[]any{"HELLO", "3"}, "NOPROTO unsupported protocol version"},
+		{[]any{"HELLO", "4"}, "NOPROTO unsupported protocol version"},
 		{[]any{"HELLO", "x"}, "ERR Protocol version is not an integer or out of range"},
 		{[]any{"HELLO", "2", "FOO"}, "ERR Syntax error in HELLO option 'FOO'"},
 		{[]any{"AUTH", "pw"}, string(errNoPassword)},
@@ -152,14 +152,15 @@ func TestConnectionCommands(t *testing.T) {
 		{[]any{"CLIENT", "SETINFO", "LIB-VER"}, "ERR wrong number of arguments for 'client|setinfo' command"},
 		{[]any{"CLIENT", "FOO"}, "ERR unknown subcommand 'FOO'. Try CLIENT HELP."},
 		{[]any{"CLIENT"}, "ERR wrong number of arguments for 'client' command"},
-		{[]any{"CONFIG", "GET", "save"}, []any{"save", ""}},
-		{[]any{"CONFIG", "GET", "appendonly"}, []any{"appendonly", "no"}},
-		{[]any{"CONFIG", "GET", "nosuch"}, []any{}},
-		{[]any{"CONFIG", "GET", "max*"}, []any{"maxclients", "10000"}},
+		// go-redis speaks RESP3 (HELLO 3): CONFIG GET is a map.
+		{[]any{"CONFIG", "GET", "save"}, map[any]any{"save": ""}},
+		{[]any{"CONFIG", "GET", "appendonly"}, map[any]any{"appendonly": "no"}},
+		{[]any{"CONFIG", "GET", "nosuch"}, map[any]any{}},
+		{[]any{"CONFIG", "GET", "max*"}, map[any]any{"maxclients": "10000"}},
 		{[]any{"CONFIG", "GET"}, "ERR wrong number of arguments for 'config|get' command"},
 		{[]any{"CONFIG", "SET", "x", "y"}, "ERR unknown subcommand 'SET'. Try CONFIG HELP."},
 		{[]any{"COMMAND", "COUNT"}, int64(len(newCommandTable()))},
-		{[]any{"COMMAND", "DOCS", "nosuch"}, []any{}},
+		{[]any{"COMMAND", "DOCS", "nosuch"}, map[any]any{}},
 		{[]any{"COMMAND", "INFO", "nosuch"}, []any{nil}},
 		{[]any{"foo"}, "ERR unknown command 'foo', with args beginning with: "},
 		{[]any{"foo", "a", "b"}, "ERR unknown command 'foo', with args beginning with: 'a' 'b' "},
@@ -272,7 +273,7 @@ func TestAuth(t *testing.T) {
 		{"foo\r\n", "-ERR unknown command 'foo', with args beginning with: "},
 		{"RL.TAKE\r\n", "-ERR wrong number of arguments for 'rl.take' command"},
 		{"HELLO\r\n", "-" + string(errHelloNoAuth)},
-		{"HELLO 3 AUTH default s3cret\r\n", "-NOPROTO unsupported protocol version"},
+		{"HELLO 4 AUTH default s3cret\r\n", "-NOPROTO unsupported protocol version"},
 		{"PING\r\n", "-NOAUTH Authentication required."},
 		{"AUTH wrong\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
 		{"AUTH bob s3cret\r\n", "-WRONGPASS invalid username-password pair or user is disabled."},
@@ -375,13 +376,14 @@ func TestCommandIntrospection(t *testing.T) {
 	if len(infos) != n {
 		t.Errorf("COMMAND lists %d commands, want %d", len(infos), n)
 	}
-	docs, err := rdb.Do(ctx, "COMMAND", "DOCS", "rl.take", "client|setname").Slice()
-	if err != nil || len(docs) != 4 || docs[0] != "rl.take" || docs[2] != "client|setname" {
+	// go-redis speaks RESP3: COMMAND DOCS is a map of name to docs.
+	docs, err := rdb.Do(ctx, "COMMAND", "DOCS", "rl.take", "client|setname").Result()
+	if m, ok := docs.(map[any]any); err != nil || !ok || len(m) != 2 || m["rl.take"] == nil || m["client|setname"] == nil {
 		t.Fatalf("COMMAND DOCS = %v, %v", docs, err)
 	}
-	all, err := rdb.Do(ctx, "COMMAND", "DOCS").Slice()
-	if err != nil || len(all) != 2*n {
-		t.Fatalf("COMMAND DOCS (all) has %d entries, %v; want %d", len(all), err, 2*n)
+	all, err := rdb.Do(ctx, "COMMAND", "DOCS").Result()
+	if m, ok := all.(map[any]any); err != nil || !ok || len(m) != n {
+		t.Fatalf("COMMAND DOCS (all) = %d entries (%T), %v; want %d", len(m), all, err, n)
 	}
 	names, err := rdb.Do(ctx, "COMMAND", "LIST").StringSlice()
 	if err != nil || len(names) != n {

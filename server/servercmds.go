@@ -137,7 +137,7 @@ func cmdCommandDocs(c *connState, args [][]byte) (any, error) {
 			cmds = append(cmds, cmd)
 		}
 	}
-	out := make([]any, 0, 2*len(cmds))
+	out := make(kv, 0, 2*len(cmds))
 	for _, cmd := range cmds {
 		out = append(out, cmd.name, cmd.docs())
 	}
@@ -159,37 +159,42 @@ func (s *Server) lookupPath(name []byte) *command {
 
 // info is the command's COMMAND INFO entry, as Redis 7 lays it out: name,
 // arity, flags, first key, last key, key step, ACL categories, tips, key
-// specifications, subcommands.
+// specifications, subcommands. In RESP3 the flags, categories, tips and key
+// specifications are sets, and so are absent subcommands, as in Redis.
 func (cmd *command) info() []any {
-	flags := make([]any, len(cmd.doc.flags))
+	flags := make(set, len(cmd.doc.flags))
 	for i, f := range cmd.doc.flags {
 		flags[i] = simple(f)
 	}
-	var subs []any
-	for _, sub := range sortedSubs(cmd.subs) {
-		subs = append(subs, sub.info())
+	var subs any = set{}
+	if cmd.subs != nil {
+		var list []any
+		for _, sub := range sortedSubs(cmd.subs) {
+			list = append(list, sub.info())
+		}
+		subs = list
 	}
 	return []any{
 		cmd.name, cmd.arity(), flags,
 		cmd.doc.firstKey, cmd.doc.lastKey, cmd.doc.keyStep,
-		cmd.aclCategories(), []any{}, []any{}, subs,
+		cmd.aclCategories(), set{}, set{}, subs,
 	}
 }
 
 // aclCategories are the command's ACL categories as COMMAND INFO and
 // COMMAND DOCS show them (simple strings "@limit"), from internal/acl's
 // table; empty for a container that runs only through its subcommands.
-func (cmd *command) aclCategories() []any {
+func (cmd *command) aclCategories() set {
 	cat, ok := acl.Category(cmd.name)
 	if !ok {
-		return []any{}
+		return set{}
 	}
-	return []any{simple("@" + cat)}
+	return set{simple("@" + cat)}
 }
 
-// docs is the command's COMMAND DOCS entry.
-func (cmd *command) docs() []any {
-	d := []any{
+// docs is the command's COMMAND DOCS entry, a map.
+func (cmd *command) docs() kv {
+	d := kv{
 		"summary", cmd.doc.summary,
 		"since", "1.0.0",
 		"group", cmd.doc.group,
@@ -200,7 +205,7 @@ func (cmd *command) docs() []any {
 		d = append(d, "arguments", docArgs(cmd.doc.args))
 	}
 	if cmd.subs != nil {
-		var subs []any
+		var subs kv
 		for _, sub := range sortedSubs(cmd.subs) {
 			subs = append(subs, sub.name, sub.docs())
 		}
@@ -221,11 +226,11 @@ func sortedSubs(t commandTable) []*command {
 func docArgs(args []docArg) []any {
 	out := make([]any, len(args))
 	for i, a := range args {
-		m := []any{"name", a.name, "type", a.typ}
+		m := kv{"name", a.name, "type", a.typ}
 		if a.token != "" {
 			m = append(m, "token", a.token)
 		}
-		var flags []any
+		var flags set
 		if a.optional {
 			flags = append(flags, simple("optional"))
 		}
@@ -244,7 +249,7 @@ func docArgs(args []docArg) []any {
 }
 
 // cmdConfigGet answers CONFIG GET pattern [pattern ...] from a few fixed
-// parameters. redis-benchmark reads "save" and "appendonly" on start and
+// parameters, a map (RESP2: a flat array). redis-benchmark reads "save" and "appendonly" on start and
 // warns when it cannot.
 func cmdConfigGet(c *connState, args [][]byte) (any, error) {
 	cfg := c.srv.cfg
@@ -255,7 +260,7 @@ func cmdConfigGet(c *connState, args [][]byte) (any, error) {
 		{"maxclients", strconv.Itoa(cfg.MaxClients)},
 		{"timeout", strconv.FormatInt(int64(cfg.IdleTimeout/time.Second), 10)},
 	}
-	var out []string
+	out := kv{}
 	for _, p := range params {
 		for _, pat := range args[2:] {
 			if match.Match(p[0], strings.ToLower(string(pat))) {

@@ -182,10 +182,13 @@ func TestDoorsACL(t *testing.T) {
 	}
 	var log []string
 	for _, e := range entries {
-		f, _ := e.([]any)
+		f, ok := e.(map[any]any) // go-redis speaks RESP3: each entry is a map
+		if !ok {
+			t.Fatalf("ACL LOG entry %#v, want a map", e)
+		}
 		m := map[string]string{}
-		for i := 0; i+1 < len(f); i += 2 {
-			m[fmt.Sprint(f[i])] = fmt.Sprint(f[i+1])
+		for k, v := range f {
+			m[fmt.Sprint(k)] = fmt.Sprint(v)
 		}
 		log = append(log, m["context"]+" "+m["reason"]+" "+m["object"]+" "+m["username"])
 		for _, secret := range []string{doorsAcmePass, doorsBetaPass, doorsGWPass, "guess"} {

@@ -282,3 +282,39 @@ func TestReceiptGoodOnceAcrossInstances(t *testing.T) {
 		t.Errorf("%d receipts raced from two instances: %d applied, %d left; want %d and 100", n, total, left, n)
 	}
 }
+
+// TestReceiptIsItsUsers: two tenants whose users may both take and adjust
+// a shared key. A receipt of one, given back by the other (who learnt it
+// somehow: a log, a shared queue), is an unknown receipt and changes
+// nothing; given back by its own user it is good. No client gives back what
+// another spent (DESIGN, rule 4), whatever keys their users share.
+func TestReceiptIsItsUsers(t *testing.T) {
+	t.Parallel()
+	users := writeACL(t, `user default off
+user acme on >acme-Rc71 ~llm:* +@limit +@adjust
+user beta on >beta-Rc72 ~llm:* +@limit +@adjust
+`)
+	for mode, store := range receiptModes(t) {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			p := startSluice(t, append([]string{"--config", writeConfig(t, receiptConfig), "--aclfile", users}, store...)...)
+			acme := userClient(t, p.Addr, "acme", "acme-Rc71")
+			beta := userClient(t, p.Addr, "beta", "beta-Rc72")
+
+			r, receipt := takeReceipt(t, acme, "llm:shared", 40)
+			if !r.Allowed || receipt == "" {
+				t.Fatalf("acme's take of 40 with a receipt: %+v %q", r, receipt)
+			}
+			_, err := giveBack(t, beta, "llm:shared", -40, receipt)
+			left := remaining(t, acme, "RL.PEEK", "llm:shared")
+			t.Logf("%s: beta gives back acme's receipt: err %v; %d left of 100", mode, err, left)
+			if err == nil || !strings.Contains(err.Error(), "invalid, expired or already used receipt") || left != 60 {
+				t.Fatalf("%s: beta gave back acme's take: err %v, %d left; want the unknown-receipt error and 60 left", mode, err, left)
+			}
+			g, err := giveBack(t, acme, "llm:shared", -40, receipt)
+			if err != nil || !g.Allowed || g.Remaining != 100 {
+				t.Fatalf("%s: acme gives back its own receipt after beta's try: %+v %v, want applied, 100 left", mode, g, err)
+			}
+		})
+	}
+}
