@@ -17,10 +17,10 @@ func TestCheckGiveBacks(t *testing.T) {
 	fw := Variant{Name: "fw", Algorithm: "fixed_window", Limit: 2, Period: time.Second}
 	one := func(ms int, cost int64) Admission { return Admission{Sent: at(ms), Recv: at(ms + 5), Cost: cost} }
 	back := func(ms int, delta int64, receipt string, applied bool) GiveBack {
-		return GiveBack{Sent: at(ms), Recv: at(ms + 5), Delta: delta, Receipt: receipt, Applied: applied, By: "store", Who: "owner"}
+		return GiveBack{Sent: at(ms), Recv: at(ms + 5), Delta: delta, Receipt: receipt, Applied: applied, By: "store", Who: "owner", User: "owner"}
 	}
-	r3 := map[string]Taken{"r3": {3, "owner"}} // the first take's receipt, cost 3
-	r2 := map[string]Taken{"r2": {2, "owner"}}
+	r3 := map[string]Taken{"r3": {3, "owner", "owner"}} // the first take's receipt, cost 3
+	r2 := map[string]Taken{"r2": {2, "owner", "owner"}}
 	for _, tt := range []struct {
 		name           string
 		v              Variant
@@ -37,10 +37,11 @@ func TestCheckGiveBacks(t *testing.T) {
 		{"bucket: a receipt of no take here earns nothing", tb, []Admission{one(0, 3), one(20, 2)}, r3, []GiveBack{back(10, 2, "forged", true)}, 1, 1},
 		{"bucket: once", tb, []Admission{one(0, 3), one(20, 1), one(40, 1), one(60, 1)}, r3,
 			[]GiveBack{back(10, 1, "r3", true), back(30, 1, "r3", true), back(50, 1, "r3", true)}, 1, 2},
-		{"bucket: a receipt is a bearer's", tb, []Admission{one(0, 3), one(20, 2)}, map[string]Taken{"r3": {3, "rival"}}, []GiveBack{back(10, 2, "r3", true)}, 0, 0},
+		{"bucket: a receipt is its user's", tb, []Admission{one(0, 3), one(20, 2)}, map[string]Taken{"r3": {3, "rival", "rival"}}, []GiveBack{back(10, 2, "r3", true)}, 1, 1},
+		{"bucket: without users everyone is default", tb, []Admission{one(0, 3), one(20, 2)}, map[string]Taken{"r3": {3, "rival", "owner"}}, []GiveBack{back(10, 2, "r3", true)}, 0, 0},
 		{"bucket: a refused give-back is no violation, and no credit", tb, []Admission{one(0, 3), one(20, 2)}, r3, []GiveBack{back(10, 2, "forged", false)}, 1, 0},
-		{"window: the give-back's own window", fw, []Admission{one(0, 2), one(20, 1)}, map[string]Taken{"w": {2, "owner"}}, []GiveBack{back(10, 1, "w", true)}, 0, 0},
-		{"window: not the next one", fw, []Admission{one(1000, 2), one(1020, 1)}, map[string]Taken{"w": {2, "owner"}}, []GiveBack{back(10, 1, "w", true)}, 1, 0},
+		{"window: the give-back's own window", fw, []Admission{one(0, 2), one(20, 1)}, map[string]Taken{"w": {2, "owner", "owner"}}, []GiveBack{back(10, 1, "w", true)}, 0, 0},
+		{"window: not the next one", fw, []Admission{one(1000, 2), one(1020, 1)}, map[string]Taken{"w": {2, "owner", "owner"}}, []GiveBack{back(10, 1, "w", true)}, 1, 0},
 	} {
 		k := &KeyLog{Key: "k", Policy: tt.v.Name, Adm: tt.adm, Receipts: tt.receipts, Backs: tt.backs}
 		res := Check(k, []Span{{V: tt.v, From: t0.Add(-time.Hour)}}, Slack{})

@@ -404,7 +404,7 @@ func (it *iteration) takeWithReceipt(t *rapid.T, ctx context.Context, p *proc, t
 		if k.Receipts == nil {
 			k.Receipts = map[string]Taken{}
 		}
-		k.Receipts[id] = Taken{cost, tn.role}
+		k.Receipts[id] = Taken{cost, tn.role, tn.sluiceUser()}
 		it.mu.Unlock()
 	}
 	it.w.count("take-receipt")
@@ -463,7 +463,7 @@ func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tena
 		k.Fallback = append(k.Fallback, r.DecidedBy)
 	case applied && r.DecidedBy == "shadow":
 	default:
-		k.Backs = append(k.Backs, GiveBack{Sent: sent, Recv: recv, Delta: delta, Receipt: id, Applied: applied, By: r.DecidedBy, Who: tn.role})
+		k.Backs = append(k.Backs, GiveBack{Sent: sent, Recv: recv, Delta: delta, Receipt: id, Applied: applied, By: r.DecidedBy, Who: tn.role, User: tn.sluiceUser()})
 	}
 	if applied && rc != nil {
 		rc.used = true
@@ -533,8 +533,8 @@ func (it *iteration) pickReceipt(t *rapid.T, tn *tenant, key string) (string, *r
 		return key, nil, forged(), "forged"
 	}
 	r := pool[rapid.IntRange(0, len(pool)-1).Draw(t, "receipt.which")]
-	if mode == "valid" || mode == "reused" {
-		key = r.key // on its own key
+	if mode == "valid" || mode == "reused" || mode == "other-user" && tn.role == "owner" && rapid.Bool().Draw(t, "receipt.own.key") {
+		key = r.key // on its own key; the rival's, by the owner, who may adjust every key: only the receipt's user stops it
 	}
 	return key, r, r.id, mode
 }

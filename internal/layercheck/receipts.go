@@ -16,7 +16,8 @@ type GiveBack struct {
 	Receipt    string
 	Applied    bool
 	By         string // decided_by of an applied one
-	Who        string // the user that sent it
+	Who        string // the tenant that sent it (owner, rival)
+	User       string // the sluice user it authenticated as ("default" without users)
 }
 
 // Taken is the take a receipt names: its cost, and who took it (for the
@@ -24,6 +25,7 @@ type GiveBack struct {
 type Taken struct {
 	Cost int64
 	Who  string
+	User string // the sluice user that took it; only that user may give it back
 }
 
 // credited turns k's give-backs into what the bound may count: per key,
@@ -31,10 +33,9 @@ type Taken struct {
 // give-back is valid when it was answered as applied and named the
 // receipt of an admitted take of this key (k.Receipts) that no earlier
 // applied give-back named, for at most that take's cost; it credits what
-// it gave. A receipt is a bearer's (docs/receipts.md): whoever holds it
-// and may run RL.ADJUST on the key may give it back, so the user is not
-// checked here (the rival, which may not touch the owner's keys, is
-// checked by its permission checks). Any other
+// it gave. A receipt is its user's (docs/receipts.md): one given back by
+// another sluice user names no take, so it is valid only from the user
+// that took it (without users every tenant is "default"). Any other
 // give-back answered as applied is returned in refused: the contract says
 // it is an error that changes nothing, so it earns no credit (a refused
 // give-back must not let later takes admit beyond the bound) and is a
@@ -53,7 +54,7 @@ func credited(k *KeyLog) (back []Admission, refused []GiveBack) {
 			continue
 		}
 		tk, ok := k.Receipts[g.Receipt]
-		if g.Receipt == "" || !ok || used[g.Receipt] || g.Delta > tk.Cost {
+		if g.Receipt == "" || !ok || used[g.Receipt] || g.Delta > tk.Cost || g.User != tk.User {
 			refused = append(refused, g)
 			continue
 		}
@@ -75,6 +76,8 @@ func (g GiveBack) why(k *KeyLog) string {
 		return what + fmt.Sprintf(" with receipt %q, of no admitted take on this key (forged or foreign)", g.Receipt)
 	case g.Delta > tk.Cost:
 		return what + fmt.Sprintf(" with the receipt of a take of %d", tk.Cost)
+	case g.User != tk.User:
+		return what + fmt.Sprintf(" as user %q, with the receipt of user %q's take", g.User, tk.User)
 	}
 	return what + fmt.Sprintf(" with receipt %q, used already", g.Receipt)
 }

@@ -114,6 +114,15 @@ func newTenant(t *testing.T, role string, c creds, addr, httpAddr, grpcAddr stri
 	return tn
 }
 
+// sluiceUser is the user sluice sees tn as: its own, or "default" when it
+// sends no credentials.
+func (tn *tenant) sluiceUser() string {
+	if tn.user == "" {
+		return "default"
+	}
+	return tn.user
+}
+
 // basicAuth sends its user's credentials with every HTTP request.
 type basicAuth struct {
 	c    creds
