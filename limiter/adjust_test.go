@@ -69,16 +69,16 @@ func TestAdjustForgetsDenyCache(t *testing.T) {
 	}
 }
 
-// A hot (leased) key's adjust goes to its main bucket in the store, and is
-// not counted as traffic of the key.
-func TestAdjustHotKeyMainBucket(t *testing.T) {
-	t.Parallel()
+// leasedViral is a limiter whose key "viral" (policy api, 100 at 1 an
+// hour, leased when hot) has gone the lease way, its store and policy.
+func leasedViral(t *testing.T) (*Limiter, *local.Store, *limit.Policy) {
+	t.Helper()
 	store := local.New(local.Config{DecidedBy: limit.ByStore})
 	hot, err := hotkey.New(hotkey.Config{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hot.Close(context.Background())
+	t.Cleanup(func() { _ = hot.Close(context.Background()) })
 	p := &limit.Policy{Name: "api", Limit: 100, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed,
 		Hot: limit.Hot{Mode: limit.HotLease, Threshold: 5}}
 	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: store, Hot: hot})
@@ -94,6 +94,14 @@ func TestAdjustHotKeyMainBucket(t *testing.T) {
 	if !leased {
 		t.Fatal("the key never went the lease way")
 	}
+	return l, store, p
+}
+
+// A hot (leased) key's adjust goes to its main bucket in the store, and is
+// not counted as traffic of the key.
+func TestAdjustHotKeyMainBucket(t *testing.T) {
+	t.Parallel()
+	l, store, p := leasedViral(t)
 	// Everything the lease has not claimed yet, and more: the main bucket
 	// is in debt, and a lease can claim nothing more from it.
 	if r := adjust(t, l, "viral", 200); r.Err != nil || r.DecidedBy != limit.ByStore || r.Remaining != 0 {
@@ -194,27 +202,7 @@ func TestAdjustGlobalRefused(t *testing.T) {
 // there too; the key's other takes still go the lease way.
 func TestReceiptSkipsHotPath(t *testing.T) {
 	t.Parallel()
-	store := local.New(local.Config{DecidedBy: limit.ByStore})
-	hot, err := hotkey.New(hotkey.Config{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hot.Close(context.Background())
-	p := &limit.Policy{Name: "api", Limit: 100, Rate: 1, Period: time.Hour, OnStoreError: limit.FailClosed,
-		Hot: limit.Hot{Mode: limit.HotLease, Threshold: 5}}
-	l, err := New(Config{Policies: MatcherFunc(func(string) *limit.Policy { return p }), Store: store, Hot: hot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leased := false
-	for range 50 {
-		if take(t, l, "viral")[0].DecidedBy == limit.ByLease {
-			leased = true
-		}
-	}
-	if !leased {
-		t.Fatal("the key never went the lease way")
-	}
+	l, store, p := leasedViral(t)
 	r := takeReceipt(t, l, "viral", 3)
 	if !r.Allowed || r.DecidedBy != limit.ByStore || !limit.ValidReceipt(r.Receipt) {
 		t.Fatalf("a take with a receipt on a hot key = %+v, want the store's, with a receipt", r)
