@@ -333,19 +333,7 @@ type receipt struct {
 // takeReceipt sends RL.TAKE key cost RECEIPT and returns the six fields
 // and the receipt (empty when refused).
 func (p *tenant) takeReceipt(ctx context.Context, key string, cost int64) (reply, string, error) {
-	v, err := p.rc.Do(ctx, "RL.TAKE", key, cost, "RECEIPT").Slice()
-	if err != nil {
-		return reply{}, "", err
-	}
-	if len(v) != 7 {
-		return reply{}, "", fmt.Errorf("reply %v is not a 7-element array", v)
-	}
-	id, ok := v[6].(string)
-	if !ok {
-		return reply{}, "", fmt.Errorf("reply %v: element 7 is %T, want bulk string", v, v[6])
-	}
-	r, err := parseReply(v[:6])
-	return r, id, err
+	return parseSeven(p.rc.Do(ctx, "RL.TAKE", key, cost, "RECEIPT").Slice())
 }
 
 // httpTakeReceipt posts {"key", "cost", "receipt": true} to /v1/take and

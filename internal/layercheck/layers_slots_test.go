@@ -150,19 +150,24 @@ func (p *tenant) acquire(ctx context.Context, door, key string, ttl int64) (repl
 	if ttl > 0 {
 		args = append(args, ttl)
 	}
-	v, err := p.rc.Do(ctx, args...).Slice()
+	return parseSeven(p.rc.Do(ctx, args...).Slice())
+}
+
+// parseSeven parses a reply of seven elements, RL.TAKE's six fields and a
+// bulk string (RL.ACQUIRE's token, RL.TAKE … RECEIPT's receipt).
+func parseSeven(v []any, err error) (reply, string, error) {
 	if err != nil {
 		return reply{}, "", err
 	}
 	if len(v) != 7 {
 		return reply{}, "", fmt.Errorf("reply %v is not a 7-element array", v)
 	}
-	tok, ok := v[6].(string)
+	s, ok := v[6].(string)
 	if !ok {
 		return reply{}, "", fmt.Errorf("reply %v: element 7 is %T, want bulk string", v, v[6])
 	}
 	r, err := parseReply(v[:6])
-	return r, tok, err
+	return r, s, err
 }
 
 func (p *tenant) httpAcquire(ctx context.Context, key string, ttl int64) (reply, string, error) {
