@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -297,7 +299,7 @@ user beta on >beta-Rc72 ~llm:* +@limit +@adjust
 	for mode, store := range receiptModes(t) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			p := startSluice(t, append([]string{"--config", writeConfig(t, receiptConfig), "--aclfile", users}, store...)...)
+			p, httpAddr := startWithHTTP(t, append([]string{"--config", writeConfig(t, receiptConfig), "--aclfile", users}, store...)...)
 			acme := userClient(t, p.Addr, "acme", "acme-Rc71")
 			beta := userClient(t, p.Addr, "beta", "beta-Rc72")
 
@@ -315,6 +317,45 @@ user beta on >beta-Rc72 ~llm:* +@limit +@adjust
 			if err != nil || !g.Allowed || g.Remaining != 100 {
 				t.Fatalf("%s: acme gives back its own receipt after beta's try: %+v %v, want applied, 100 left", mode, g, err)
 			}
+
+			// The same across doors: a take over HTTP, beta's give-back of
+			// it over HTTP and RESP refused, acme's over RESP applied.
+			status, body := postAs(t, httpAddr, "/v1/take", "acme", "acme-Rc71", `{"key": "llm:door", "cost": 30, "receipt": true}`)
+			hr, _ := body["receipt"].(string)
+			if status != http.StatusOK || body["allowed"] != true || hr == "" {
+				t.Fatalf("%s: acme's HTTP take with a receipt: %d %v", mode, status, body)
+			}
+			status, body = postAs(t, httpAddr, "/v1/adjust", "beta", "beta-Rc72", `{"key": "llm:door", "delta": -30, "receipt": "`+hr+`"}`)
+			if status != http.StatusConflict {
+				t.Fatalf("%s: beta's HTTP give-back of acme's receipt: %d %v, want 409", mode, status, body)
+			}
+			if _, err := giveBack(t, beta, "llm:door", -30, hr); err == nil {
+				t.Fatalf("%s: beta gave back acme's HTTP take over RESP", mode)
+			}
+			if g, err := giveBack(t, acme, "llm:door", -30, hr); err != nil || g.Remaining != 100 {
+				t.Fatalf("%s: acme's RESP give-back of its HTTP take: %+v %v, want 100 left", mode, g, err)
+			}
 		})
 	}
+}
+
+// postAs posts body to the HTTP door at path as user (Basic credentials)
+// and returns the status and the decoded JSON object.
+func postAs(t *testing.T, addr, path, user, pass, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(user, pass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("POST %s: %d, body: %v", path, resp.StatusCode, err)
+	}
+	return resp.StatusCode, m
 }
