@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,9 +56,9 @@ type tally struct {
 	asked, admitted, errs atomic.Int64
 	other                 atomic.Int64 // decided_by other than region
 	lastErr               atomic.Value
-	// admitted per 100 ms since the load began
-	mu     sync.Mutex
-	perBin map[int]int64
+	// admitted and asked per 100 ms since the load began
+	mu           sync.Mutex
+	perBin, asks map[int]int64
 }
 
 func (t *tally) add(bin int, n int64) {
@@ -69,12 +70,27 @@ func (t *tally) add(bin int, n int64) {
 	t.mu.Unlock()
 }
 
-func (t *tally) between(from, to time.Duration) int64 {
+func (t *tally) ask(bin int) {
+	t.mu.Lock()
+	if t.asks == nil {
+		t.asks = map[int]int64{}
+	}
+	t.asks[bin]++
+	t.mu.Unlock()
+}
+
+// between is what was admitted in [from, to) since the load began.
+func (t *tally) between(from, to time.Duration) int64 { return t.sum(t.perBin, from, to) }
+
+// askedBetween is what was asked in [from, to) since the load began.
+func (t *tally) askedBetween(from, to time.Duration) int64 { return t.sum(t.asks, from, to) }
+
+func (t *tally) sum(bins map[int]int64, from, to time.Duration) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var n int64
 	for b := int(from / binWidth); b < int(to/binWidth); b++ {
-		n += t.perBin[b]
+		n += bins[b]
 	}
 	return n
 }
@@ -116,6 +132,7 @@ func load(t *testing.T, w *world, p *limit.Policy, key string, d time.Duration, 
 						st.Do(ctx, []limit.Request{{Key: key, Cost: 1, Op: limit.OpTake, Policy: p}}, res)
 						cancel()
 						tl.asked.Add(1)
+						tl.ask(int(since / binWidth))
 						switch {
 						case res[0].Err != nil:
 							tl.errs.Add(1)
@@ -318,7 +335,15 @@ func testAllocationFollowsTheShift(t *testing.T, w *world) {
 		a, b := eu.between(from, to), us.between(from, to)
 		return float64(a) / float64(max(1, a+b))
 	}
+	// The share of demand is what the regions really asked: on a loaded
+	// machine a region's workers may fall behind the rate they were set
+	// (eu's 560/s at 0.59 of demand was seen once in the whole suite).
+	demand := func(from, to time.Duration) float64 {
+		a, b := eu.askedBetween(from, to), us.askedBetween(from, to)
+		return float64(a) / float64(max(1, a+b))
+	}
 	before, after := share(half-time.Second, half), share(2*half-time.Second, 2*half)
+	askedBefore, askedAfter := demand(half-time.Second, half), demand(2*half-time.Second, 2*half)
 	follow := time.Duration(-1)
 	for at := half; at+500*time.Millisecond <= 2*half; at += binWidth {
 		if s := share(at, at+500*time.Millisecond); s < 0.4 {
@@ -326,12 +351,15 @@ func testAllocationFollowsTheShift(t *testing.T, w *world) {
 			break
 		}
 	}
-	t.Logf("eu's share of admissions: %.2f in the second before the shift, %.2f in the last second; below 0.4 %v after the shift", before, after, follow)
-	if before < 0.6 || before > 0.8 {
-		t.Errorf("eu's share before the shift %.2f, want 0.7 ± 0.1", before)
+	t.Logf("eu's share of admissions: %.2f in the second before the shift, %.2f in the last second (of what was asked: %.2f, %.2f); below 0.4 %v after the shift", before, after, askedBefore, askedAfter, follow)
+	if askedBefore-askedAfter < 0.2 {
+		t.Errorf("eu's share of what was asked went from %.2f to %.2f (set: 0.7 to 0.3): the load did not shift", askedBefore, askedAfter)
 	}
-	if after < 0.2 || after > 0.4 {
-		t.Errorf("eu's share at the end %.2f, want 0.3 ± 0.1", after)
+	if math.Abs(before-askedBefore) > 0.1 {
+		t.Errorf("eu's share before the shift %.2f, want its share of demand %.2f ± 0.1", before, askedBefore)
+	}
+	if math.Abs(after-askedAfter) > 0.1 {
+		t.Errorf("eu's share at the end %.2f, want its share of demand %.2f ± 0.1", after, askedAfter)
 	}
 	if follow < 0 || follow > 2*time.Second {
 		t.Errorf("the allocation took %v to follow the shift (negative: never), want within 2s", follow)
