@@ -44,7 +44,7 @@ func TestCheckGiveBacks(t *testing.T) {
 		{"window: not the next one", fw, []Admission{one(1000, 2), one(1020, 1)}, map[string]Taken{"w": {2, "owner", "owner"}}, []GiveBack{back(10, 1, "w", true)}, 1, 0},
 	} {
 		k := &KeyLog{Key: "k", Policy: tt.v.Name, Adm: tt.adm, Receipts: tt.receipts, Backs: tt.backs}
-		res := Check(k, []Span{{V: tt.v, From: t0.Add(-time.Hour)}}, Slack{})
+		res := Check(k, []Span{{V: tt.v, From: t0.Add(-time.Hour)}}, Slack{}, nil)
 		bound, receipt := 0, 0
 		for _, v := range res.Violations {
 			if v.Kind == "receipt" {

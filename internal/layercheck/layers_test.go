@@ -595,7 +595,7 @@ func (it *iteration) check(t *rapid.T) {
 		return logs[i].Key < logs[j].Key || logs[i].Key == logs[j].Key && logs[i].Fixed == nil
 	})
 	for _, k := range logs {
-		res := Check(k, w.tracker.Spans(k.Policy), slack)
+		res := Check(k, w.tracker.Spans(k.Policy), slack, nil)
 		w.mu.Lock()
 		if !res.Checked {
 			w.stats.inconclusive++

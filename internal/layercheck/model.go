@@ -26,6 +26,12 @@ type Variant struct {
 	// Zone's calendar ones instead of Period-long ones from the epoch.
 	Calendar string
 	Zone     *time.Location
+	// What its keys do when the store cannot answer (issue 29's bounds):
+	// on_store_error (open, closed, local), local_share, durability
+	// (none, replica).
+	OnStoreError string
+	LocalShare   float64
+	Durability   string
 }
 
 // Bucket reports whether v is a bucket algorithm (token_bucket, gcra).
@@ -126,6 +132,7 @@ type Admission struct {
 	Cost       int64
 	By         string // decided_by, or the door's word when it has none
 	Door       string // resp, mtake, http, grpc, cl
+	Proc       string // the sluice process that answered (p1, p2): a fallback's share is per instance
 }
 
 // Interval is the time an operation was in flight.
@@ -139,7 +146,13 @@ type KeyLog struct {
 	Fixed    *Variant // CL.THROTTLE: the parameters of every call
 	Adm      []Admission
 	Resets   []Interval
-	Fallback []string // decided_by of fallback-* / overload-* replies
+	// Fallback are reasons the key cannot be checked (a reset the store
+	// may or may not have done). Admissions decided by a fallback or the
+	// overload path are in Adm, with their By.
+	Fallback []string
+	// Slots are the hash slots the key's state lives in; nil: unknown
+	// (every node fault may touch it).
+	Slots []int
 	// Receipts are the receipts the key's admitted takes were answered
 	// with (RL.TAKE key cost RECEIPT), by receipt. Only a receipt found
 	// here can credit a give-back of this key, and only its taker's.
@@ -209,6 +222,9 @@ type Result struct {
 	Violations []Violation
 	Region     []RegionExcess
 	Checked    bool // false: fallback decisions made the key inconclusive
+	// Excess are the admissions past the fault-free bound that a fault's
+	// (or a fallback's) written bound allows, one per key and fault.
+	Excess []Excess
 	// Refused are the give-backs answered as applied that the contract
 	// refuses (no receipt, one of no admitted take on this key, one used
 	// already, a delta above its take's cost): a refused command must
@@ -217,8 +233,8 @@ type Result struct {
 }
 
 // Check checks one key against the spans of its policy (spans is ignored
-// for a Fixed key).
-func Check(k *KeyLog, spans []Span, sl Slack) Result {
+// for a Fixed key) and the faults of the run.
+func Check(k *KeyLog, spans []Span, sl Slack, faults []Fault) Result {
 	if len(k.Fallback) > 0 {
 		return Result{}
 	}

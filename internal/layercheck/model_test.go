@@ -34,7 +34,7 @@ func TestCheck(t *testing.T) {
 		{"window straddling its end is not counted", fw, adm(0, 10, 996), nil, 0},
 	} {
 		k := &KeyLog{Key: "k", Policy: tt.v.Name, Adm: tt.adm, Resets: tt.reset}
-		res := Check(k, []Span{{V: tt.v, From: t0.Add(-time.Hour)}}, Slack{})
+		res := Check(k, []Span{{V: tt.v, From: t0.Add(-time.Hour)}}, Slack{}, nil)
 		if len(res.Violations) != tt.want {
 			t.Errorf("%s: %d violations %v, want %d", tt.name, len(res.Violations), res.Violations, tt.want)
 		}
@@ -47,7 +47,7 @@ func TestCheck(t *testing.T) {
 	tr.Close(tb, at(600))
 	tr.Open(big, at(500))
 	k := &KeyLog{Key: "k", Policy: "tb", Adm: adm(0, 1, 2, 700, 701, 702)}
-	if res := Check(k, tr.Spans("tb"), Slack{}); len(res.Violations) != 0 {
+	if res := Check(k, tr.Spans("tb"), Slack{}, nil); len(res.Violations) != 0 {
 		t.Errorf("across a raised limit: %v", res.Violations)
 	}
 }
@@ -79,7 +79,7 @@ func TestCheckCalendar(t *testing.T) {
 		{"three in one Kolkata day", adm(utcMidnight.Add(-time.Second), utcMidnight, utcMidnight.Add(time.Second)), 1},
 	} {
 		k := &KeyLog{Key: "k", Policy: "cd", Adm: tt.adm}
-		res := Check(k, []Span{{V: cd, From: midnight.Add(-48 * time.Hour)}}, Slack{})
+		res := Check(k, []Span{{V: cd, From: midnight.Add(-48 * time.Hour)}}, Slack{}, nil)
 		if len(res.Violations) != tt.want {
 			t.Errorf("%s: %d violations %v, want %d", tt.name, len(res.Violations), res.Violations, tt.want)
 		}
