@@ -141,11 +141,11 @@ type Interval struct{ Sent, Recv time.Time }
 // KeyLog is what one user key saw: its admissions and resets. For
 // CL.THROTTLE keys, Fixed is the call's own GCRA limit.
 type KeyLog struct {
-	Key      string
-	Policy   string   // the policy name the key's glob matches
-	Fixed    *Variant // CL.THROTTLE: the parameters of every call
-	Adm      []Admission
-	Resets   []Interval
+	Key    string
+	Policy string   // the policy name the key's glob matches
+	Fixed  *Variant // CL.THROTTLE: the parameters of every call
+	Adm    []Admission
+	Resets []Interval
 	// Fallback are reasons the key cannot be checked (a reset the store
 	// may or may not have done). Admissions decided by a fallback or the
 	// overload path are in Adm, with their By.
