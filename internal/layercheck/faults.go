@@ -83,3 +83,11 @@ type Excess struct {
 	Tokens float64
 	Bound  float64 // what the kind's formula allowed this key in that interval
 }
+
+// FaultTable is the run's fault report, one Markdown row per fault kind
+// (a kill split by the policies' durability): how many were injected, the
+// keys with an excess, the largest excess in tokens and as a share of its
+// bound.
+func FaultTable(faults []Fault, excess []Excess) string {
+	return "" // issue 29: written with the bounds
+}
