@@ -168,7 +168,25 @@ type Policy struct {
 	// an RL.ACQUIRE may name, whole ms, at least Period; zero means
 	// MaxSlotTTL.
 	MaxTTL time.Duration
+	// Durability (durability) is when a spend is answered: DurabilityNone
+	// (zero) as soon as the primary has it; DurabilityReplica only once a
+	// replica has acknowledged it too (WAIT), else by OnStoreError
+	// (docs/durability.md).
+	Durability Durability
 }
+
+// Durability says when a store answers a spend of a policy.
+type Durability string
+
+// The durabilities. The zero value is DurabilityNone.
+const (
+	DurabilityNone    Durability = "none"
+	DurabilityReplica Durability = "replica"
+)
+
+// Durable reports whether p's spends wait for a replica (durability:
+// replica).
+func (p *Policy) Durable() bool { return p.Durability == DurabilityReplica }
 
 // Space names the owner of a stored state: which layer keeps it, and so
 // what it means. The stores map (Space, key) to their own keys

@@ -26,6 +26,7 @@ policies:                     # first match wins
     on_store_error: closed    # open | closed | local — required, here or in defaults
     local_share: 1.0          # with ` + "`local`" + `: the fraction of limit and rate this instance admits alone
     shadow: false             # true: decide and count, but always admit (dark launch)
+    durability: none          # none | replica: answer a spend only once a replica has it (WAIT)
   - name: api
     match: "*"
     limit: 100

@@ -274,25 +274,26 @@ func policyJSON(p *limit.Policy, stored bool) string {
 		Split     int           `json:"split,omitempty"`
 	}
 	v := struct {
-		Name         string          `json:"name"`
-		Match        string          `json:"match"`
-		Algorithm    limit.Algorithm `json:"algorithm"`
-		Limit        int64           `json:"limit"`
-		Rate         int64           `json:"rate,omitempty"`
-		Period       string          `json:"period,omitempty"`
-		OnStoreError limit.FailMode  `json:"on_store_error"`
-		OnOverload   limit.FailMode  `json:"on_overload,omitempty"`
-		LocalShare   float64         `json:"local_share"`
-		Shadow       bool            `json:"shadow"`
-		DenyCache    *bool           `json:"deny_cache,omitempty"`
-		Hot          *hot            `json:"hot,omitempty"`
-		Scope        limit.Scope     `json:"scope,omitempty"`
-		RegionFloor  *float64        `json:"region_floor,omitempty"`
-		Calendar     limit.Calendar  `json:"calendar,omitempty"`
-		Timezone     string          `json:"timezone,omitempty"`
-		MaxTTL       string          `json:"max_ttl,omitempty"`
+		Name         string           `json:"name"`
+		Match        string           `json:"match"`
+		Algorithm    limit.Algorithm  `json:"algorithm"`
+		Limit        int64            `json:"limit"`
+		Rate         int64            `json:"rate,omitempty"`
+		Period       string           `json:"period,omitempty"`
+		OnStoreError limit.FailMode   `json:"on_store_error"`
+		OnOverload   limit.FailMode   `json:"on_overload,omitempty"`
+		LocalShare   float64          `json:"local_share"`
+		Shadow       bool             `json:"shadow"`
+		DenyCache    *bool            `json:"deny_cache,omitempty"`
+		Hot          *hot             `json:"hot,omitempty"`
+		Scope        limit.Scope      `json:"scope,omitempty"`
+		RegionFloor  *float64         `json:"region_floor,omitempty"`
+		Calendar     limit.Calendar   `json:"calendar,omitempty"`
+		Timezone     string           `json:"timezone,omitempty"`
+		MaxTTL       string           `json:"max_ttl,omitempty"`
+		Durability   limit.Durability `json:"durability,omitempty"`
 	}{p.Name, p.Match, p.Algorithm, p.Limit, p.Rate, formatDuration(p.Period), p.OnStoreError, p.OnOverload, p.LocalShare, p.Shadow, nil,
-		&hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil, p.Calendar, zoneName(p), ""}
+		&hot{p.Hot.Mode, p.Hot.Threshold, p.Hot.Split}, "", nil, p.Calendar, zoneName(p), "", p.Durability}
 	if p.MaxTTL != 0 {
 		v.MaxTTL = formatDuration(p.MaxTTL)
 	}
@@ -323,6 +324,11 @@ func policyJSON(p *limit.Policy, stored bool) string {
 	}
 	if v.LocalShare == 0 {
 		v.LocalShare = 1
+	}
+	if v.Durability == "" && !stored {
+		// Shown explicit; stored only when replica, so that a sluice
+		// that predates the field still reads the policies of this one.
+		v.Durability = limit.DurabilityNone
 	}
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -388,6 +388,9 @@ func Describe(p *limit.Policy) string {
 	if p.NoDenyCache {
 		b.WriteString(" deny_cache=false")
 	}
+	if p.Durable() {
+		b.WriteString(" durability=replica")
+	}
 	if p.Global() {
 		f := max(0, p.RegionFloor)
 		if p.RegionFloor == 0 {

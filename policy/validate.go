@@ -174,6 +174,14 @@ func checkShare(f float64) string {
 	return ""
 }
 
+func checkDurability(d limit.Durability) string {
+	switch d {
+	case limit.DurabilityNone, limit.DurabilityReplica:
+		return ""
+	}
+	return fmt.Sprintf("must be one of none | replica, got %q", d)
+}
+
 func checkScope(s limit.Scope) string {
 	switch s {
 	case limit.ScopeRegional, limit.ScopeGlobal:
@@ -272,6 +280,7 @@ func check(p *limit.Policy, skip map[string]bool, report func(field, msg string)
 	test("hot.threshold", p.Hot.Threshold == 0, "", checkPositive(p.Hot.Threshold))
 	test("hot.split", p.Hot.Split == 0, "", checkSplit(int64(p.Hot.Split)))
 	test("scope", p.Scope == "", "", checkScope(p.Scope))
+	test("durability", p.Durability == "", "", checkDurability(p.Durability))
 	if p.Global() {
 		if !bad["algorithm"] && !p.Algorithm.IsBucket() {
 			report("scope", fmt.Sprintf("global needs a bucket algorithm (token_bucket or gcra), not %s: regions claim tokens from it", p.Algorithm))

@@ -23,7 +23,7 @@ import (
 // lets every error carry its policy and line.
 var (
 	topFields    = []string{"timeout", "defaults", "policies"}
-	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "deny_cache", "hot", "scope", "region_floor", "calendar", "timezone", "max_ttl"}
+	policyFields = []string{"name", "match", "algorithm", "limit", "rate", "period", "on_store_error", "on_overload", "local_share", "shadow", "deny_cache", "hot", "scope", "region_floor", "calendar", "timezone", "max_ttl", "durability"}
 	hotFields    = []string{"mode", "threshold", "split"}
 )
 
@@ -203,7 +203,7 @@ func (w *walker) field(r *raw, scope, field string, v *yaml.Node) {
 	var set func(*limit.Policy)
 	var msg string
 	switch field {
-	case "name", "match", "algorithm", "on_store_error", "on_overload", "hot.mode", "scope":
+	case "name", "match", "algorithm", "on_store_error", "on_overload", "hot.mode", "scope", "durability":
 		msg, set = decode(v, text, func(s string) (string, func(*limit.Policy)) { return textField(field, s) })
 	case "calendar", "timezone":
 		msg, set = decode(v, text, func(s string) (string, func(*limit.Policy)) { return calendarField(field, scope, s) })
@@ -281,6 +281,13 @@ func textField(field, s string) (string, func(*limit.Policy)) {
 	case "on_overload":
 		m := limit.FailMode(s)
 		return checkFailMode(m), func(p *limit.Policy) { p.OnOverload = m }
+	case "durability":
+		d := limit.Durability(s)
+		msg := checkDurability(d)
+		if d == limit.DurabilityNone {
+			d = "" // the zero value: a policy that writes none is the one that says nothing
+		}
+		return msg, func(p *limit.Policy) { p.Durability = d }
 	case "scope":
 		sc := limit.Scope(s)
 		return checkScope(sc), func(p *limit.Policy) { p.Scope = sc }
