@@ -27,6 +27,10 @@ type unit struct {
 	// redirected: u goes round again after MOVED or ASK; running out of
 	// time then is a redirection loop, not overload.
 	redirected bool
+	// durable: u's items are spends of durability: replica policies, and
+	// its pipeline ends with WAIT; a Do's other items to the same node go
+	// in a unit of their own, answered before it (send).
+	durable bool
 	// judged is set by the first to classify u as run out of time — its
 	// waiter (Store.late) or its worker (expired, lateUnit) — so that its
 	// decisions are counted once.
@@ -73,6 +77,9 @@ type nodeQueue struct {
 	overloads                      atomic.Int64 // decisions turned away at the door or late while the node answered
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
+	// unackedUntil (unix ns) is set when a WAIT timed out: until then the
+	// node's WAITs wait 1 ms, but for one probe (durable.go).
+	unackedUntil atomic.Int64
 }
 
 // queue returns the queue of the node at addr, starting it if need be.
@@ -195,16 +202,48 @@ func (q *nodeQueue) work() {
 			}
 		}
 		q.last.Store(time.Now().UnixNano())
-		q.send(batch, l)
+		k := q.send(batch, l)
 		q.slots <- l
-		for _, u := range batch {
-			q.backlog.Add(-int64(len(u.items)))
-			close(u.done)
+		for _, u := range batch[k:] {
+			q.finish(u)
 		}
 	}
 }
 
-// send runs one pipeline for the batch: the single-key requests in one call
+// finish answers u, whose items are filed: its waiter may read them.
+func (q *nodeQueue) finish(u *unit) {
+	q.backlog.Add(-int64(len(u.items)))
+	close(u.done)
+}
+
+// send sends the batch on l, the connection of the slot its caller holds:
+// when the batch mixes units of durable spends with others, the others
+// first, in a pipeline of their own, and they are answered (finished) at
+// once, so that WAIT, which a replica's absence makes last most of the
+// deadline, holds up none of them. It reorders batch so that the units it
+// finished come first, and returns how many: the caller finishes the rest.
+func (q *nodeQueue) send(batch []*unit, l *link) int {
+	k := 0
+	for i, u := range batch {
+		if !u.durable {
+			batch[i], batch[k] = batch[k], batch[i]
+			k++
+		}
+	}
+	if k == 0 || k == len(batch) {
+		q.sendNow(batch, l)
+		return 0
+	}
+	q.sendNow(batch[:k], l)
+	for _, u := range batch[:k] {
+		q.finish(u)
+	}
+	q.last.Store(time.Now().UnixNano())
+	q.sendNow(batch[k:], l)
+	return k
+}
+
+// sendNow runs one pipeline for the batch: the single-key requests in one call
 // of the batch script (lua.Batch) when there are several and the node takes
 // it, the others each by its own script. A second pass in the same round
 // trip budget follows when the node asked for it: EVAL for a script that
@@ -218,7 +257,7 @@ func (q *nodeQueue) work() {
 // (Store.round), the rest get the node's answers, and the breaker hears
 // only whether the node answered. It sends on l, the connection of the
 // slot its caller holds.
-func (q *nodeQueue) send(batch []*unit, l *link) {
+func (q *nodeQueue) sendNow(batch []*unit, l *link) {
 	items, latest := q.live(batch)
 	if len(items) == 0 {
 		return
@@ -236,8 +275,13 @@ func (q *nodeQueue) send(batch []*unit, l *link) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
-	reached, evalBatch := q.pipeline(ctx, l, items, false)
-	if reached {
+	reached, evalBatch, stalled := q.pipeline(ctx, l, items, false)
+	switch {
+	case reached && stalled:
+		// WAIT ran out of time: the round trip measured the replicas'
+		// absence, not the node's speed.
+		q.noteAlive(time.Now())
+	case reached:
 		q.noteAnswer(time.Now(), sent, len(items))
 	}
 	reached = q.retry(ctx, l, batch, items, reached, evalBatch)
@@ -259,6 +303,9 @@ func (q *nodeQueue) live(batch []*unit) (items []*item, latest time.Time) {
 		}
 		if d.After(latest) {
 			latest = d
+		}
+		for _, it := range u.items {
+			it.by = d
 		}
 		items = append(items, u.items...)
 	}
@@ -295,7 +342,7 @@ func (q *nodeQueue) retry(ctx context.Context, l *link, batch []*unit, items []*
 		if len(again) == 0 {
 			break
 		}
-		reached, evalBatch = q.pipeline(ctx, l, again, evalBatch)
+		reached, evalBatch, _ = q.pipeline(ctx, l, again, evalBatch)
 	}
 	for _, it := range items { // a fourth pass is not taken: answer what is left
 		if it.eval || it.again {
@@ -326,7 +373,9 @@ func (q *nodeQueue) heard(batch []*unit, sent time.Time, reached bool) {
 // pipeline sends items in one round trip on l and files each reply; it
 // reports whether the node answered, and whether the batch script met
 // NOSCRIPT (the next pass sends it by EVAL; evalBatch says this pass does).
-func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBatch bool) (reached, noScript bool) {
+// When the node admitted a durable spend, WAIT follows on l (replicate);
+// stalled reports that no replica acknowledged it.
+func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBatch bool) (reached, noScript, stalled bool) {
 	for _, it := range items {
 		it.again = false // sent now; a reply may ask for it again
 	}
@@ -379,7 +428,8 @@ func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBa
 			it.res = limit.Result{Err: errNoScriptTwice}
 		}
 	}
-	return reached, noScript
+	stalled = q.replicate(ctx, l, items)
+	return reached, noScript, stalled
 }
 
 func (q *nodeQueue) fail(items []*item, err error) {

@@ -41,6 +41,12 @@ func (s *Store) DoAll(ctx context.Context, reqs []limit.Request, out []limit.Res
 		argv = append(argv, pa.id, pa.a[0], pa.a[1], pa.a[2], reqs[i].Cost)
 	}
 	it := &item{key: keys[0].(string), script: lua.Multi, multi: make([]limit.Result, len(reqs))}
+	for i := range reqs {
+		if d := durableOf(&reqs[i]); d != "" {
+			it.durable = d // all or nothing: the whole call waits for a replica
+			break
+		}
+	}
 	it.args = append(append([]any{"evalsha", lua.Multi.SHA, len(reqs)}, keys...), argv...)
 	var err error
 	if it.addr, err = s.route(ctx, it.key); err != nil {

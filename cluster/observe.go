@@ -31,6 +31,7 @@ const (
 	KindNoScript    = "noscript"     // NOSCRIPT: the script is loaded and the command sent again
 	KindBreakerOpen = "breaker_open" // not sent: the node's circuit breaker is open
 	KindOverload    = "overload"     // not sent, or late: the node answers, but its queue would outlast the deadline
+	KindUnacked     = "unacked"      // a durable spend no replica acknowledged in time (WAIT): answered by on_store_error
 	KindRedisError  = "redis_error"  // any other error: an error reply, a reply that does not parse, a closed client: a bug to surface
 )
 
@@ -39,6 +40,8 @@ func errKind(err error) string {
 	switch {
 	case errors.Is(err, ErrCircuitOpen):
 		return KindBreakerOpen
+	case errors.Is(err, ErrNotReplicated):
+		return KindUnacked
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
 		return KindNoScript
 	case redis.IsClusterDownError(err):

@@ -97,6 +97,7 @@ type Store struct {
 	queues   sync.Map            // node address → *nodeQueue
 	argCache sync.Map            // *limit.Policy → *policyArgs
 	argCount atomic.Int64        // entries in argCache
+	unacked  unackedCounts       // durable spends no replica acknowledged (durable.go)
 	closing  chan struct{}
 	closed   atomic.Bool
 	swept    chan struct{} // a sweep is due (cap 1): the topology may have changed
@@ -338,7 +339,12 @@ type item struct {
 	alone  bool           // the batch script could not decide it: use its own script
 	again  bool           // send it once more in this pipeline's next pass
 	retry  bool           // redirected: go round again
-	res    limit.Result
+	// durable is the policy name of a spend under durability: replica
+	// (durableOf), "" otherwise; by is its unit's deadline, set when it
+	// is sent (WAIT's timeout, durable.go).
+	durable string
+	by      time.Time
+	res     limit.Result
 }
 
 // command is the script call that decides it alone: EVALSHA, or EVAL when
@@ -376,6 +382,7 @@ func (s *Store) Do(ctx context.Context, reqs []limit.Request, out []limit.Result
 		}
 		it := &items[i]
 		it.idx, it.key, it.script, it.pa, it.cost, it.op, it.from = i, SpaceKey(r.Policy.Space, r.Key), pa.script, pa, r.Cost, r.Op, fromOf(r)
+		it.durable = durableOf(r)
 		if r.Op == limit.OpAdjust {
 			it.cost, it.op, it.from = adjustArgs(r.Cost)
 		}
@@ -564,11 +571,11 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result, re
 	units := make([]*unit, 0, 3)
 	counts := make([]int, 0, 3)
 	for _, it := range items {
-		if i := unitFor(units, it.addr); i >= 0 {
+		if i := unitFor(units, it.addr, it.durable != ""); i >= 0 {
 			counts[i]++
 			continue
 		}
-		units = append(units, &unit{addr: it.addr, ctx: ctx, done: make(chan struct{}), redirected: redirected})
+		units = append(units, &unit{addr: it.addr, ctx: ctx, done: make(chan struct{}), redirected: redirected, durable: it.durable != ""})
 		counts = append(counts, 1)
 	}
 	all := make([]*item, len(items))
@@ -576,7 +583,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result, re
 		u.items, all = all[:0:counts[i]], all[counts[i]:]
 	}
 	for _, it := range items {
-		u := units[unitFor(units, it.addr)]
+		u := units[unitFor(units, it.addr, it.durable != "")]
 		u.items = append(u.items, it)
 	}
 	for i, u := range units {
@@ -621,10 +628,10 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result, re
 	return retry, settled
 }
 
-// unitFor is the index of the unit for addr in units, or -1.
-func unitFor(units []*unit, addr string) int {
+// unitFor is the index of the unit for addr and durable in units, or -1.
+func unitFor(units []*unit, addr string, durable bool) int {
 	for i, u := range units {
-		if u.addr == addr {
+		if u.addr == addr && u.durable == durable {
 			return i
 		}
 	}
