@@ -97,10 +97,15 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			a.Close()
 		}
 	}()
+	if err := policy.CheckSet(set, durabilityCheck(mode)); err != nil {
+		return nil, err
+	}
 	if err := a.checkStore(ctx); err != nil {
 		return nil, err
 	}
+	warnDurability(ctx, a.store, set, a.log)
 	a.rt = newRuntime(a.holder, set, a.store, a.log, func(err error) { a.m.ConfigReload(err == nil) })
+	a.rt.Check = durabilityCheck(mode)
 	if err := a.wire(set); err != nil {
 		return nil, err
 	}
@@ -165,6 +170,7 @@ func (a *App) wire(set *policy.Set) error {
 			writeDenyInfo(w, a.deny)
 			writeSlotInfo(w, a.lim)
 			writeRegionInfo(w, a.reg)
+			writeDurabilityInfo(w, a.store)
 		},
 		HotKeys:    func() []server.HotKey { return hotKeys(a.hot) },
 		Regions:    regionLines(a.reg),
@@ -276,6 +282,7 @@ func (a *App) Reload() error {
 		return err
 	}
 	a.log.Info("config reloaded", "file", a.cfg.PolicyFile, "policies", len(s.Policies), "timeout", a.timeout().String())
+	warnDurability(context.Background(), a.store, s, a.log)
 	return aclErr
 }
 

@@ -118,6 +118,9 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, de
 		if err := m.CollectBreakers(cs.BreakerStates); err != nil {
 			return err
 		}
+		if err := m.Register(newUnackedCollector(cs)); err != nil {
+			return err
+		}
 	}
 	if err := m.CollectHotKeys(hot.Stats); err != nil {
 		return err

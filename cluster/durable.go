@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,4 +172,33 @@ func (s *Store) Unacked() map[string]int64 {
 		return true
 	})
 	return out
+}
+
+// PrimariesWithoutReplica returns the primaries that have no replica
+// connected now (INFO replication, connected_slaves), for the warning at
+// start of a config with durability: replica: until one attaches, every
+// durable spend on them is answered by on_store_error.
+func (s *Store) PrimariesWithoutReplica(ctx context.Context) ([]string, error) {
+	var mu sync.Mutex
+	var out []string
+	check := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "connected_slaves:") || strings.Contains(info, "connected_slaves:0\r") {
+			mu.Lock()
+			out = append(out, c.Options().Addr)
+			mu.Unlock()
+		}
+		return nil
+	}
+	var err error
+	if s.cc != nil {
+		err = s.cc.ForEachMaster(ctx, check)
+	} else {
+		err = check(ctx, s.single)
+	}
+	slices.Sort(out)
+	return out, err
 }

@@ -43,6 +43,11 @@ type Runtime struct {
 	// force (err nil), and once per distinct error while they cannot (the
 	// backend unreachable, a stored policy invalid). Set it before Run.
 	OnApply func(source string, err error)
+	// Check, if set, is what the store in use asks of every policy put in
+	// force by SetFile or Set beyond the config's own rules (the embedded
+	// store refuses durability: replica): an error names the field and is
+	// reported as the policy's. Set it before the first SetFile or Set.
+	Check func(p *limit.Policy) (field string, err error)
 
 	mu      sync.Mutex
 	file    *Set
@@ -97,6 +102,9 @@ func (r *Runtime) Set(ctx context.Context, name, data string) error {
 	if err != nil {
 		return err
 	}
+	if err := r.check("", p); err != nil {
+		return err
+	}
 	canon := policyJSON(p, true)
 	r.mu.Lock()
 	next := maps.Clone(r.raw)
@@ -135,6 +143,9 @@ func (r *Runtime) Del(ctx context.Context, name string) (bool, error) {
 // combination in force, or keeps the last good Set and returns why. The
 // caller reports it; OnApply is for runtime changes.
 func (r *Runtime) SetFile(s *Set) error {
+	if err := CheckSet(s, r.Check); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	set, err := combine(s, r.raw)
@@ -179,6 +190,42 @@ func (r *Runtime) Sync(ctx context.Context) error {
 		r.report(set.Source, nil)
 	}
 	return errors.Join(bad...)
+}
+
+// check is Check of p, from file ("" for a runtime policy), as an Error.
+func (r *Runtime) check(file string, p *limit.Policy) error {
+	if r.Check == nil {
+		return nil
+	}
+	return checkOne(file, p, r.Check)
+}
+
+func checkOne(file string, p *limit.Policy, check func(*limit.Policy) (string, error)) error {
+	field, err := check(p)
+	if err == nil {
+		return nil
+	}
+	return &Error{File: file, Scope: scopeOf(0, p.Name), Field: field, Msg: err.Error()}
+}
+
+// CheckSet runs check (nil: none) on every policy of s, as Runtime.Check
+// does, and joins what it finds: each error names s's file, the policy
+// and the field.
+func CheckSet(s *Set, check func(*limit.Policy) (field string, err error)) error {
+	if check == nil {
+		return nil
+	}
+	file := s.Source
+	if file == "built-in" {
+		file = ""
+	}
+	var errs []error
+	for _, p := range s.Policies {
+		if err := checkOne(file, p, check); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (r *Runtime) report(source string, err error) {
