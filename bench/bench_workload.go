@@ -24,6 +24,12 @@ const (
 	// load is refused. The direct side runs the script with the same
 	// bucket, so both sides refuse alike.
 	WorkloadAbuse = "abuse"
+	// WorkloadDurable is the tenants workload (the same keys, drawn the
+	// same way) under "bench-durable", the "bench" bucket with
+	// durability: replica: every admitted take through sluice waits for
+	// a replica (WAIT), so the row beside tenants' is its price. The
+	// direct side runs the script alone, without WAIT, as for tenants.
+	WorkloadDurable = "durable"
 )
 
 // Defaults of WorkloadConfig.
@@ -35,13 +41,16 @@ const (
 	abuseLimitPerMinute    = 5
 	defaultWorkloadKeyBase = "tenant"
 	abuseKeyBase           = "login"
+	durablePolicy          = "bench-durable"
+	durableKeyBase         = "durable"
 )
 
 // WorkloadPolicy is the policy file of RunWorkloads' sluice, with no hot
 // block: "bench-abuse" (5 a minute) for the abuse workload's keys, then
 // Policy's catch-all "bench", which admits essentially everything.
-var WorkloadPolicy = policyFile("written by sluice bench --keys/--workload: abuse keys at 5/min, everything else admitted", time.Second,
+var WorkloadPolicy = policyFile("written by sluice bench --keys/--workload: abuse keys at 5/min, everything else admitted, durable keys once a replica has them", time.Second,
 	labPolicy{name: abusePolicy, match: abuseKeyBase + ":*", limit: abuseLimitPerMinute, rate: abuseLimitPerMinute, period: time.Minute, onError: "closed"},
+	labPolicy{name: durablePolicy, match: durableKeyBase + ":*", limit: 1_000_000_000, rate: 1_000_000_000, onError: "closed", durability: "replica"},
 	labPolicy{name: "bench", match: "*", limit: 1_000_000_000, rate: 1_000_000_000, onError: "closed"})
 
 // KeyDist is how a tenants run draws its keys: uniform over the keyspace
@@ -124,8 +133,8 @@ func (c *WorkloadConfig) resolve() error {
 		}
 	}
 	for _, w := range c.Workloads {
-		if w != WorkloadTenants && w != WorkloadAbuse {
-			errs = append(errs, fmt.Errorf("workload %q: want %s or %s", w, WorkloadTenants, WorkloadAbuse))
+		if w != WorkloadTenants && w != WorkloadAbuse && w != WorkloadDurable {
+			errs = append(errs, fmt.Errorf("workload %q: want %s, %s or %s", w, WorkloadTenants, WorkloadAbuse, WorkloadDurable))
 		}
 	}
 	if c.Keys.Zipf != 0 && !(c.Keys.Zipf > 1) {
@@ -223,6 +232,9 @@ func (c WorkloadConfig) label(workload string, depth int) string {
 	if c.Keys.Zipf > 1 {
 		keys = "Zipf s = " + strconv.FormatFloat(c.Keys.Zipf, 'g', -1, 64)
 	}
+	if workload == WorkloadDurable {
+		return fmt.Sprintf("%s tenants, %s, durability: replica, %s", thousands(float64(c.Keyspace)), keys, inFlight)
+	}
 	return fmt.Sprintf("%s tenants, %s, %s", thousands(float64(c.Keyspace)), keys, inFlight)
 }
 
@@ -295,7 +307,7 @@ func workloadBuckets() (map[string]limit.Bucket, error) {
 		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
 	}
 	out := map[string]limit.Bucket{}
-	for w, name := range map[string]string{WorkloadTenants: "bench", WorkloadAbuse: abusePolicy} {
+	for w, name := range map[string]string{WorkloadTenants: "bench", WorkloadAbuse: abusePolicy, WorkloadDurable: durablePolicy} {
 		b, err := set.Lookup(name).Bucket()
 		if err != nil {
 			return nil, fmt.Errorf("bench: the built-in policy %s: %w", name, err)

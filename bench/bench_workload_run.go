@@ -113,8 +113,11 @@ func (w *workloads) direct(workload string) directDoor {
 // keys are the keys of one run, under a prefix of its own.
 func (w *workloads) keys(round int, workload string, depth int, side Side) keySource {
 	k := keySource{prefix: defaultWorkloadKeyBase, keyspace: w.cfg.Keyspace, zipfS: w.cfg.Keys.Zipf, seed: w.cfg.Seed}
-	if workload == WorkloadAbuse {
+	switch workload {
+	case WorkloadAbuse:
 		k.prefix, k.keyspace, k.zipfS = abuseKeyBase, w.cfg.Logins, 0
+	case WorkloadDurable:
+		k.prefix = durableKeyBase
 	}
 	k.prefix += fmt.Sprintf(":r%d.p%d.%s:", round, depth, side)
 	return k

@@ -365,7 +365,7 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	fs.StringVar(&cfg.Binary, "binary", "", "the sluice binary to start as 'sluice serve' (default: this executable; the embedded runs are always this one)")
 	peerBin := fs.String("peer-bin", "", "the peer's binary")
 	keys := fs.String("keys", "", "instead: `uniform|zipf:S` keys (S > 1, over --keyspace), one raw-RESP Go load generator for both sides, RL.TAKE through sluice vs EVALSHA to the owning primary, --pipelines requests in flight per caller, Redis CPU per decision in every row (default: redis-benchmark's uniform keys, as above)")
-	workload := fs.String("workload", "", "with the Go generator (implies --keys uniform when --keys is not given): workloads `tenants,abuse` to run, tenants the --keys keys under a policy that admits everything, abuse --logins keys under 5/min, nearly every request refused")
+	workload := fs.String("workload", "", "with the Go generator (implies --keys uniform when --keys is not given): workloads `tenants,abuse,durable` to run, tenants the --keys keys under a policy that admits everything, abuse --logins keys under 5/min, nearly every request refused, durable the tenants' keys under the same policy with durability: replica")
 	logins := fs.Int("logins", DefaultLogins, "keys of --workload abuse")
 	front := fs.String("front", "", "instead: drive the doors resp,http,grpc of one sluice with a Go load generator (--clients callers, --requests each, uniform keys), next to RL.TAKE by redis-benchmark and direct EVALSHA")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {

@@ -314,6 +314,8 @@ type labPolicy struct {
 	hot       string
 	threshold int64
 	split     int
+	// durability is written when set (none | replica).
+	durability string
 }
 
 // seedPolicy is the policy file of the seed lab's experiments: one
@@ -340,6 +342,9 @@ func policyFile(comment string, timeout time.Duration, ps ...labPolicy) string {
 			p.name, p.match, p.limit, p.rate, cmp.Or(p.period, time.Second), p.onError)
 		if p.localShare != 0 {
 			fmt.Fprintf(&b, "    local_share: %g\n", p.localShare)
+		}
+		if p.durability != "" {
+			fmt.Fprintf(&b, "    durability: %s\n", p.durability)
 		}
 		switch {
 		case p.hot == string(limit.HotOff) && p.threshold == 0:
