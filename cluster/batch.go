@@ -77,9 +77,11 @@ type nodeQueue struct {
 	overloads                      atomic.Int64 // decisions turned away at the door or late while the node answered
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
-	// unackedUntil (unix ns) is set when a WAIT timed out: until then the
-	// node's WAITs wait 1 ms, but for one probe (durable.go).
-	unackedUntil atomic.Int64
+	// unackedUntil (unix ns) is the end of the node's spell: set when a
+	// WAIT was not acknowledged, its pipelines send none until then; spell
+	// is the spell's length (ns), doubled by each probe that fails
+	// (durable.go).
+	unackedUntil, spell atomic.Int64
 }
 
 // queue returns the queue of the node at addr, starting it if need be.

@@ -63,12 +63,14 @@ func durableOf(r *limit.Request) string {
 //
 // A WAIT not acknowledged says the node has no replica that keeps up; the
 // next ones would each hold a pipeline slot of the node as long, and its
-// other traffic would queue behind them. So for a breaker cool-down after
-// one, the node is in a spell: no WAIT is sent, and its durable spends
-// are answered by on_store_error at once. The first pipeline that finds
-// the spell over probes with a WAIT in full, one per cool-down: a replica
-// that came back is found within a cool-down, and its acknowledgement
-// ends the spell.
+// other traffic would queue behind them. So after one the node is in a
+// spell: no WAIT is sent, and its durable spends are answered by
+// on_store_error at once. The first pipeline that finds the spell over
+// probes with a WAIT in full; while probes fail, each spell is twice the
+// last, from minSpell up to a breaker cool-down, so that a replica that
+// missed one acknowledgement (a resync, a pause) costs a few ms of
+// on_store_error, and one that is gone costs one stalled pipeline per
+// cool-down. An acknowledged WAIT ends the spells.
 func (q *nodeQueue) replicate(ctx context.Context, l *link, items []*item) (stalled bool) {
 	var by time.Time
 	n := 0
@@ -88,7 +90,9 @@ func (q *nodeQueue) replicate(ctx context.Context, l *link, items []*item) (stal
 	switch until := q.unackedUntil.Load(); {
 	case l.c == nil:
 		cause = errBroken
-	case until != 0 && (now.UnixNano() < until || !q.unackedUntil.CompareAndSwap(until, now.Add(q.s.cfg.BreakerCooldown).UnixNano())):
+	case until != 0 && (now.UnixNano() < until || !q.unackedUntil.CompareAndSwap(until, now.Add(q.nextSpell(false)).UnixNano())):
+		// In a spell, or another pipeline took the probe (and set the
+		// next spell, in case it fails).
 		cause = errSpell
 	default:
 		left := by.Sub(now)
@@ -102,10 +106,11 @@ func (q *nodeQueue) replicate(ctx context.Context, l *link, items []*item) (stal
 		if err == nil && w.Val() >= 1 {
 			if q.unackedUntil.Load() != 0 {
 				q.unackedUntil.Store(0)
+				q.spell.Store(0)
 			}
 			return false
 		}
-		q.unackedUntil.Store(time.Now().Add(q.s.cfg.BreakerCooldown).UnixNano())
+		q.unackedUntil.Store(time.Now().Add(q.nextSpell(true)).UnixNano())
 		stalled, cause = true, err
 	}
 	e := &limit.UnavailableError{Node: q.addr, Err: ErrNotReplicated}
@@ -124,6 +129,23 @@ func (q *nodeQueue) replicate(ctx context.Context, l *link, items []*item) (stal
 		q.s.observeErr(q.addr, ErrNotReplicated)
 	}
 	return stalled
+}
+
+// minSpell is the first spell after a WAIT not acknowledged (replicate).
+const minSpell = 10 * time.Millisecond
+
+// nextSpell is the length of the spell that starts now: minSpell after
+// an acknowledged WAIT, then twice the last, at most a breaker cool-down.
+// grow is false when the spell is only set in case a probe fails (the
+// probe's own failure grows it).
+func (q *nodeQueue) nextSpell(grow bool) time.Duration {
+	last := time.Duration(q.spell.Load())
+	next := min(q.s.cfg.BreakerCooldown, max(minSpell, 2*last))
+	if !grow {
+		return max(last, minSpell)
+	}
+	q.spell.Store(int64(next))
+	return next
 }
 
 // waitMs is WAIT's timeout for left, what is left of the deadline.
@@ -175,7 +197,7 @@ func (s *Store) Unacked() map[string]int64 {
 }
 
 // PrimariesWithoutReplica returns the primaries that have no replica
-// connected now (INFO replication, connected_slaves), for the warning at
+// online now (INFO replication, slaveN's state), for the warning at
 // start of a config with durability: replica: until one attaches, every
 // durable spend on them is answered by on_store_error.
 func (s *Store) PrimariesWithoutReplica(ctx context.Context) ([]string, error) {
@@ -186,7 +208,9 @@ func (s *Store) PrimariesWithoutReplica(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if !strings.Contains(info, "connected_slaves:") || strings.Contains(info, "connected_slaves:0\r") {
+		// A replica counts once it is online: one still loading the
+		// primary's data (wait_bgsave, send_bulk) acknowledges nothing.
+		if !strings.Contains(info, ",state=online,") {
 			mu.Lock()
 			out = append(out, c.Options().Addr)
 			mu.Unlock()

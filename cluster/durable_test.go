@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -53,10 +54,11 @@ func TestDurableWithoutReplica(t *testing.T) {
 			t.Errorf("request %d: %+v, want allowed %v by the store", i, r, want)
 		}
 	}
-	// The node is now in a spell: no WAIT, answered at once.
+	// In a spell (no WAIT sent) or by a probe that fails: either way
+	// not acknowledged.
 	out = do(limit.Request{Key: "a", Cost: 1, Policy: durable})
-	if err := out[0].Err; !errors.Is(err, ErrNotReplicated) || !errors.Is(err, errSpell) {
-		t.Errorf("durable take in a spell: %+v, want %v", out[0], errSpell)
+	if err := out[0].Err; !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("second durable take: %+v, want %v", out[0], ErrNotReplicated)
 	}
 	out = do(limit.Request{Key: "a", Cost: 1, Op: limit.OpPeek, Policy: durable})
 	if got, want := out[0].Remaining, int64(3); out[0].Err != nil || got != want {
@@ -78,6 +80,9 @@ func TestDurableWithoutReplica(t *testing.T) {
 		t.Errorf("durable RL.ADJUST +1: %+v, want %v", out[0], ErrNotReplicated)
 	}
 	// d: the two takes, RL.MTAKE, RL.ADJUST; c: the acquire.
+	if bare, err := s.PrimariesWithoutReplica(ctx); err != nil || len(bare) != 1 || bare[0] != n.Addr {
+		t.Errorf("PrimariesWithoutReplica = %v, %v; want [%s]", bare, err, n.Addr)
+	}
 	if got, want := s.Unacked(), (map[string]int64{"d": 4, "c": 1}); len(got) != len(want) || got["d"] != want["d"] || got["c"] != want["c"] {
 		t.Errorf("Unacked = %v, want %v", got, want)
 	}
@@ -104,6 +109,43 @@ func TestDurableWithReplicas(t *testing.T) {
 	if got := s.Unacked(); len(got) != 0 {
 		t.Errorf("Unacked = %v, want none", got)
 	}
+	if bare, err := s.PrimariesWithoutReplica(ctx); err != nil || len(bare) != 0 {
+		t.Errorf("PrimariesWithoutReplica = %v, %v; want none", bare, err)
+	}
+}
+
+// TestDurableOnSentinel: a primary under Sentinel goes through the same
+// pipelines: with its replica, durable takes are answered by the store.
+func TestDurableOnSentinel(t *testing.T) {
+	t.Parallel()
+	g := redistest.NewSentinel(t, localredis.SentinelConfig{Replicas: 1})
+	s, err := New(Config{MasterName: g.MasterName(), SentinelAddrs: g.SentinelAddrs(), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	// The replica may still be syncing when the group is up.
+	for {
+		bare, err := s.PrimariesWithoutReplica(ctx)
+		if err == nil && len(bare) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("PrimariesWithoutReplica = %v, %v: the replica never connected", bare, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling INFO replication
+	}
+	durable := &limit.Policy{Name: "d", Limit: 3, Rate: 1, Period: time.Hour, Durability: limit.DurabilityReplica}
+	for i, r := range takeN(ctx, s, durable, "a", "b", "c") {
+		if r.Err != nil || !r.Allowed || r.DecidedBy != limit.ByStore {
+			t.Errorf("take %d: %+v, want allowed by the store", i, r)
+		}
+	}
+	if got := s.Unacked(); len(got) != 0 {
+		t.Errorf("Unacked = %v, want none", got)
+	}
 }
 
 func TestWaitMs(t *testing.T) {
@@ -114,5 +156,27 @@ func TestWaitMs(t *testing.T) {
 		if got := waitMs(tc.left); got != tc.want {
 			t.Errorf("waitMs(%v) = %d, want %d", tc.left, got, tc.want)
 		}
+	}
+}
+
+// TestSpells: each spell after a WAIT not acknowledged is twice the last,
+// from minSpell to the breaker cool-down; a spell set in case a probe
+// fails keeps the length in force.
+func TestSpells(t *testing.T) {
+	q := &nodeQueue{s: &Store{cfg: Config{BreakerCooldown: 100 * time.Millisecond}}}
+	var got []time.Duration
+	for range 6 {
+		got = append(got, q.nextSpell(true))
+	}
+	want := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Errorf("spells %v, want %v", got, want)
+	}
+	if got, want := q.nextSpell(false), 100*time.Millisecond; got != want {
+		t.Errorf("provisional spell %v, want %v", got, want)
+	}
+	q.spell.Store(0)
+	if got, want := q.nextSpell(false), minSpell; got != want {
+		t.Errorf("provisional spell after an acknowledgement %v, want %v", got, want)
 	}
 }
