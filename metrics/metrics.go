@@ -248,7 +248,7 @@ func newStoreMetrics() *StoreMetrics {
 		}, []string{"node"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "store", Name: "errors_total",
-			Help: "Commands to a Redis node that failed or were sent back, by kind: timeout, connection, cluster_down, tryagain, moved_ask, noscript, breaker_open, redis_error.",
+			Help: "Commands to a Redis node that failed or were sent back, by kind: timeout, connection, cluster_down, tryagain, moved_ask, noscript, breaker_open, redis_error, unacked (a durable spend no replica acknowledged in time).",
 		}, []string{"node", "kind"}),
 		overload: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "overload_total",
