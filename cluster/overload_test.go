@@ -63,12 +63,18 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	const callers, perCaller = 200, 150
 	var stored, overloaded, unavailable, misjudged, other atomic.Int64
 	var firstOther atomic.Value
+	// samples are the first misjudged decisions, for the report: which
+	// error, when in the run, how long the call took, and how long before
+	// its end the answer seen had begun.
+	var samplesMu sync.Mutex
+	var samples []string
 	// seen is the latest start (unix ns) of a call the store answered
 	// that has returned.
 	var seen atomic.Int64
 	cooldown := s.cfg.BreakerCooldown
 	var wg sync.WaitGroup
-	end := time.Now().Add(3 * time.Second) // bounds the load loop
+	began := time.Now()
+	end := began.Add(3 * time.Second) // bounds the load loop
 	for c := range callers {
 		wg.Add(1)
 		go func() {
@@ -90,9 +96,15 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 					overloaded.Add(1)
 				case errors.Is(err, limit.ErrUnavailable):
 					unavailable.Add(1)
-					if answeredBefore >= time.Now().Add(-cooldown).UnixNano() {
+					if now := time.Now(); answeredBefore >= now.Add(-cooldown).UnixNano() {
 						misjudged.Add(1)
-						firstOther.CompareAndSwap(nil, err.Error())
+						samplesMu.Lock()
+						if len(samples) < 5 {
+							samples = append(samples, fmt.Sprintf("at %v: %v (the call took %v; the answer seen began %v before its end)",
+								time.Unix(0, start).Sub(began).Round(time.Microsecond), err, now.Sub(time.Unix(0, start)).Round(time.Microsecond),
+								now.Sub(time.Unix(0, answeredBefore)).Round(time.Microsecond)))
+						}
+						samplesMu.Unlock()
 					}
 				default:
 					other.Add(1)
@@ -123,7 +135,7 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 		t.Errorf("by the store %d, overloaded %d: want both > 0 (the test must overload a live node)", stored.Load(), overloaded.Load())
 	}
 	if m := misjudged.Load(); m != 0 {
-		t.Errorf("%d of %d decisions unavailable while the node answered within the cool-down (%v): a timeout taken for a fault, want 0", m, total, cooldown)
+		t.Errorf("%d of %d decisions unavailable while the node answered within the cool-down (%v): a timeout taken for a fault, want 0; the first: %v", m, total, cooldown, samples)
 	}
 }
 
