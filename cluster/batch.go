@@ -71,6 +71,7 @@ type nodeQueue struct {
 	service                        service      // the node's recent service times, for the door
 	batchLimit                     atomic.Int64 // the decisions a worker takes at most for one pipeline (overload.go)
 	overloads                      atomic.Int64 // decisions turned away at the door or late while the node answered
+	lateReads                      atomic.Int64 // reads that timed out with the node's reply waiting (overload_read.go)
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
 }
@@ -402,6 +403,9 @@ type NodeStats struct {
 	Overload int64
 	// BreakerOpens counts the times the node's breaker opened.
 	BreakerOpens int64
+	// LateReads counts reads that timed out while the node's reply was
+	// already waiting in the socket: sluice, not the node, was late.
+	LateReads int64
 	// PipelineCost and Service are the door's model of the node's recent
 	// service times (overload.go): of a pipeline whatever it carries, and
 	// of each decision in it.
@@ -416,7 +420,7 @@ func (s *Store) Stats() []NodeStats {
 	s.queues.Range(func(_, v any) bool {
 		q := v.(*nodeQueue)
 		out = append(out, NodeStats{Addr: q.addr, Breaker: states[q.addr], Pipelines: q.pipelines.Load(), Commands: q.commands.Load(), Decisions: q.decisions.Load(),
-			Overload: q.overloads.Load(), BreakerOpens: q.br.opens.Load(), Service: time.Duration(q.service.perDecision.Load()), PipelineCost: time.Duration(q.service.fixed.Load())})
+			Overload: q.overloads.Load(), BreakerOpens: q.br.opens.Load(), LateReads: q.lateReads.Load(), Service: time.Duration(q.service.perDecision.Load()), PipelineCost: time.Duration(q.service.fixed.Load())})
 		return true
 	})
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Addr, b.Addr) })
