@@ -268,22 +268,29 @@ func (q *nodeQueue) live(batch []*unit) (items []*item, latest time.Time) {
 
 // retry sends again, in up to three more passes, what the node's replies
 // asked for again (EVAL after NOSCRIPT, a key's own script where the batch
-// script could not serve it), while the node answers. A unit whose waiter
-// has answered spends nothing more; what is left after a pass the node
-// did not answer, or after the third, is answered unavailable. It reports
-// whether the node answered the last pass.
+// script could not serve it), while the node answers. A unit whose
+// deadline has passed spends nothing more: what it asked for again never
+// ran, so it is answered as if it had expired in the queue (Store.late:
+// overloaded while the node answers), the same answer its waiter gives if
+// it wakes first. What is left after a pass the node did not answer, or
+// after the third, is answered unavailable. It reports whether the node
+// answered the last pass.
 func (q *nodeQueue) retry(ctx context.Context, l *link, batch []*unit, items []*item, reached, evalBatch bool) bool {
 	for pass := 0; pass < 3; pass++ {
 		var again []*item
 		for _, u := range batch {
 			expired := u.ctx.Err()
+			var late error // u's answer once expired, judged once
 			for _, it := range u.items {
 				if !it.eval && !it.again {
 					continue
 				}
 				switch {
-				case expired != nil: // its waiter has answered: spend nothing more
-					it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: expired}}
+				case expired != nil:
+					if late == nil {
+						late = q.s.late(u, expired)
+					}
+					it.res = limit.Result{Err: late}
 				case reached:
 					again = append(again, it)
 					continue

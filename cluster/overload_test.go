@@ -199,3 +199,73 @@ func TestExpiredInQueueIsOverload(t *testing.T) {
 		t.Errorf("first take of the expired key: %+v, want allowed with 9 left", out[0])
 	}
 }
+
+// A request whose deadline passes between two passes of its pipeline —
+// the node answered NOSCRIPT (a restarted node, SCRIPT FLUSH), and before
+// the EVAL goes the request has run out of time, or its worker got no CPU
+// until then — was never run: it is overloaded, as if it had expired in
+// the queue, not unavailable, whoever judges it first, and counted once.
+func TestExpiredBetweenPassesIsOverload(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	ctx := t.Context()
+	obs := &noScriptStall{}
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: time.Second, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := &limit.Policy{Name: "p", Limit: 10, Rate: 1, Period: time.Hour}
+	out := make([]limit.Result, 1)
+	if s.Do(ctx, []limit.Request{{Key: "warm", Cost: 1, Policy: p}}, out); out[0].Err != nil {
+		t.Fatal(out[0].Err)
+	}
+	if err := s.single.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pa, err := s.policyArgs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.queue(n.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	it := &item{key: Key("between"), script: pa.script, pa: pa, cost: 1, op: limit.OpTake, addr: n.Addr}
+	u := &unit{addr: n.Addr, ctx: uctx, items: []*item{it}, done: make(chan struct{}), q: q, queued: time.Now().UnixNano()}
+	obs.until.Store(&uctx)
+
+	before := q.overloads.Load()
+	q.send([]*unit{u}, new(link)) // NOSCRIPT; the deadline passes before the EVAL
+	if err := it.res.Err; !errors.Is(err, limit.ErrOverload) {
+		t.Errorf("run out of time after NOSCRIPT: %v, want overload", err)
+	}
+	if err := s.late(u, uctx.Err()); !errors.Is(err, limit.ErrOverload) {
+		t.Errorf("its waiter's answer: %v, want overload", err)
+	}
+	if got := q.overloads.Load() - before; got != 1 {
+		t.Errorf("counted %d times as overloaded, want once", got)
+	}
+	obs.until.Store(nil)
+	// It never ran: the bucket is untouched.
+	if s.Do(ctx, []limit.Request{{Key: "between", Cost: 1, Policy: p}}, out); out[0].Err != nil || out[0].Remaining != 9 {
+		t.Errorf("first take of the key: %+v, want allowed with 9 left", out[0])
+	}
+}
+
+// noScriptStall is an Observer that, when told of NOSCRIPT, holds its
+// worker until the context in until ends: the worker loses its CPU between
+// the node's NOSCRIPT and the EVAL that follows.
+type noScriptStall struct {
+	until atomic.Pointer[context.Context]
+}
+
+func (o *noScriptStall) Pipeline(string, time.Duration, int) {}
+
+func (o *noScriptStall) Error(_, kind string) {
+	if c := o.until.Load(); c != nil && kind == KindNoScript {
+		<-(*c).Done()
+	}
+}
