@@ -212,3 +212,102 @@ func lateReads(s *Store) int64 {
 	}
 	return n
 }
+
+// opaqueConn hides everything of its connection but net.Conn and
+// NetConn, as crypto/tls.Conn does.
+type opaqueConn struct{ c net.Conn }
+
+func (o opaqueConn) Read(p []byte) (int, error)         { return o.c.Read(p) }
+func (o opaqueConn) Write(p []byte) (int, error)        { return o.c.Write(p) }
+func (o opaqueConn) Close() error                       { return o.c.Close() }
+func (o opaqueConn) LocalAddr() net.Addr                { return o.c.LocalAddr() }
+func (o opaqueConn) RemoteAddr() net.Addr               { return o.c.RemoteAddr() }
+func (o opaqueConn) SetDeadline(t time.Time) error      { return o.c.SetDeadline(t) }
+func (o opaqueConn) SetReadDeadline(t time.Time) error  { return o.c.SetReadDeadline(t) }
+func (o opaqueConn) SetWriteDeadline(t time.Time) error { return o.c.SetWriteDeadline(t) }
+func (o opaqueConn) NetConn() net.Conn                  { return o.c }
+
+// replyWaiting sees bytes waiting in a socket, directly or through
+// NetConn, whatever the read deadline, without consuming them; not on a
+// socket with nothing to read, nor on one its peer closed.
+func TestReplyWaiting(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var accepting sync.Mutex // a dial and its accept, one subtest at a time
+	pair := func(t *testing.T) (client, server net.Conn) {
+		t.Helper()
+		accepting.Lock()
+		defer accepting.Unlock()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(); _ = s.Close() })
+		return c, s
+	}
+	// arrived polls until the bytes sent reach c's socket, as a blocking
+	// read would, without reading them.
+	arrived := func(t *testing.T, c net.Conn) {
+		t.Helper()
+		raw, err := c.(syscall.Conn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := raw.Read(func(fd uintptr) bool {
+			var b [1]byte
+			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			return n > 0 || (err != syscall.EAGAIN && err != syscall.EWOULDBLOCK)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		send   string // what the peer sends
+		closed bool   // the peer closes after sending
+		wrap   func(net.Conn) net.Conn
+		want   bool
+	}{
+		{name: "nothing", wrap: func(c net.Conn) net.Conn { return c }},
+		{name: "reply", send: "+PONG\r\n", wrap: func(c net.Conn) net.Conn { return c }, want: true},
+		{name: "reply through NetConn", send: "+PONG\r\n", wrap: func(c net.Conn) net.Conn { return opaqueConn{c} }, want: true},
+		{name: "nothing through NetConn", wrap: func(c net.Conn) net.Conn { return opaqueConn{c} }},
+		{name: "peer closed", closed: true, wrap: func(c net.Conn) net.Conn { return c }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, s := pair(t)
+			if tc.send != "" {
+				if _, err := s.Write([]byte(tc.send)); err != nil {
+					t.Fatal(err)
+				}
+				arrived(t, c)
+			}
+			if tc.closed {
+				_ = s.Close()
+				arrived(t, c) // the FIN
+			}
+			_ = c.SetReadDeadline(time.Now().Add(-time.Second)) // a read now times out at once
+			if got := replyWaiting(tc.wrap(c)); got != tc.want {
+				t.Errorf("replyWaiting = %v, want %v", got, tc.want)
+			}
+			if tc.send == "" {
+				return
+			}
+			_ = c.SetReadDeadline(time.Time{})
+			b := make([]byte, len(tc.send))
+			if _, err := c.Read(b); err != nil || string(b) != tc.send {
+				t.Errorf("read after the look: %q, %v; want %q (nothing consumed)", b, err, tc.send)
+			}
+		})
+	}
+}

@@ -120,7 +120,8 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	opens := s.breaker(n.Addr).opens.Load()
 	for _, st := range s.Stats() {
 		opens = max(opens, st.BreakerOpens)
-		t.Logf("node %s: %d pipelines, %d decisions, %d overloaded; service %v a pipeline + %v a decision", st.Addr, st.Pipelines, st.Decisions, st.Overload, st.PipelineCost, st.Service)
+		t.Logf("node %s: %d pipelines, %d decisions, %d overloaded, %d reads late with the reply waiting; service %v a pipeline + %v a decision",
+			st.Addr, st.Pipelines, st.Decisions, st.Overload, st.LateReads, st.PipelineCost, st.Service)
 	}
 	total := stored.Load() + overloaded.Load() + unavailable.Load() + other.Load()
 	t.Logf("%d decisions: %d by the store, %d overloaded, %d unavailable (%d of them while the node answered), %d other (first: %v); breaker opened %d times",
