@@ -33,7 +33,13 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	t.Parallel()
 	n := redistest.NewSingle(t)
 	ctx := t.Context()
-	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 30 * time.Millisecond, MaxBatch: 16})
+	// MaxTimeout as the server sets it (app: the largest deadline a config
+	// may raise the timeout to, 10s): the breaker's PING then waits the
+	// whole cool-down, as it does in sluice. With the package's default
+	// (MaxTimeout = Timeout) the PING waits one 30 ms timeout, and a
+	// sluice that cannot even write or connect within 30 ms, a few times
+	// running, takes the node for dead: a configuration no server runs.
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 30 * time.Millisecond, MaxTimeout: 10 * time.Second, MaxBatch: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
