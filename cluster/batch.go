@@ -75,6 +75,7 @@ type nodeQueue struct {
 	service                        service      // the node's recent service times, for the door
 	batchLimit                     atomic.Int64 // the decisions a worker takes at most for one pipeline (overload.go)
 	overloads                      atomic.Int64 // decisions turned away at the door or late while the node answered
+	lateReads                      atomic.Int64 // reads that timed out with the node's reply waiting (overload_read.go)
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
 	// unackedUntil (unix ns) is the end of the node's spell: set when a
@@ -316,22 +317,29 @@ func (q *nodeQueue) live(batch []*unit) (items []*item, latest time.Time) {
 
 // retry sends again, in up to three more passes, what the node's replies
 // asked for again (EVAL after NOSCRIPT, a key's own script where the batch
-// script could not serve it), while the node answers. A unit whose waiter
-// has answered spends nothing more; what is left after a pass the node
-// did not answer, or after the third, is answered unavailable. It reports
-// whether the node answered the last pass.
+// script could not serve it), while the node answers. A unit whose
+// deadline has passed spends nothing more: what it asked for again never
+// ran, so it is answered as if it had expired in the queue (Store.late:
+// overloaded while the node answers), the same answer its waiter gives if
+// it wakes first. What is left after a pass the node did not answer, or
+// after the third, is answered unavailable. It reports whether the node
+// answered the last pass.
 func (q *nodeQueue) retry(ctx context.Context, l *link, batch []*unit, items []*item, reached, evalBatch bool) bool {
 	for pass := 0; pass < 3; pass++ {
 		var again []*item
 		for _, u := range batch {
 			expired := u.ctx.Err()
+			var late error // u's answer once expired, judged once
 			for _, it := range u.items {
 				if !it.eval && !it.again {
 					continue
 				}
 				switch {
-				case expired != nil: // its waiter has answered: spend nothing more
-					it.res = limit.Result{Err: &limit.UnavailableError{Node: q.addr, Err: expired}}
+				case expired != nil:
+					if late == nil {
+						late = q.s.late(u, expired)
+					}
+					it.res = limit.Result{Err: late}
 				case reached:
 					again = append(again, it)
 					continue
@@ -454,6 +462,9 @@ type NodeStats struct {
 	Overload int64
 	// BreakerOpens counts the times the node's breaker opened.
 	BreakerOpens int64
+	// LateReads counts reads that timed out while the node's reply was
+	// already waiting in the socket: sluice, not the node, was late.
+	LateReads int64
 	// PipelineCost and Service are the door's model of the node's recent
 	// service times (overload.go): of a pipeline whatever it carries, and
 	// of each decision in it.
@@ -468,7 +479,7 @@ func (s *Store) Stats() []NodeStats {
 	s.queues.Range(func(_, v any) bool {
 		q := v.(*nodeQueue)
 		out = append(out, NodeStats{Addr: q.addr, Breaker: states[q.addr], Pipelines: q.pipelines.Load(), Commands: q.commands.Load(), Decisions: q.decisions.Load(),
-			Overload: q.overloads.Load(), BreakerOpens: q.br.opens.Load(), Service: time.Duration(q.service.perDecision.Load()), PipelineCost: time.Duration(q.service.fixed.Load())})
+			Overload: q.overloads.Load(), BreakerOpens: q.br.opens.Load(), LateReads: q.lateReads.Load(), Service: time.Duration(q.service.perDecision.Load()), PipelineCost: time.Duration(q.service.fixed.Load())})
 		return true
 	})
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Addr, b.Addr) })

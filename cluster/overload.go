@@ -218,12 +218,15 @@ func (q *nodeQueue) alive(queued int64) bool {
 
 // confirmAlive is the breaker's question to the node before it opens: a
 // PING, waiting up to the cool-down (MaxTimeout at most, the longest a
-// connection may wait).
+// connection may wait). The node is alive when it answers, or when it
+// answered anything else since the PING went: a PING that timed out
+// while its reply waited unread (overload_read.go) counts as answered.
 func (q *nodeQueue) confirmAlive() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), min(q.s.cfg.BreakerCooldown, q.s.cfg.MaxTimeout))
 	defer cancel()
+	asked := time.Now().UnixNano()
 	if err := q.client.Ping(ctx).Err(); err != nil {
-		return false
+		return q.answeredSince(asked)
 	}
 	q.noteAlive(time.Now())
 	return true

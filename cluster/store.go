@@ -252,8 +252,10 @@ func maintOff() *maintnotifications.Config {
 // newClient is redis.NewClient for every node client of the Store, go-redis's
 // own included: a command sent without a deadline gets one of Timeout, so
 // that a slot-map reload that meets a stalled node moves on to the next
-// after Timeout, not after MaxTimeout.
+// after Timeout, not after MaxTimeout. Its connections tell a late read
+// from a silent node (watchReads, overload_read.go).
 func (s *Store) newClient(o *redis.Options) *redis.Client {
+	o.Dialer = s.watchReads(o)
 	c := redis.NewClient(o)
 	c.AddHook(defaultDeadline(s.cfg.Timeout))
 	return c
