@@ -162,7 +162,7 @@ func (it *iteration) rivalOnOwner(t *rapid.T, ctx context.Context) {
 	got := ""
 	admitted := func(door string, cost int64, sent, recv time.Time, rp reply) {
 		if rp.Allowed == 1 {
-			it.record(door, key, cost, sent, recv, rp, true)
+			it.record(door, key, p.name, cost, sent, recv, rp, true)
 		}
 		got = rp.String()
 	}
@@ -378,13 +378,14 @@ func (it *iteration) takeWithReceipt(t *rapid.T, ctx context.Context, p *proc, t
 	}
 	recv := time.Now()
 	if err != nil {
-		t.Fatalf("RL.TAKE %q %d RECEIPT by %s on %s (%s): %v", key, cost, tn.role, p.name, door, err)
+		it.opError(t, p, sent, recv, err, "RL.TAKE %q %d RECEIPT by %s (%s)", key, cost, tn.role, door)
+		return
 	}
 	if e := shapeError(r, cost); e != "" || r.Allowed == 0 && id != "" {
 		t.Logf("take-receipt %s %q %d -> %v %q", p.name, key, cost, r, id)
 		t.Fatalf("reply shape (RL.TAKE RECEIPT, %s): %s, receipt %q", door, e, id)
 	}
-	it.record(door, key, cost, sent, recv, r, true)
+	it.record(door, key, p.name, cost, sent, recv, r, true)
 	if id != "" && r.Allowed == 1 {
 		it.mu.Lock()
 		it.receipts = append(it.receipts, &receipt{user: tn.role, key: key, id: id, cost: cost})
@@ -429,8 +430,8 @@ func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tena
 	var he *httpError
 	switch {
 	case err == nil:
-	case unavailable(err):
-		// the store did not answer in time: the give-back may or may
+	case unavailable(err) || it.w.unknownOutcome(p, sent, recv, err):
+		// the store did not answer in time (or p was being killed): the give-back may or may
 		// not have been applied, so the key is inconclusive
 		it.mu.Lock()
 		k := it.log(key, false)

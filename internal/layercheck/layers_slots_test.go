@@ -34,7 +34,8 @@ func (it *iteration) acquire(t *rapid.T, ctx context.Context) {
 	r, tok, err := p.acquire(ctx, door, key, ttl)
 	recv := time.Now()
 	if err != nil {
-		t.Fatalf("RL.ACQUIRE %q on %s (%s): %v", key, p.name, door, err)
+		it.opError(t, p, sent, recv, err, "RL.ACQUIRE %q (%s)", key, door)
+		return
 	}
 	if r.Limit != slotLimit || r.Remaining < 0 || r.Remaining > slotLimit || (r.Allowed == 1) != (len(tok) == 32) || (r.Allowed == 1) != (r.RetryAfter == -1) {
 		t.Fatalf("RL.ACQUIRE %q on %s (%s): reply %v token %q", key, p.name, door, r, tok)
@@ -85,8 +86,9 @@ func (it *iteration) release(t *rapid.T, ctx context.Context) {
 	sent := time.Now()
 	held, err := p.release(ctx, door, s.key, s.token)
 	recv := time.Now()
-	if err != nil && unavailable(err) {
-		// the store did not answer in time (a loaded machine): the slot
+	if err != nil && (unavailable(err) || it.w.unknownOutcome(p, sent, recv, err)) {
+		// the store did not answer in time (a loaded machine), or p was
+		// being killed: the slot
 		// may or may not be free, so it counts as held no longer than
 		// until the release was sent, which never makes a false violation
 		it.mu.Lock()
@@ -97,7 +99,15 @@ func (it *iteration) release(t *rapid.T, ctx context.Context) {
 		return
 	}
 	if err != nil {
-		t.Fatalf("RL.RELEASE %q on %s (%s): %v", s.key, p.name, door, err)
+		it.opError(t, p, sent, recv, err, "RL.RELEASE %q (%s)", s.key, door)
+		return
+	}
+	if !held && recv.Before(s.hold.SentA.Add(s.hold.TTL)) && it.w.nem != nil &&
+		it.w.nem.during([]string{FaultKill, FaultRestartEmpty}, "", s.hold.SentA, recv) {
+		held = true // the slot's state was lost with its node (a documented loss): not a false release
+		it.w.nem.mu.Lock()
+		it.w.nem.tolerated["RL.RELEASE lost slot"]++
+		it.w.nem.mu.Unlock()
 	}
 	if !held && recv.Before(s.hold.SentA.Add(s.hold.TTL)) {
 		t.Fatalf("RL.RELEASE %q answered 0 before the slot's TTL could pass", s.key)

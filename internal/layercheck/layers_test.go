@@ -2,6 +2,7 @@ package layercheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/keyslot"
 	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
@@ -46,6 +49,10 @@ policies:
   - {name: cc, match: "cc.*", algorithm: concurrency, limit: 3, period: 1s}
   - {name: evc, match: "ev.cc.*", algorithm: concurrency, limit: 3, period: 1s}
   - {name: ev, match: "ev.*", limit: 5, rate: 5, period: 1s}
+  - {name: lo, match: "lo.*", algorithm: token_bucket, limit: 6, rate: 3, period: 1s, on_store_error: local, local_share: 0.5}
+  - {name: lg, match: "lg.*", algorithm: gcra, limit: 6, rate: 6, period: 2s, on_store_error: local, local_share: 0.5}
+  - {name: op, match: "op.*", algorithm: token_bucket, limit: 5, rate: 5, period: 1s, on_store_error: open}
+  - {name: og, match: "og.*", algorithm: gcra, limit: 4, rate: 4, period: 2s, on_store_error: open}
   - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
   - {name: all, match: "*", limit: 8, rate: 4, period: 1s}
 `
@@ -96,8 +103,13 @@ func variantOf(p *limit.Policy) Variant {
 	if p.Hot.Mode == limit.HotLease || p.Hot.Mode == limit.HotSplit {
 		hot = string(p.Hot.Mode)
 	}
+	share := p.LocalShare
+	if share == 0 {
+		share = 1 // zero means 1.0 (limit.Policy)
+	}
 	return Variant{Name: p.Name, Algorithm: alg, Limit: p.Limit, Rate: p.Rate, Period: p.Period,
-		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow, Calendar: string(p.Calendar), Zone: p.Zone}
+		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow, Calendar: string(p.Calendar), Zone: p.Zone,
+		OnStoreError: string(p.OnStoreError), LocalShare: share}
 }
 
 func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
@@ -107,7 +119,7 @@ func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
 		t.Fatal(err)
 	}
 	vs := map[string]Variant{}
-	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd", "ev"} {
+	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd", "ev", "lo", "lg", "op", "og"} {
 		vs[name] = variantOf(s.Lookup(name))
 	}
 	return s, vs
@@ -132,6 +144,8 @@ type world struct {
 	skip      map[string]bool      // LAYERCHECK_SKIP: actions left out (to tell one bug from another)
 	plainKeys bool                 // LAYERCHECK_PLAIN: only each family's plain spelling
 	stats     stats
+	nem       *nemesis   // nil: no faults (TestLayers)
+	cur       *iteration // the iteration running (the nemesis moves its keys' slots)
 }
 
 type stats struct {
@@ -150,6 +164,8 @@ type stats struct {
 	backs        map[string]*[2]int // give-backs by receipt mode: answered as applied, refused
 	probes       int                // peeks before and after a refused command (unspent)
 	validRefused map[string]int     // the errors of give-backs with a receipt still good by the model
+	excess       []Excess           // what Check attributed to faults and fallbacks
+	fallbackAdm  int                // admissions decided by a fallback or the overload path, checked as such
 }
 
 func (w *world) effective() map[Variant]bool {
@@ -227,7 +243,7 @@ func (it *iteration) log(key string, throttle bool) *KeyLog {
 	}
 	k := m[key]
 	if k == nil {
-		k = &KeyLog{Key: key, Policy: it.w.match.Match(key).Name}
+		k = &KeyLog{Key: key, Policy: it.w.match.Match(key).Name, Slots: it.w.slotsOf(key, throttle)}
 		if throttle {
 			k.Fixed = &cl
 		}
@@ -236,21 +252,44 @@ func (it *iteration) log(key string, throttle bool) *KeyLog {
 	return k
 }
 
-// record books one RL reply of key.
-func (it *iteration) record(door, key string, cost int64, sent, recv time.Time, r reply, count bool) {
+// record books one RL reply of key, answered by process proc. Every
+// admission is booked, fallback-* and overload-* ones too (with their By
+// and process: Check bounds them by the policy's failure policy).
+func (it *iteration) record(door, key, proc string, cost int64, sent, recv time.Time, r reply, count bool) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	k := it.log(key, false)
 	it.w.mu.Lock()
 	it.w.stats.by[r.DecidedBy]++
+	fallback := strings.HasPrefix(r.DecidedBy, "fallback-") || strings.HasPrefix(r.DecidedBy, "overload-")
+	if fallback && count && r.Allowed == 1 {
+		it.w.stats.fallbackAdm++
+	}
 	it.w.mu.Unlock()
 	switch {
-	case strings.HasPrefix(r.DecidedBy, "fallback-") || strings.HasPrefix(r.DecidedBy, "overload-"):
-		k.Fallback = append(k.Fallback, r.DecidedBy)
 	case r.DecidedBy == limit.ByShadow:
 	case count && r.Allowed == 1:
-		k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: cost, By: r.DecidedBy, Door: door})
+		k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: cost, By: r.DecidedBy, Door: door, Proc: proc})
 	}
+}
+
+// slotsOf is the hash slot a user key's state lives in (cluster.Key, the
+// Redis key sluice keeps it under), or nil where it is spread or
+// elsewhere: a split hot key's sub-buckets, a global key's pools at home,
+// a policy whose variants differ in that.
+func (w *world) slotsOf(key string, throttle bool) []int {
+	if !throttle {
+		name := w.match.Match(key).Name
+		for _, vs := range []map[string]Variant{w.base, w.alt} {
+			if v, ok := vs[name]; ok && (v.Hot == "split" || v.Global) {
+				return nil
+			}
+		}
+		if name == "gl" {
+			return nil
+		}
+	}
+	return []int{keyslot.Slot(cluster.Key(key))}
 }
 
 func (it *iteration) ms(t time.Time) int64 { return t.Sub(it.start).Milliseconds() }
@@ -267,7 +306,7 @@ func (it *iteration) logf(t *rapid.T, format string, args ...any) {
 }
 
 // keys of an iteration: a family's base, spelled one of several ways.
-var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa", "cd"}
+var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa", "cd", "lo", "lg", "op", "og"}
 
 func (it *iteration) base(fam, id string) string {
 	switch fam {
@@ -346,7 +385,7 @@ func (it *iteration) takeOne(t *rapid.T, ctx context.Context, p *proc, door, key
 		t.Logf("%s %s %q %d -> %v", door, p.name, key, cost, r)
 		t.Fatalf("reply shape (%s): %s", door, e)
 	}
-	it.record(door, key, cost, sent, recv, r, true)
+	it.record(door, key, p.name, cost, sent, recv, r, true)
 	return r, nil
 }
 
@@ -360,9 +399,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"take": func(t *rapid.T) {
 			_, p := w.pick(t)
 			key, cost := it.drawKey(t, "key"), drawCost(t, "cost")
+			sent := time.Now()
 			r, err := it.takeOne(t, ctx, p, "resp", key, cost)
 			if err != nil {
-				t.Fatalf("RL.TAKE %q %d on %s: %v", key, cost, p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "RL.TAKE %q %d", key, cost)
+				return
 			}
 			w.count("take")
 			it.logf(t, "%5d take %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
@@ -370,9 +411,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"http": func(t *rapid.T) {
 			_, p := w.pick(t)
 			key, cost := it.drawKey(t, "key"), drawCost(t, "cost")
+			sent := time.Now()
 			r, err := it.takeOne(t, ctx, p, "http", key, cost)
 			if err != nil {
-				t.Fatalf("HTTP take %q %d on %s: %v", key, cost, p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "HTTP take %q %d", key, cost)
+				return
 			}
 			w.count("http")
 			it.logf(t, "%5d http %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
@@ -380,9 +423,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"peek": func(t *rapid.T) {
 			_, p := w.pick(t)
 			key := it.drawKey(t, "key")
+			sent := time.Now()
 			r, err := p.take(ctx, "RL.PEEK", key, 1)
 			if err != nil {
-				t.Fatalf("RL.PEEK %q on %s: %v", key, p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "RL.PEEK %q", key)
+				return
 			}
 			if e := shapeError(r, 1); e != "" {
 				t.Logf("peek %s %q -> %v", p.name, key, r)
@@ -403,7 +448,8 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			v, err := p.rc.Do(ctx, append([]any{"CL.THROTTLE", key}, clArgsAny(q)...)...).Int64Slice()
 			recv := time.Now()
 			if err != nil {
-				t.Fatalf("CL.THROTTLE %q on %s: %v", key, p.name, err)
+				it.opError(t, p, sent, recv, err, "CL.THROTTLE %q", key)
+				return
 			}
 			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
 				t.Logf("throttle %s %q %s %d -> %v", p.name, key, clArgs, q, v)
@@ -412,7 +458,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			if v[0] == 0 {
 				it.mu.Lock()
 				k := it.log(key, true)
-				k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: q, By: "cl", Door: "cl"})
+				k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: q, By: "cl", Door: "cl", Proc: p.name})
 				it.mu.Unlock()
 			}
 			w.count("throttle")
@@ -424,6 +470,16 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			sent := time.Now()
 			n, err := p.rc.Do(ctx, "RL.RESET", key).Int64()
 			recv := time.Now()
+			// during a store fault or a kill of p, the reset is sent
+			// again until it is answered: it was done somewhere in
+			// [the first send, the answer]
+			for w.retryable("RL.RESET", p, sent, recv, err) {
+				n, err = p.rc.Do(ctx, "RL.RESET", key).Int64()
+				recv = time.Now()
+			}
+			if err != nil && w.unknownOutcome(p, sent, recv, err) {
+				err = errors.New("store unavailable: its process was killed")
+			}
 			if err != nil && !strings.Contains(err.Error(), "store unavailable") {
 				t.Fatalf("RL.RESET %q on %s: %v", key, p.name, err)
 			}
@@ -449,6 +505,10 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				sent := time.Now()
 				n, err := p.rc.Do(ctx, "RL.POLICY", "DEL", name).Int64()
 				recv := time.Now()
+				for w.retryable("RL.POLICY", p, sent, recv, err) { // done in [the first send, the answer]
+					n, err = p.rc.Do(ctx, "RL.POLICY", "DEL", name).Int64()
+					recv = time.Now()
+				}
 				if err != nil {
 					t.Fatalf("RL.POLICY DEL %s: %v", name, err)
 				}
@@ -465,6 +525,10 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			sent := time.Now()
 			err = p.rc.Do(ctx, "RL.POLICY", "SET", name, body).Err()
 			recv := time.Now()
+			for w.retryable("RL.POLICY", p, sent, recv, err) { // done in [the first send, the answer]
+				err = p.rc.Do(ctx, "RL.POLICY", "SET", name, body).Err()
+				recv = time.Now()
+			}
 			if err != nil {
 				t.Fatalf("RL.POLICY SET %s %s: %v", name, body, err)
 			}
@@ -595,8 +659,9 @@ func (it *iteration) check(t *rapid.T) {
 		return logs[i].Key < logs[j].Key || logs[i].Key == logs[j].Key && logs[i].Fixed == nil
 	})
 	for _, k := range logs {
-		res := Check(k, w.tracker.Spans(k.Policy), slack, nil)
+		res := Check(k, w.tracker.Spans(k.Policy), slack, w.faults())
 		w.mu.Lock()
+		w.stats.excess = append(w.stats.excess, res.Excess...)
 		if !res.Checked {
 			w.stats.inconclusive++
 			t.Logf("key %q inconclusive: %d fallback/overload decisions (%v)", k.Key, len(k.Fallback), k.Fallback[0])
@@ -642,8 +707,14 @@ func (it *iteration) check(t *rapid.T) {
 // layer, and each test case's replies must keep every key within its
 // policy's bound. LAYERCHECK_DURATION (default 25s) bounds the run; the
 // summary line counts operations, keys, violations and decided_by.
-func TestLayers(t *testing.T) {
+func TestLayers(t *testing.T) { runLayers(t, false) }
+
+// runLayers is TestLayers, and with faults TestLayersNemesis.
+func runLayers(t *testing.T, faults bool) {
 	budget := 25 * time.Second
+	if faults {
+		budget = 45 * time.Second
+	}
 	if s := os.Getenv("LAYERCHECK_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -698,15 +769,33 @@ func TestLayers(t *testing.T) {
 	deadline := start.Add(budget)
 	failing := false
 	t.Cleanup(func() { w.summary(t, time.Since(start)) })
+	spent := func() bool { return time.Now().After(deadline) }
+	if faults {
+		w.nem = newNemesis(w, eu, home, nil, "the cluster does not run in a network namespace here")
+		w.keepGoing = true // faults do not replay: rapid's shrinking would chase another history
+		if os.Getenv("CI") != "" && w.nem.link == nil {
+			t.Errorf("CI: the nemesis cannot cut a link: %s", w.nem.noLink)
+		}
+		t.Logf("nemesis: seed %d (LAYERCHECK_NEMESIS_SEED), kinds %v", w.nem.seed, w.nem.kinds())
+		go w.nem.run(t)
+		t.Cleanup(w.nem.stopAndWait) // before the summary and the processes' stop
+		// the run lasts the budget and at least until every kind ran
+		// once, at most until the bounded run's 120 s are nearly spent
+		limit := start.Add(max(budget, 110*time.Second))
+		spent = func() bool {
+			return time.Now().After(deadline) && w.nem.roundDone() || time.Now().After(limit)
+		}
+	}
 
 	rapid.Check(t, func(t *rapid.T) {
-		if !failing && time.Now().After(deadline) {
+		if !failing && spent() {
 			return // the time budget is spent: the remaining checks are empty
 		}
 		w.mu.Lock()
 		w.iter++
 		w.stats.iterations++
 		it := &iteration{w: w, n: w.iter, start: time.Now(), rl: map[string]*KeyLog{}, cl: map[string]*KeyLog{}}
+		w.cur = it
 		w.mu.Unlock()
 		it.restore(t, ctx)
 		defer func() {
@@ -728,4 +817,25 @@ func TestLayers(t *testing.T) {
 			failing = true
 		}
 	})
+}
+
+// faults are the run's faults so far (none without a nemesis).
+func (w *world) faults() []Fault {
+	if w.nem == nil {
+		return nil
+	}
+	return w.nem.log.All()
+}
+
+// retryable reports whether a command answered err in [sent, recv] on p
+// is sent again: it was "store unavailable" during a store fault, or p's
+// connection failed while p was being killed (both counted), and it has
+// not been retried for a minute. It waits a little before it says so.
+func (w *world) retryable(cmd string, p *proc, sent, recv time.Time, err error) bool {
+	if err == nil || time.Since(sent) > time.Minute ||
+		!w.storeUnavailable(cmd, sent, recv, err) && !w.unknownOutcome(p, sent, recv, err) {
+		return false
+	}
+	time.Sleep(50 * time.Millisecond) // the fault is healed within seconds
+	return true
 }

@@ -42,13 +42,17 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit, w.stats.refused, w.stats.ops["rival"], w.stats.probes, strings.Join(backs, " "))
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
+	t.Logf("admissions decided by a fallback or the overload path, checked against their failure policy's bound: %d", w.stats.fallbackAdm)
+	if w.nem != nil {
+		w.nem.summary(t, w.stats.excess)
+	}
 	if len(w.stats.validRefused) > 0 {
 		t.Logf("note: give-backs with an unused receipt of the key's, refused (policy changed, window closed, expired): %v", w.stats.validRefused)
 	}
 	if w.stats.by["lease"] == 0 || w.stats.by["split"] == 0 {
 		t.Logf("note: the hot paths did not both engage (lease %d, split %d decisions)", w.stats.by["lease"], w.stats.by["split"])
 	}
-	if n := fallbacks(w.stats.by); n > 0 {
+	if n := fallbacks(w.stats.by); n > 0 && w.nem == nil {
 		t.Logf("note: %d fallback/overload decisions although every node is up", n)
 	}
 	var cats []string

@@ -1,0 +1,677 @@
+package layercheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/keyslot"
+	"github.com/sluice-rl/sluice/internal/localredis"
+)
+
+// The nemesis of issue 29: one goroutine per run that, while rapid's
+// histories run, injects one fault at a time at a random moment, holds it
+// a random 0.2–3 s, heals it, waits until the store answers again and
+// records it in a FaultLog. The first faults are a shuffled round of every
+// kind it can inject; then kinds are drawn at random.
+type nemesis struct {
+	w    *world
+	eu   *localredis.Cluster
+	home *localredis.Node
+	log  FaultLog
+	rng  *rand.Rand
+	seed uint64
+	// link cuts a node's link (a cluster in a network namespace); nil:
+	// the cut is not possible here, for the reason in noLink.
+	link   linkCutter
+	noLink string
+
+	mu       sync.Mutex
+	counts   map[string]int // faults injected, by kind
+	problems []string       // the nemesis's own failures (a heal that never came back)
+	unknown  int            // operations of unknown outcome: their process was being killed
+	// tolerated are "store unavailable" answers of commands other than
+	// takes during a store fault, by command.
+	tolerated map[string]int
+	round     []string // the kinds of the first round not yet run
+	slotMoves int
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// TestLayersNemesis is TestLayers with the nemesis: while the histories
+// run, one fault at a time (every kind at least once), and each key's
+// admissions past its bound must be within the fault's written bound
+// (docs/reliability.md, "Bounds under faults"). LAYERCHECK_DURATION
+// (default 45s) bounds it, and it lasts until every kind has run once, at
+// most 110 s; every finding is recorded and the test fails once at the end.
+func TestLayersNemesis(t *testing.T) { runLayers(t, true) }
+
+// linkCutter sets a cluster node's network link down and up (a cluster in
+// a network namespace, root only).
+type linkCutter interface {
+	SetLink(n *localredis.Node, up bool) error
+}
+
+// storeKinds are the kinds that make the store (or part of it) fail to
+// answer; a sluice kill and a script flush do not.
+var storeKinds = []string{FaultFreeze, FaultCut, FaultKill, FaultRestartEmpty, FaultSlotMove, FaultHomeDown}
+
+func newNemesis(w *world, eu *localredis.Cluster, home *localredis.Node, link linkCutter, noLink string) *nemesis {
+	seed := rand.Uint64()
+	if s := os.Getenv("LAYERCHECK_NEMESIS_SEED"); s != "" {
+		_, _ = fmt.Sscan(s, &seed)
+	}
+	n := &nemesis{w: w, eu: eu, home: home, link: link, noLink: noLink, seed: seed,
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), counts: map[string]int{}, tolerated: map[string]int{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	n.round = slices.Clone(n.kinds())
+	n.rng.Shuffle(len(n.round), func(i, j int) { n.round[i], n.round[j] = n.round[j], n.round[i] })
+	return n
+}
+
+// kinds are the kinds this nemesis can inject here.
+func (n *nemesis) kinds() []string {
+	var out []string
+	for _, k := range FaultKinds {
+		if k == FaultCut && n.link == nil {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// roundDone reports whether every kind has run once.
+func (n *nemesis) roundDone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.round) == 0
+}
+
+func (n *nemesis) problem(format string, args ...any) {
+	n.mu.Lock()
+	n.problems = append(n.problems, fmt.Sprintf(format, args...))
+	n.mu.Unlock()
+}
+
+// run injects faults until stop is closed, then returns with every fault
+// healed.
+func (n *nemesis) run(t *testing.T) {
+	defer close(n.done)
+	ctx := context.Background()
+	for {
+		gap := time.Duration(300+n.rng.IntN(1700)) * time.Millisecond
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(gap): // a random moment of the histories
+		}
+		n.mu.Lock()
+		var kind string
+		if len(n.round) > 0 {
+			kind, n.round = n.round[0], n.round[1:]
+		} else {
+			ks := n.kinds()
+			kind = ks[n.rng.IntN(len(ks))]
+		}
+		n.mu.Unlock()
+		hold := time.Duration(200+n.rng.IntN(2800)) * time.Millisecond
+		if err := n.inject(ctx, kind, hold); err != nil {
+			n.problem("%s: %v", kind, err)
+			t.Logf("nemesis: %s failed: %v", kind, err)
+			if strings.Contains(err.Error(), "not healed") {
+				return // the store did not come back: stop injecting
+			}
+			continue
+		}
+		n.mu.Lock()
+		n.counts[kind]++
+		n.mu.Unlock()
+		fs := n.log.All()
+		f := fs[len(fs)-1]
+		t.Logf("nemesis: %s of %s, slots %v, %s held %v, healed and answered %v after it began",
+			f.Kind, f.Target, f.Slots, f.From.Format("15:04:05.000"), hold, f.To.Sub(f.From).Round(time.Millisecond))
+	}
+}
+
+// begin records a fault starting now.
+func (n *nemesis) begin(kind, target string, slots [][2]int) *Fault {
+	return n.log.Begin(Fault{Kind: kind, Target: target, Slots: slots, From: time.Now()})
+}
+
+// end waits until the store answers again (the cluster healthy, every
+// process deciding a key of the fault's slots from the store) and ends f.
+func (n *nemesis) end(ctx context.Context, f *Fault) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := n.eu.WaitHealthy(ctx); err != nil {
+		return fmt.Errorf("not healed: the cluster is not healthy: %v", err)
+	}
+	if f.Kind == FaultHomeDown {
+		if err := n.home.Client().Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("not healed: home: %v", err)
+		}
+	}
+	keys := probeKeys(f.Slots)
+	for _, p := range n.w.procs {
+		for _, key := range keys {
+			if err := n.probe(ctx, p, key); err != nil {
+				return fmt.Errorf("not healed: %s on %s: %v", key, p.name, err)
+			}
+		}
+	}
+	n.log.End(f, time.Now())
+	return nil
+}
+
+// probe polls process p until it decides key from the store, through
+// every door and both tenants' clients (the doors' connections to a
+// restarted process come back at their own pace).
+func (n *nemesis) probe(ctx context.Context, p *proc, key string) error {
+	var last string
+	for {
+		ok := true
+		for _, tn := range []*tenant{p.tenant, p.rival} {
+			r, err := tn.take(ctx, "RL.PEEK", key, 1)
+			if err != nil || r.DecidedBy != "store" {
+				ok, last = false, fmt.Sprintf("RL.PEEK by %s: %v %v", tn.role, r, err)
+				break
+			}
+		}
+		if ok {
+			if _, err := p.httpTake(ctx, key, 0); err != nil && !isHTTPStatus(err) {
+				ok, last = false, fmt.Sprintf("HTTP: %v", err)
+			}
+		}
+		if ok {
+			req := &rlsv3.RateLimitRequest{Domain: "gw", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+				{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "nemesis-probe"}}}}}
+			for _, tn := range []*tenant{p.tenant, p.rival} {
+				c, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := tn.gc.ShouldRateLimit(c, req, grpc.WaitForReady(true))
+				cancel()
+				if err != nil && status.Code(err) != codes.PermissionDenied {
+					ok, last = false, fmt.Sprintf("gRPC by %s: %v", tn.role, err)
+					break
+				}
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%v; last: %s", ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func isHTTPStatus(err error) bool {
+	var he *httpError
+	return errors.As(err, &he)
+}
+
+// probeKeys are user keys of the nemesis's own (under the catch-all
+// policy, used by no iteration) whose state lives in each range of slots;
+// one key when slots is nil.
+func probeKeys(slots [][2]int) []string {
+	if len(slots) == 0 {
+		return []string{"nemesis.probe"}
+	}
+	var out []string
+	for _, r := range slots {
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("nemesis.probe{%d}", i)
+			if s := keyslot.Slot(cluster.Key(k)); s >= r[0] && s <= r[1] {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// slotsOf are the slot ranges node serves now, by CLUSTER SLOTS.
+func (n *nemesis) slotsOf(ctx context.Context, node *localredis.Node) ([][2]int, error) {
+	ss, err := node.Client().ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]int
+	for _, s := range ss {
+		if len(s.Nodes) > 0 && s.Nodes[0].Addr == node.Addr {
+			out = append(out, [2]int{int(s.Start), int(s.End)})
+		}
+	}
+	return out, nil
+}
+
+func (n *nemesis) primary(ctx context.Context) (*localredis.Node, [][2]int, error) {
+	ps := n.eu.Primaries()
+	if len(ps) == 0 {
+		return nil, nil, errors.New("no primary")
+	}
+	p := ps[n.rng.IntN(len(ps))]
+	slots, err := n.slotsOf(ctx, p)
+	return p, slots, err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// inject runs one fault of kind, held for hold, healed, recorded.
+func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) error {
+	switch kind {
+	case FaultFreeze:
+		p, slots, err := n.primary(ctx)
+		if err != nil {
+			return err
+		}
+		f := n.begin(kind, p.Addr, slots)
+		if err := p.Pause(); err != nil {
+			return err
+		}
+		sleepCtx(ctx, hold)
+		if err := p.Resume(); err != nil {
+			return err
+		}
+		return n.end(ctx, f)
+	case FaultCut:
+		p, slots, err := n.primary(ctx)
+		if err != nil {
+			return err
+		}
+		f := n.begin(kind, p.Addr, slots)
+		if err := n.link.SetLink(p, false); err != nil {
+			return err
+		}
+		sleepCtx(ctx, hold)
+		if err := n.link.SetLink(p, true); err != nil {
+			return err
+		}
+		return n.end(ctx, f)
+	case FaultKill:
+		return n.kill(ctx, hold)
+	case FaultRestartEmpty:
+		p, slots, err := n.primary(ctx)
+		if err != nil {
+			return err
+		}
+		f := n.begin(kind, p.Addr, slots)
+		if err := p.Kill(); err != nil {
+			return err
+		}
+		// held under the node timeout, so that its replica does not take
+		// its place: it comes back empty, and the replica syncs from it
+		sleepCtx(ctx, min(hold, 2*time.Second))
+		if err := p.Restart(ctx); err != nil {
+			return err
+		}
+		return n.end(ctx, f)
+	case FaultScriptFlush:
+		f := n.begin(kind, "every node", nil)
+		if err := n.eu.ScriptFlushAll(ctx); err != nil {
+			return err
+		}
+		return n.end(ctx, f)
+	case FaultSlotMove:
+		return n.slotMove(ctx, hold)
+	case FaultSluiceKill:
+		p := n.w.procs[n.rng.IntN(len(n.w.procs))]
+		p.life.Lock()
+		f := n.begin(kind, p.name, nil)
+		err := p.crash(hold)
+		p.life.Unlock()
+		if err != nil {
+			return err
+		}
+		return n.end(ctx, f)
+	case FaultHomeDown:
+		f := n.begin(kind, "home", nil)
+		if err := n.home.Pause(); err != nil {
+			return err
+		}
+		sleepCtx(ctx, hold)
+		if err := n.home.Resume(); err != nil {
+			return err
+		}
+		return n.end(ctx, f)
+	}
+	return fmt.Errorf("unknown fault kind %q", kind)
+}
+
+// kill holds a primary's replication back (its replica frozen, the
+// replica's connection closed by the primary, so that what the primary
+// writes from then on reaches only its own memory), kills the primary,
+// promotes the replica (CLUSTER FAILOVER TAKEOVER) and restarts the old
+// primary, which rejoins as the new one's replica.
+func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
+	var p, rep *localredis.Node
+	for _, c := range n.rng.Perm(len(n.eu.Primaries())) {
+		q := n.eu.Primaries()[c]
+		if rs := n.eu.ReplicasOf(q); len(rs) > 0 {
+			p, rep = q, rs[0]
+			break
+		}
+	}
+	if p == nil {
+		return errors.New("no primary with a replica")
+	}
+	slots, err := n.slotsOf(ctx, p)
+	if err != nil {
+		return err
+	}
+	f := n.begin(FaultKill, p.Addr, slots)
+	if err := rep.Pause(); err != nil {
+		return err
+	}
+	if err := p.Client().Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		_ = rep.Resume()
+		return fmt.Errorf("CLIENT KILL TYPE replica on %s: %v", p.Addr, err)
+	}
+	heldBack := time.Now()
+	sleepCtx(ctx, time.Duration(200+n.rng.IntN(600))*time.Millisecond) // spends the replica will lack
+	if err := p.Kill(); err != nil {
+		_ = rep.Resume()
+		return err
+	}
+	n.log.mu.Lock()
+	f.HeldBack, f.From = heldBack, time.Now()
+	n.log.mu.Unlock()
+	if err := rep.Resume(); err != nil {
+		return err
+	}
+	if err := n.takeover(ctx, rep); err != nil {
+		return err
+	}
+	sleepCtx(ctx, hold)
+	if err := p.Restart(ctx); err != nil {
+		return err
+	}
+	return n.end(ctx, f)
+}
+
+// takeover promotes rep without its primary's agreement and waits until it
+// says it is a primary.
+func (n *nemesis) takeover(ctx context.Context, rep *localredis.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err := rep.Client().Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("CLUSTER FAILOVER TAKEOVER on %s: %v", rep.Addr, err)
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+	for {
+		s, err := rep.Client().Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(s, "role:master") {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s not a primary after TAKEOVER: %v", rep.Addr, err)
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+}
+
+// slotMove moves, live, the slot of a key the current iteration has
+// admitted on (a tb key by preference) to another primary: IMPORTING and
+// MIGRATING, its keys MIGRATEd, held, then SETSLOT NODE on every primary.
+func (n *nemesis) slotMove(ctx context.Context, hold time.Duration) error {
+	slot := n.slotInUse()
+	rkeyOf := func(s int) string { return probeKeys([][2]int{{s, s}})[0] }
+	src, err := n.eu.PrimaryForKey(ctx, cluster.Key(rkeyOf(slot)))
+	if err != nil {
+		return err
+	}
+	var dsts []*localredis.Node
+	for _, p := range n.eu.Primaries() {
+		if p.ID != src.ID {
+			dsts = append(dsts, p)
+		}
+	}
+	if len(dsts) == 0 {
+		return errors.New("one primary: nowhere to move a slot")
+	}
+	dst := dsts[n.rng.IntN(len(dsts))]
+	f := n.begin(FaultSlotMove, src.Addr+"→"+dst.Addr, [][2]int{{slot, slot}})
+	setslot := func(node *localredis.Node, args ...any) error {
+		full := append([]any{"CLUSTER", "SETSLOT", slot}, args...)
+		if err := node.Client().Do(ctx, full...).Err(); err != nil {
+			return fmt.Errorf("%s: %v: %v", node.Addr, full, err)
+		}
+		return nil
+	}
+	migrate := func() error {
+		for {
+			keys, err := src.Client().ClusterGetKeysInSlot(ctx, slot, 100).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				return nil
+			}
+			args := []any{"MIGRATE", "127.0.0.1", dst.Port, "", 0, 5000, "KEYS"}
+			for _, k := range keys {
+				args = append(args, k)
+			}
+			if err := src.Client().Do(ctx, args...).Err(); err != nil {
+				return fmt.Errorf("%v: %v", args[:7], err)
+			}
+		}
+	}
+	if err := setslot(dst, "IMPORTING", src.ID); err != nil {
+		return err
+	}
+	if err := setslot(src, "MIGRATING", dst.ID); err != nil {
+		return err
+	}
+	if err := migrate(); err != nil {
+		return err
+	}
+	sleepCtx(ctx, hold) // ASK: the keys on the target, the slot still the source's
+	if err := migrate(); err != nil {
+		return err
+	}
+	for _, node := range append([]*localredis.Node{dst, src}, n.eu.Primaries()...) {
+		if err := setslot(node, "NODE", dst.ID); err != nil {
+			return err
+		}
+	}
+	n.mu.Lock()
+	n.slotMoves++
+	n.mu.Unlock()
+	return n.end(ctx, f)
+}
+
+// slotInUse is the slot of a key the current iteration has admitted on,
+// a tb key's by preference; a random slot when there is none yet.
+func (n *nemesis) slotInUse() int {
+	n.w.mu.Lock()
+	it := n.w.cur
+	n.w.mu.Unlock()
+	if it != nil {
+		it.mu.Lock()
+		var best []int
+		for key, k := range it.rl {
+			if len(k.Slots) == 1 && len(k.Adm) > 0 {
+				if strings.HasPrefix(k.Policy, "tb") && strings.HasPrefix(key, "tb.") {
+					best = append([]int{k.Slots[0]}, best...)
+				} else {
+					best = append(best, k.Slots[0])
+				}
+			}
+		}
+		it.mu.Unlock()
+		if len(best) > 0 {
+			return best[0]
+		}
+	}
+	return n.rng.IntN(16384)
+}
+
+// stopAndWait ends the nemesis (the fault under way is healed first).
+func (n *nemesis) stopAndWait() {
+	select {
+	case <-n.stop:
+	default:
+		close(n.stop)
+	}
+	<-n.done
+}
+
+// during reports whether a fault of one of kinds (on target, when it is
+// not "") overlaps [a, b].
+func (n *nemesis) during(kinds []string, target string, a, b time.Time) bool {
+	for _, f := range n.log.All() {
+		if !slices.Contains(kinds, f.Kind) || target != "" && f.Target != target {
+			continue
+		}
+		if !f.From.After(b) && (f.To.IsZero() || !f.To.Before(a)) {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownOutcome reports (and counts) whether err, of an operation on p in
+// [sent, recv], is its connection failing while p was being killed: the
+// operation may or may not have been done, so it is booked nowhere.
+func (w *world) unknownOutcome(p *proc, sent, recv time.Time, err error) bool {
+	n := w.nem
+	if n == nil || err == nil || !connectionError(err) || !n.during([]string{FaultSluiceKill}, p.name, sent, recv) {
+		return false
+	}
+	n.mu.Lock()
+	n.unknown++
+	n.mu.Unlock()
+	return true
+}
+
+// storeUnavailable reports (and counts) whether err is "store
+// unavailable", answered to cmd in [sent, recv] during a store fault.
+func (w *world) storeUnavailable(cmd string, sent, recv time.Time, err error) bool {
+	n := w.nem
+	if n == nil || err == nil || !unavailable(err) || !n.during(storeKinds, "", sent, recv) {
+		return false
+	}
+	n.mu.Lock()
+	n.tolerated[cmd]++
+	n.mu.Unlock()
+	return true
+}
+
+// connectionError reports whether err is a connection's failure (reset,
+// refused, closed, EOF; gRPC Unavailable), not an error reply.
+func connectionError(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) || isHTTPStatus(err) {
+		return false
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Code() == codes.Unavailable
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset") ||
+		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "use of closed network connection")
+}
+
+// opError books an operation's error: nothing when its outcome is unknown
+// (its process was being killed); a finding of category cat (the contract:
+// every command is answered, during store faults by the fallback) when
+// the run records findings; else the test fails. It reports whether the
+// action must stop here.
+func (it *iteration) opError(t interface {
+	Fatalf(string, ...any)
+	Logf(string, ...any)
+}, p *proc, sent, recv time.Time, err error, format string, args ...any) {
+	if it.w.unknownOutcome(p, sent, recv, err) {
+		t.Logf("unknown outcome (%s being killed): "+format+": %v", append(append([]any{p.name}, args...), err)...)
+		return
+	}
+	what := fmt.Sprintf(format, args...)
+	if it.w.nem != nil && it.w.keepGoing {
+		cmd := strings.Fields(what)[0]
+		fault := "no fault"
+		if it.w.nem.during(FaultKinds, "", sent, recv) {
+			fault = "during a fault"
+		}
+		it.errorFinding(t, fmt.Sprintf("error reply to %s (%s)", cmd, fault), fmt.Sprintf("%s on %s at %s: %v", what, p.name, sent.Format("15:04:05.000"), err))
+		return
+	}
+	t.Fatalf("%s on %s: %v", what, p.name, err)
+}
+
+// errorFinding books an error reply as a violation of category cat.
+func (it *iteration) errorFinding(t interface{ Logf(string, ...any) }, cat, detail string) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.found = append(it.found, cat)
+	w := it.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stats.categories[cat] == 0 {
+		w.stats.examples[cat] = detail
+	}
+	w.stats.categories[cat]++
+	w.stats.violations = append(w.stats.violations, detail)
+	t.Logf("VIOLATION %s", detail)
+}
+
+// faultSummary is the nemesis's part of the summary: the faults by kind,
+// the fault table, and what was tolerated.
+func (n *nemesis) summary(t *testing.T, excess []Excess) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var counts []string
+	for _, k := range FaultKinds {
+		counts = append(counts, fmt.Sprintf("%s=%d", k, n.counts[k]))
+	}
+	line := fmt.Sprintf("layercheck nemesis (seed %d): faults {%s}, operations of unknown outcome (their sluice killed) %d, store-unavailable answers tolerated during store faults %v",
+		n.seed, strings.Join(counts, " "), n.unknown, n.tolerated)
+	t.Log(line)
+	fmt.Fprintln(os.Stderr, line)
+	table := FaultTable(n.log.All(), excess)
+	t.Logf("fault table:\n%s", table)
+	fmt.Fprintln(os.Stderr, table)
+	if n.link == nil {
+		t.Logf("nemesis: no cut: %s", n.noLink)
+	}
+	for _, p := range n.problems {
+		t.Errorf("nemesis: %s", p)
+	}
+	for _, k := range n.kinds() {
+		if n.counts[k] == 0 {
+			t.Errorf("nemesis: fault kind %s never ran", k)
+		}
+	}
+}
