@@ -146,6 +146,7 @@ type world struct {
 	stats     stats
 	nem       *nemesis   // nil: no faults (TestLayers)
 	cur       *iteration // the iteration running (the nemesis moves its keys' slots)
+	notedCmd  map[string]bool
 }
 
 type stats struct {
@@ -560,9 +561,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"acquire-burst": func(t *rapid.T) { it.acquireBurst(t, ctx) },
 		"hotkeys": func(t *rapid.T) {
 			_, p := w.pick(t)
+			sent := time.Now()
 			v, err := p.rc.Do(ctx, "RL.HOTKEYS").Slice()
 			if err != nil {
-				t.Fatalf("RL.HOTKEYS on %s: %v", p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "RL.HOTKEYS")
+				return
 			}
 			w.count("hotkeys")
 			var hot []string // key/mode of this iteration's keys only
@@ -625,7 +628,11 @@ func (it *iteration) restore(t *rapid.T, ctx context.Context) {
 	w.mu.Unlock()
 	for _, name := range names {
 		sent := time.Now()
-		if err := w.procs[0].rc.Do(ctx, "RL.POLICY", "DEL", name).Err(); err != nil {
+		err := w.procs[0].rc.Do(ctx, "RL.POLICY", "DEL", name).Err()
+		for w.retryable("RL.POLICY", w.procs[0], sent, time.Now(), err) {
+			err = w.procs[0].rc.Do(ctx, "RL.POLICY", "DEL", name).Err()
+		}
+		if err != nil {
 			t.Fatalf("restore: RL.POLICY DEL %s: %v", name, err)
 		}
 		w.change(func() { delete(w.overrides, name) }, sent, time.Now(), runtimeProp)
@@ -831,11 +838,52 @@ func (w *world) faults() []Fault {
 // is sent again: it was "store unavailable" during a store fault, or p's
 // connection failed while p was being killed (both counted), and it has
 // not been retried for a minute. It waits a little before it says so.
+//
+// Under the nemesis another error during a store fault is a finding (the
+// contract: a store that cannot answer is "store unavailable"), booked
+// once per command, and the command is sent again too: its outcome is
+// unknown, and the policies in force must stay known.
 func (w *world) retryable(cmd string, p *proc, sent, recv time.Time, err error) bool {
-	if err == nil || time.Since(sent) > time.Minute ||
-		!w.storeUnavailable(cmd, sent, recv, err) && !w.unknownOutcome(p, sent, recv, err) {
+	if err == nil || time.Since(sent) > time.Minute {
 		return false
+	}
+	if !w.storeUnavailable(cmd, sent, recv, err) && !w.unknownOutcome(p, sent, recv, err) {
+		if w.nem == nil || !w.nem.during(storeKinds, "", sent, recv) {
+			return false
+		}
+		if recv.Sub(sent) < 0 || w.noted(p, sent) {
+			time.Sleep(50 * time.Millisecond)
+			return true
+		}
+		w.finding(fmt.Sprintf("error reply to %s during a store fault (not store unavailable)", cmd),
+			fmt.Sprintf("%s on %s sent %s, answered %s: %v", cmd, p.name, sent.Format("15:04:05.000"), recv.Format("15:04:05.000"), err))
 	}
 	time.Sleep(50 * time.Millisecond) // the fault is healed within seconds
 	return true
+}
+
+// noted reports whether the command p sent at sent was booked as a
+// finding already (its retries are not booked again).
+func (w *world) noted(p *proc, sent time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := p.name + sent.String()
+	if w.notedCmd == nil {
+		w.notedCmd = map[string]bool{}
+	}
+	was := w.notedCmd[k]
+	w.notedCmd[k] = true
+	return was
+}
+
+// finding books a violation found outside Check and outside an
+// iteration's actions, in category cat.
+func (w *world) finding(cat, detail string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stats.categories[cat] == 0 {
+		w.stats.examples[cat] = detail
+	}
+	w.stats.categories[cat]++
+	w.stats.violations = append(w.stats.violations, detail)
 }

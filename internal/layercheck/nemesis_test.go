@@ -191,7 +191,11 @@ func (n *nemesis) probe(ctx context.Context, p *proc, key string) error {
 	for {
 		ok := true
 		for _, tn := range []*tenant{p.tenant, p.rival} {
-			r, err := tn.take(ctx, "RL.PEEK", key, 1)
+			k := key
+			if tn == p.rival {
+				k = "ev." + key // the rival's keys: ev.*, the same slot
+			}
+			r, err := tn.take(ctx, "RL.PEEK", k, 1)
 			if err != nil || r.DecidedBy != "store" {
 				ok, last = false, fmt.Sprintf("RL.PEEK by %s: %v %v", tn.role, r, err)
 				break
@@ -232,7 +236,7 @@ func isHTTPStatus(err error) bool {
 }
 
 // probeKeys are user keys of the nemesis's own (under the catch-all
-// policy, used by no iteration) whose state lives in each range of slots;
+// policy, used by no iteration; the rival probes them behind "ev.") whose state lives in each range of slots;
 // one key when slots is nil.
 func probeKeys(slots [][2]int) []string {
 	if len(slots) == 0 {
@@ -327,7 +331,7 @@ func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) e
 		}
 		// held under the node timeout, so that its replica does not take
 		// its place: it comes back empty, and the replica syncs from it
-		sleepCtx(ctx, min(hold, 2*time.Second))
+		sleepCtx(ctx, min(hold, time.Second))
 		if err := p.Restart(ctx); err != nil {
 			return err
 		}
@@ -596,8 +600,11 @@ func connectionError(err error) bool {
 	if errors.As(err, &re) || isHTTPStatus(err) {
 		return false
 	}
-	if s, ok := status.FromError(err); ok {
+	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
 		return s.Code() == codes.Unavailable
+	}
+	if strings.Contains(err.Error(), "code = Unavailable") {
+		return true // the rival's answers, kept as text
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
