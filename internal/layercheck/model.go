@@ -436,6 +436,9 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 			T := b.Sub(a).Seconds()
 			bound, floor := bucketBound(ss, T, sl)
 			bound += givenBack(c.back, a, b)
+			if float64(t.all) <= bound {
+				continue // nothing past the fault-free bound: no excess, no violation
+			}
 			own, to := allowed(c.fs, ss, a, b)
 			sum := float64(t.store)
 			if sum <= bound+own+floor {
