@@ -280,46 +280,6 @@ type checker struct {
 	excess excessBook
 }
 
-// tally sums one interval's admissions by path.
-type tally struct{ all, store, open, local int64 }
-
-func (t *tally) add(x Admission) {
-	t.all += x.Cost
-	switch pathOf(x.By) {
-	case pathOpen:
-		t.open += x.Cost
-	case pathLocal:
-		t.local += x.Cost
-	case pathStore:
-		t.store += x.Cost
-	}
-}
-
-// book records an interval's excess over the fault-free bound (base),
-// where the store's own paths kept within it plus the faults' own
-// allowances: attributed to the fault whose own allowance is the largest
-// (the earliest on a tie), else to the fallback, else to a region floor.
-// Its bound is the whole allowance: the open admissions, N local shares
-// (fallback, when a local bucket may decide), the floor and every
-// overlapping fault's own.
-func (c *checker) book(t tally, base, fallback, floor, own float64, to int, durab string, a, b time.Time) {
-	e := float64(t.all) - base
-	if e <= 1e-9 {
-		return
-	}
-	x := Excess{Key: c.k.Key, Policy: c.k.Policy, Fault: -1, Tokens: e, Bound: float64(t.open) + fallback + floor + own,
-		Durability: durab, Store: math.Max(0, float64(t.store)-base), From: a, To: b}
-	switch {
-	case to >= 0:
-		x.Fault, x.Kind = c.fs[to].i, c.fs[to].f.Kind
-	case t.open+t.local > 0:
-		x.Kind = ExcessFallback
-	default:
-		x.Kind = ExcessRegion
-	}
-	c.excess.add(x)
-}
-
 // segments splits the admissions at each reset, dropping those that
 // overlap one.
 func segments(k *KeyLog, spans []Span, sl Slack) [][]Admission {
