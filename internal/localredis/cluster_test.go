@@ -239,3 +239,26 @@ func TestFixedPortInUse(t *testing.T) {
 		t.Errorf("localredis.Start on a taken bus port: %v, want ErrPortInUse", err)
 	}
 }
+
+func otherPrimary(c *localredis.Cluster, n *localredis.Node) *localredis.Node {
+	for _, p := range c.Primaries() {
+		if p != n {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitUntil polls cond until it holds, failing the test after d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal(what)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

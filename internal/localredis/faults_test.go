@@ -1,0 +1,304 @@
+package localredis_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
+)
+
+// TestFaults runs the fault helpers, in order, on one 3+3 cluster on
+// loopback and on one in a network namespace: each works the same on
+// both. Each step leaves the cluster healthy for the next.
+func TestFaults(t *testing.T) {
+	t.Parallel()
+	for _, netns := range []bool{false, true} {
+		name := "loopback"
+		if netns {
+			name = "netns"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := localredis.Config{NodeTimeout: time.Second}
+			var c *localredis.Cluster
+			if netns {
+				c = newNetnsCluster(t, cfg)
+			} else {
+				c = redistest.NewCluster(t, cfg)
+			}
+			t.Run("move slot under writes", func(t *testing.T) { testMoveSlot(t, c) })
+			t.Run("pause alone keeps the writes", func(t *testing.T) { testKillAfterHold(t, c, false) })
+			t.Run("hold replication loses the writes", func(t *testing.T) { testKillAfterHold(t, c, true) })
+			t.Run("restart empty", func(t *testing.T) { testRestartEmpty(t, c) })
+		})
+	}
+}
+
+// testMoveSlot moves a slot holding 200 keys while 4 clients INCR them
+// through a cluster client (which follows ASK and MOVED): every
+// acknowledged INCR is in the counters after the move, every key is on
+// the target, none on the source, and no command failed.
+func testMoveSlot(t *testing.T, c *localredis.Cluster) {
+	ctx := t.Context()
+	const nkeys = 200
+	key := func(i int) string { return fmt.Sprintf("{move}:%d", i) }
+	slot := localredis.Slot(key(0))
+	cc := c.ClusterClient()
+	for i := range nkeys {
+		if err := cc.Set(ctx, key(i), 0, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := c.PrimaryForKey(ctx, key(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := otherPrimary(c, src)
+
+	var acked [nkeys]atomic.Int64
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; ; i += 4 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := i % nkeys
+				if err := cc.Incr(ctx, key(k)).Err(); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				acked[k].Add(1)
+			}
+		})
+	}
+	total := func() (n int64) {
+		for i := range acked {
+			n += acked[i].Load()
+		}
+		return n
+	}
+	waitUntil(t, 10*time.Second, "no writes before the move", func() bool { return total() > 500 })
+	began, before := time.Now(), total()
+	err = c.MoveSlot(ctx, slot, dst)
+	during := total() - before
+	waitUntil(t, 10*time.Second, "no writes after the move", func() bool { return total() > before+during+500 })
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("slot %d moved %s → %s in %v with %d INCRs acknowledged during the move; %d in all, %d failed",
+		slot, src.Addr, dst.Addr, time.Since(began).Round(time.Millisecond), during, total(), failed.Load())
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d INCRs failed during the move; first: %v", n, firstErr.Load())
+	}
+	if owner, err := c.PrimaryForKey(ctx, key(0)); err != nil || owner != dst {
+		t.Errorf("PrimaryForKey after MoveSlot = %v, %v; want %s", owner, err, dst.Addr)
+	}
+	for _, tc := range []struct {
+		n    *localredis.Node
+		want int64
+	}{{src, 0}, {dst, nkeys}} {
+		if got, err := tc.n.Client().ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || got != tc.want {
+			t.Errorf("%s: CLUSTER COUNTKEYSINSLOT %d = %d, %v; want %d", tc.n.Addr, slot, got, err, tc.want)
+		}
+	}
+	for i := range nkeys {
+		got, err := dst.Client().Get(ctx, key(i)).Int64()
+		if want := acked[i].Load(); err != nil || got != want {
+			t.Errorf("%s on the target = %d, %v; want the %d INCRs acknowledged", key(i), got, err, want)
+		}
+	}
+	if err := c.MoveSlot(ctx, slot, dst); err != nil {
+		t.Errorf("MoveSlot to the owner: %v, want nil (nothing to do)", err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMoveSlotErrors(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, localredis.Config{})
+	ctx := t.Context()
+	p := c.Primaries()[0]
+	r := c.ReplicasOf(p)[0]
+	for _, tc := range []struct {
+		name string
+		slot int
+		to   *localredis.Node
+	}{
+		{"slot below 0", -1, p},
+		{"slot past the last", localredis.SlotCount, p},
+		{"to a replica", 0, r},
+		{"to a node of no cluster", 0, &localredis.Node{Addr: "127.0.0.1:1"}},
+	} {
+		if _, err := c.BeginMove(ctx, tc.slot, tc.to); err == nil {
+			t.Errorf("%s: BeginMove(%d, %s) = nil error", tc.name, tc.slot, tc.to.Addr)
+		}
+	}
+	// Nothing was left half-done: the cluster is as healthy as before.
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testKillAfterHold writes a key on a primary, writes it again with the
+// replica held back (hold: HoldReplication; else the replica only
+// SIGSTOPped), kills the primary, lets the replica go and promotes it.
+// With HoldReplication the promoted replica has the first value only: the
+// loss is real. With the pause alone it has the second: the kernel had
+// kept the stream for the stopped replica, which is why HoldReplication
+// also closes the replica's connection.
+func testKillAfterHold(t *testing.T, c *localredis.Cluster, hold bool) {
+	ctx := t.Context()
+	p := c.Primaries()[0]
+	replica := c.ReplicasOf(p)[0]
+	key := keyOwnedBy(t, c, p)
+	if err := p.Client().Set(ctx, key, "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Client().Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 = %d, %v: the replica never had the first write", n, err)
+	}
+	var release func() error
+	if hold {
+		var err error
+		if release, err = c.HoldReplication(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if err := replica.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		release = replica.Resume
+	}
+	if err := p.Client().Set(ctx, key, "after", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// One more round trip: the primary has gone through its event loop
+	// since the SET, so the stream is written wherever it goes.
+	if err := p.Client().Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := release(); hold && err != nil {
+		t.Errorf("second release: %v, want nil (idempotent)", err)
+	}
+	if err := c.Takeover(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	if owner, err := c.PrimaryForKey(ctx, key); err != nil || owner != replica {
+		t.Errorf("PrimaryForKey after Takeover = %v, %v; want %s", owner, err, replica.Addr)
+	}
+	if !slices.Contains(c.Primaries(), replica) || slices.Contains(c.Primaries(), p) {
+		t.Errorf("Primaries after Takeover = %s; want %s in, %s out", addrsOf(c.Primaries()), replica.Addr, p.Addr)
+	}
+	want := "after"
+	if hold {
+		want = "before"
+	}
+	if got, err := replica.Client().Get(ctx, key).Result(); err != nil || got != want {
+		t.Errorf("GET %s on the promoted replica = %q, %v; want %q", key, got, err, want)
+	}
+
+	// The old primary comes back as a replica of the new one.
+	if err := p.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.ReplicasOf(replica), p) {
+		t.Errorf("restarted %s is not a replica of %s", p.Addr, replica.Addr)
+	}
+}
+
+func TestHoldReplicationErrors(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
+	ctx := t.Context()
+	p := c.Primaries()[0]
+	if _, err := c.HoldReplication(ctx, p); err == nil {
+		t.Error("HoldReplication of a primary with no replica: nil error")
+	}
+	if _, err := c.HoldReplication(ctx, &localredis.Node{Addr: "127.0.0.1:1"}); err == nil {
+		t.Error("HoldReplication of a node of no cluster: nil error")
+	}
+	if err := c.RestartEmpty(ctx, &localredis.Node{Addr: "127.0.0.1:1"}); err == nil {
+		t.Error("RestartEmpty of a node of no cluster: nil error")
+	}
+	// A primary with no replica is restarted empty all the same.
+	key := keyOwnedBy(t, c, p)
+	if err := p.Client().Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartEmpty(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Client().Get(ctx, key).Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("GET %s after RestartEmpty: %v, want nil reply", key, err)
+	}
+}
+
+// testRestartEmpty: a key written before RestartEmpty is gone after, on
+// the primary and on its replica, and the cluster is healthy with the
+// same primaries and replicas.
+func testRestartEmpty(t *testing.T, c *localredis.Cluster) {
+	ctx := t.Context()
+	primaries := c.Primaries()
+	p := primaries[1]
+	replicas := c.ReplicasOf(p)
+	key := keyOwnedBy(t, c, p)
+	other := keyOwnedBy(t, c, otherPrimary(c, p))
+	for _, k := range []string{key, other} {
+		if err := c.ClusterClient().Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := p.Pid
+	began := time.Now()
+	if err := c.RestartEmpty(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("RestartEmpty %s: %v", p.Addr, time.Since(began).Round(time.Millisecond))
+	if p.Pid == pid {
+		t.Errorf("pid %d unchanged: not restarted", pid)
+	}
+	if got := c.Primaries(); !slices.Equal(got, primaries) {
+		t.Errorf("primaries after RestartEmpty %s, want %s", addrsOf(got), addrsOf(primaries))
+	}
+	if got := c.ReplicasOf(p); !slices.Equal(got, replicas) {
+		t.Errorf("replicas of %s after RestartEmpty %s, want %s", p.Addr, addrsOf(got), addrsOf(replicas))
+	}
+	for _, n := range append([]*localredis.Node{p}, replicas...) {
+		if got, err := n.Client().DBSize(ctx).Result(); err != nil || got != 0 {
+			t.Errorf("%s: DBSIZE after RestartEmpty = %d, %v; want 0", n.Addr, got, err)
+		}
+	}
+	if err := c.ClusterClient().Get(ctx, key).Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("GET %s after RestartEmpty: %v, want nil reply", key, err)
+	}
+	if got, err := c.ClusterClient().Get(ctx, other).Result(); err != nil || got != "v" {
+		t.Errorf("GET %s on another primary = %q, %v; want it kept", other, got, err)
+	}
+}
