@@ -38,9 +38,9 @@ type nemesis struct {
 	log  FaultLog
 	rng  *rand.Rand
 	seed uint64
-	// link cuts a node's link (a cluster in a network namespace); nil:
-	// the cut is not possible here, for the reason in noLink.
-	link   linkCutter
+	// link: the cluster runs in a network namespace, where a node's link
+	// can be cut (Node.SetLink); else the reason it does not, in noLink.
+	link   bool
 	noLink string
 
 	mu       sync.Mutex
@@ -65,22 +65,16 @@ type nemesis struct {
 // most 110 s; every finding is recorded and the test fails once at the end.
 func TestLayersNemesis(t *testing.T) { runLayers(t, true) }
 
-// linkCutter sets a cluster node's network link down and up (a cluster in
-// a network namespace, root only).
-type linkCutter interface {
-	SetLink(n *localredis.Node, up bool) error
-}
-
 // storeKinds are the kinds that make the store (or part of it) fail to
 // answer; a sluice kill and a script flush do not.
 var storeKinds = []string{FaultFreeze, FaultCut, FaultKill, FaultRestartEmpty, FaultSlotMove, FaultHomeDown}
 
-func newNemesis(w *world, eu *localredis.Cluster, home *localredis.Node, link linkCutter, noLink string) *nemesis {
+func newNemesis(w *world, eu *localredis.Cluster, home *localredis.Node, noLink string) *nemesis {
 	seed := rand.Uint64()
 	if s := os.Getenv("LAYERCHECK_NEMESIS_SEED"); s != "" {
 		_, _ = fmt.Sscan(s, &seed)
 	}
-	n := &nemesis{w: w, eu: eu, home: home, link: link, noLink: noLink, seed: seed,
+	n := &nemesis{w: w, eu: eu, home: home, link: eu.Netns() != "", noLink: noLink, seed: seed,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), counts: map[string]int{}, tolerated: map[string]int{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	n.round = slices.Clone(n.kinds())
@@ -92,7 +86,7 @@ func newNemesis(w *world, eu *localredis.Cluster, home *localredis.Node, link li
 func (n *nemesis) kinds() []string {
 	var out []string
 	for _, k := range FaultKinds {
-		if k == FaultCut && n.link == nil {
+		if k == FaultCut && !n.link {
 			continue
 		}
 		out = append(out, k)
@@ -310,11 +304,11 @@ func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) e
 			return err
 		}
 		f := n.begin(kind, p.Addr, slots)
-		if err := n.link.SetLink(p, false); err != nil {
+		if err := p.SetLink(false); err != nil {
 			return err
 		}
 		sleepCtx(ctx, hold)
-		if err := n.link.SetLink(p, true); err != nil {
+		if err := p.SetLink(true); err != nil {
 			return err
 		}
 		return n.end(ctx, f)
@@ -325,14 +319,10 @@ func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) e
 		if err != nil {
 			return err
 		}
+		// its replicas killed with it (Cluster.RestartEmpty), so that none
+		// takes its place: it comes back empty, they resync from it
 		f := n.begin(kind, p.Addr, slots)
-		if err := p.Kill(); err != nil {
-			return err
-		}
-		// held under the node timeout, so that its replica does not take
-		// its place: it comes back empty, and the replica syncs from it
-		sleepCtx(ctx, min(hold, time.Second))
-		if err := p.Restart(ctx); err != nil {
+		if err := n.eu.RestartEmpty(ctx, p); err != nil {
 			return err
 		}
 		return n.end(ctx, f)
@@ -368,17 +358,18 @@ func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) e
 	return fmt.Errorf("unknown fault kind %q", kind)
 }
 
-// kill holds a primary's replication back (its replica frozen, the
-// replica's connection closed by the primary, so that what the primary
-// writes from then on reaches only its own memory), kills the primary,
-// promotes the replica (CLUSTER FAILOVER TAKEOVER) and restarts the old
-// primary, which rejoins as the new one's replica.
+// kill holds a primary's replication back (Cluster.HoldReplication: its
+// replica frozen and its connection closed by the primary, so that what
+// the primary writes from then on reaches only its own memory) for a
+// moment, kills the primary, promotes the replica (Cluster.Takeover: no
+// agreement needed) and after hold restarts the old primary, which
+// rejoins as the new one's replica.
 func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
 	var p, rep *localredis.Node
-	for _, c := range n.rng.Perm(len(n.eu.Primaries())) {
-		q := n.eu.Primaries()[c]
-		if rs := n.eu.ReplicasOf(q); len(rs) > 0 {
-			p, rep = q, rs[0]
+	ps := n.eu.Primaries()
+	for _, c := range n.rng.Perm(len(ps)) {
+		if rs := n.eu.ReplicasOf(ps[c]); len(rs) > 0 {
+			p, rep = ps[c], rs[0]
 			break
 		}
 	}
@@ -390,26 +381,23 @@ func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
 		return err
 	}
 	f := n.begin(FaultKill, p.Addr, slots)
-	if err := rep.Pause(); err != nil {
+	release, err := n.eu.HoldReplication(ctx, p)
+	if err != nil {
 		return err
-	}
-	if err := p.Client().Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
-		_ = rep.Resume()
-		return fmt.Errorf("CLIENT KILL TYPE replica on %s: %v", p.Addr, err)
 	}
 	heldBack := time.Now()
 	sleepCtx(ctx, time.Duration(200+n.rng.IntN(600))*time.Millisecond) // spends the replica will lack
 	if err := p.Kill(); err != nil {
-		_ = rep.Resume()
+		_ = release()
 		return err
 	}
 	n.log.mu.Lock()
 	f.HeldBack, f.From = heldBack, time.Now()
 	n.log.mu.Unlock()
-	if err := rep.Resume(); err != nil {
+	if err := release(); err != nil {
 		return err
 	}
-	if err := n.takeover(ctx, rep); err != nil {
+	if err := n.eu.Takeover(ctx, rep); err != nil {
 		return err
 	}
 	sleepCtx(ctx, hold)
@@ -419,40 +407,14 @@ func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
 	return n.end(ctx, f)
 }
 
-// takeover promotes rep without its primary's agreement and waits until it
-// says it is a primary.
-func (n *nemesis) takeover(ctx context.Context, rep *localredis.Node) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err := rep.Client().Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("CLUSTER FAILOVER TAKEOVER on %s: %v", rep.Addr, err)
-		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
-	for {
-		s, err := rep.Client().Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(s, "role:master") {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s not a primary after TAKEOVER: %v", rep.Addr, err)
-		}
-		sleepCtx(ctx, 20*time.Millisecond)
-	}
-}
-
 // slotMove moves, live, the slot of a key the current iteration has
-// admitted on (a tb key by preference) to another primary: IMPORTING and
-// MIGRATING, its keys MIGRATEd, held, then SETSLOT NODE on every primary.
+// admitted on (a tb key by preference) to another primary: BeginMove
+// (IMPORTING, MIGRATING), its keys migrated, held (-ASK: the keys on the
+// target, the slot still the source's), the keys made meanwhile migrated,
+// then Finish (SETSLOT NODE on every primary).
 func (n *nemesis) slotMove(ctx context.Context, hold time.Duration) error {
 	slot := n.slotInUse()
-	rkeyOf := func(s int) string { return probeKeys([][2]int{{s, s}})[0] }
-	src, err := n.eu.PrimaryForKey(ctx, cluster.Key(rkeyOf(slot)))
+	src, err := n.eu.PrimaryForKey(ctx, cluster.Key(probeKeys([][2]int{{slot, slot}})[0]))
 	if err != nil {
 		return err
 	}
@@ -467,48 +429,19 @@ func (n *nemesis) slotMove(ctx context.Context, hold time.Duration) error {
 	}
 	dst := dsts[n.rng.IntN(len(dsts))]
 	f := n.begin(FaultSlotMove, src.Addr+"→"+dst.Addr, [][2]int{{slot, slot}})
-	setslot := func(node *localredis.Node, args ...any) error {
-		full := append([]any{"CLUSTER", "SETSLOT", slot}, args...)
-		if err := node.Client().Do(ctx, full...).Err(); err != nil {
-			return fmt.Errorf("%s: %v: %v", node.Addr, full, err)
-		}
-		return nil
-	}
-	migrate := func() error {
-		for {
-			keys, err := src.Client().ClusterGetKeysInSlot(ctx, slot, 100).Result()
-			if err != nil {
-				return err
-			}
-			if len(keys) == 0 {
-				return nil
-			}
-			args := []any{"MIGRATE", "127.0.0.1", dst.Port, "", 0, 5000, "KEYS"}
-			for _, k := range keys {
-				args = append(args, k)
-			}
-			if err := src.Client().Do(ctx, args...).Err(); err != nil {
-				return fmt.Errorf("%v: %v", args[:7], err)
-			}
-		}
-	}
-	if err := setslot(dst, "IMPORTING", src.ID); err != nil {
+	m, err := n.eu.BeginMove(ctx, slot, dst)
+	if err != nil {
 		return err
 	}
-	if err := setslot(src, "MIGRATING", dst.ID); err != nil {
+	if _, err := m.MoveKeys(ctx); err != nil {
 		return err
 	}
-	if err := migrate(); err != nil {
+	sleepCtx(ctx, hold)
+	if _, err := m.MoveKeys(ctx); err != nil {
 		return err
 	}
-	sleepCtx(ctx, hold) // ASK: the keys on the target, the slot still the source's
-	if err := migrate(); err != nil {
+	if err := m.Finish(ctx); err != nil {
 		return err
-	}
-	for _, node := range append([]*localredis.Node{dst, src}, n.eu.Primaries()...) {
-		if err := setslot(node, "NODE", dst.ID); err != nil {
-			return err
-		}
 	}
 	n.mu.Lock()
 	n.slotMoves++
@@ -670,7 +603,7 @@ func (n *nemesis) summary(t *testing.T, excess []Excess) {
 	table := FaultTable(n.log.All(), excess)
 	t.Logf("fault table:\n%s", table)
 	fmt.Fprintln(os.Stderr, table)
-	if n.link == nil {
+	if !n.link {
 		t.Logf("nemesis: no cut: %s", n.noLink)
 	}
 	for _, p := range n.problems {
