@@ -384,7 +384,8 @@ func (it *iteration) takeOne(t *rapid.T, ctx context.Context, p *proc, door, key
 	}
 	if e := shapeError(r, cost); e != "" {
 		t.Logf("%s %s %q %d -> %v", door, p.name, key, cost, r)
-		t.Fatalf("reply shape (%s): %s", door, e)
+		it.shapeFinding(t, door+": "+e, fmt.Sprintf("%s %s %q %d at %s -> %v", door, p.name, key, cost, sent.Format("15:04:05.000"), r))
+		return r, nil
 	}
 	it.record(door, key, p.name, cost, sent, recv, r, true)
 	return r, nil
@@ -454,7 +455,8 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			}
 			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
 				t.Logf("throttle %s %q %s %d -> %v", p.name, key, clArgs, q, v)
-				t.Fatalf("reply shape (CL.THROTTLE)")
+				it.shapeFinding(t, "CL.THROTTLE", fmt.Sprintf("throttle %s %q %s %d at %s -> %v", p.name, key, clArgs, q, sent.Format("15:04:05.000"), v))
+				return
 			}
 			if v[0] == 0 {
 				it.mu.Lock()
@@ -899,4 +901,14 @@ func (w *world) finding(cat, detail string) {
 	}
 	w.stats.categories[cat]++
 	w.stats.violations = append(w.stats.violations, detail)
+}
+
+// shapeFinding books a reply of the wrong shape: under the nemesis a
+// finding (with the fault it met, the run goes on), else the test fails.
+func (it *iteration) shapeFinding(t *rapid.T, what, detail string) {
+	if it.w.nem != nil && it.w.keepGoing {
+		it.errorFinding(t, "reply shape ("+what+")", detail+" "+it.w.nem.faultsAt(time.Now().Add(-5*time.Second), time.Now()))
+		return
+	}
+	t.Fatalf("reply shape (%s): %s", what, detail)
 }

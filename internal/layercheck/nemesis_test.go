@@ -499,6 +499,20 @@ func (n *nemesis) during(kinds []string, target string, a, b time.Time) bool {
 	return false
 }
 
+// faultsAt names the faults that overlap [a, b], for a finding's detail.
+func (n *nemesis) faultsAt(a, b time.Time) string {
+	var out []string
+	for _, f := range n.log.All() {
+		if !f.From.After(b) && (f.To.IsZero() || !f.To.Add(Settle(f.Kind)).Before(a)) {
+			out = append(out, fmt.Sprintf("%s of %s from %s", f.Kind, f.Target, f.From.Format("15:04:05.000")))
+		}
+	}
+	if len(out) == 0 {
+		return "(no fault near)"
+	}
+	return "(near: " + strings.Join(out, "; ") + ")"
+}
+
 // unknownOutcome reports (and counts) whether err, of an operation on p in
 // [sent, recv], is its connection failing while p was being killed: the
 // operation may or may not have been done, so it is booked nowhere.
