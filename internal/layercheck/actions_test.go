@@ -136,10 +136,14 @@ func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
 func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 	w := it.w
 	var key string
-	if rapid.IntRange(0, 3).Draw(t, "burst.hot") > 0 {
+	switch rapid.IntRange(0, 5).Draw(t, "burst.hot") {
+	case 1, 2, 3:
 		fam := rapid.SampledFrom([]string{"hl", "hs"}).Draw(t, "burst.family")
 		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
-	} else {
+	case 4, 5: // a failure policy's key (local, open): many decisions of it meet a fault
+		fam := rapid.SampledFrom([]string{"lo", "lg", "op", "og"}).Draw(t, "burst.failfamily")
+		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
+	default:
 		key = it.drawKey(t, "burst.key")
 	}
 	n := rapid.IntRange(20, 80).Draw(t, "burst.n")

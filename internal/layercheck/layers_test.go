@@ -3,11 +3,13 @@ package layercheck
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -167,6 +169,7 @@ type stats struct {
 	validRefused map[string]int     // the errors of give-backs with a receipt still good by the model
 	excess       []Excess           // what Check attributed to faults and fallbacks
 	fallbackAdm  int                // admissions decided by a fallback or the overload path, checked as such
+	fallbackBy   map[string]int     // fallback and overload decisions by policy/decided_by
 }
 
 func (w *world) effective() map[Variant]bool {
@@ -265,6 +268,12 @@ func (it *iteration) record(door, key, proc string, cost int64, sent, recv time.
 	fallback := strings.HasPrefix(r.DecidedBy, "fallback-") || strings.HasPrefix(r.DecidedBy, "overload-")
 	if fallback && count && r.Allowed == 1 {
 		it.w.stats.fallbackAdm++
+	}
+	if fallback {
+		if it.w.stats.fallbackBy == nil {
+			it.w.stats.fallbackBy = map[string]int{}
+		}
+		it.w.stats.fallbackBy[k.Policy+"/"+r.DecidedBy]++
 	}
 	it.w.mu.Unlock()
 	switch {
@@ -791,6 +800,13 @@ func runLayers(t *testing.T, faults bool) {
 	spent := func() bool { return time.Now().After(deadline) }
 	if faults {
 		w.nem = newNemesis(w, eu, home, noLink)
+		// Longer histories: a fault must meet a key before and after it
+		// (a kill's lost spends admitted again, a restarted bucket) within
+		// one iteration, whose keys are its own.
+		if !rapidSet["rapid.steps"] && os.Getenv("RAPID_STEPS") == "" {
+			_ = flag.Set("rapid.steps", strconv.Itoa(nemesisSteps))
+			t.Cleanup(func() { _ = flag.Set("rapid.steps", "25") })
+		}
 		w.keepGoing = true // faults do not replay: rapid's shrinking would chase another history
 		if !w.nem.link {
 			t.Logf("nemesis: no cut (skipped): %s", noLink)

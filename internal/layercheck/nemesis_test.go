@@ -264,12 +264,25 @@ func (n *nemesis) slotsOf(ctx context.Context, node *localredis.Node) ([][2]int,
 	return out, nil
 }
 
+// nemesisSteps are rapid's steps per iteration under the nemesis (unless
+// set): about 2 s of history, so that one iteration's keys see a fault's
+// before and after.
+const nemesisSteps = 300
+
+// primary is the primary that owns a key the running iteration has
+// admitted on (a random one before it has any): a fault of a node no key
+// in use lives on shows nothing.
 func (n *nemesis) primary(ctx context.Context) (*localredis.Node, [][2]int, error) {
 	ps := n.eu.Primaries()
 	if len(ps) == 0 {
 		return nil, nil, errors.New("no primary")
 	}
 	p := ps[n.rng.IntN(len(ps))]
+	if slot, ok := n.keySlot(false); ok {
+		if q, err := n.eu.PrimaryForKey(ctx, cluster.Key(probeKeys([][2]int{{slot, slot}})[0])); err == nil {
+			p = q
+		}
+	}
 	slots, err := n.slotsOf(ctx, p)
 	return p, slots, err
 }
@@ -366,11 +379,15 @@ func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) e
 // rejoins as the new one's replica.
 func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
 	var p, rep *localredis.Node
+	if q, _, err := n.primary(ctx); err == nil {
+		if rs := n.eu.ReplicasOf(q); len(rs) > 0 {
+			p, rep = q, rs[0]
+		}
+	}
 	ps := n.eu.Primaries()
 	for _, c := range n.rng.Perm(len(ps)) {
-		if rs := n.eu.ReplicasOf(ps[c]); len(rs) > 0 {
+		if rs := n.eu.ReplicasOf(ps[c]); p == nil && len(rs) > 0 {
 			p, rep = ps[c], rs[0]
-			break
 		}
 	}
 	if p == nil {
@@ -452,27 +469,41 @@ func (n *nemesis) slotMove(ctx context.Context, hold time.Duration) error {
 // slotInUse is the slot of a key the current iteration has admitted on,
 // a tb key's by preference; a random slot when there is none yet.
 func (n *nemesis) slotInUse() int {
+	if s, ok := n.keySlot(true); ok {
+		return s
+	}
+	return n.rng.IntN(16384)
+}
+
+// keySlot is the slot of a random key the running iteration has admitted
+// on (with tb, a tb.* key's when there is one).
+func (n *nemesis) keySlot(tb bool) (int, bool) {
 	n.w.mu.Lock()
 	it := n.w.cur
 	n.w.mu.Unlock()
-	if it != nil {
-		it.mu.Lock()
-		var best []int
-		for key, k := range it.rl {
-			if len(k.Slots) == 1 && len(k.Adm) > 0 {
-				if strings.HasPrefix(k.Policy, "tb") && strings.HasPrefix(key, "tb.") {
-					best = append([]int{k.Slots[0]}, best...)
-				} else {
-					best = append(best, k.Slots[0])
-				}
+	if it == nil {
+		return 0, false
+	}
+	it.mu.Lock()
+	var tbs, all []int
+	for key, k := range it.rl {
+		if len(k.Slots) == 1 && len(k.Adm) > 0 {
+			all = append(all, k.Slots[0])
+			if k.Policy == "tb" && strings.HasPrefix(key, "tb.") {
+				tbs = append(tbs, k.Slots[0])
 			}
 		}
-		it.mu.Unlock()
-		if len(best) > 0 {
-			return best[0]
-		}
 	}
-	return n.rng.IntN(16384)
+	it.mu.Unlock()
+	slices.Sort(all) // the map's order is not the seed's
+	slices.Sort(tbs)
+	switch {
+	case tb && len(tbs) > 0:
+		return tbs[n.rng.IntN(len(tbs))], true
+	case len(all) > 0:
+		return all[n.rng.IntN(len(all))], true
+	}
+	return 0, false
 }
 
 // stopAndWait ends the nemesis (the fault under way is healed first).

@@ -42,7 +42,14 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit, w.stats.refused, w.stats.ops["rival"], w.stats.probes, strings.Join(backs, " "))
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
-	t.Logf("admissions decided by a fallback or the overload path, checked against their failure policy's bound: %d", w.stats.fallbackAdm)
+	var fb []string
+	for k, n := range w.stats.fallbackBy {
+		fb = append(fb, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(fb)
+	s := fmt.Sprintf("fallback and overload decisions by policy: {%s}; admitted, and checked against their failure policy's bound: %d", strings.Join(fb, " "), w.stats.fallbackAdm)
+	t.Log(s)
+	fmt.Fprintln(os.Stderr, s)
 	if w.nem != nil {
 		w.nem.summary(t, w.stats.excess)
 	}

@@ -27,6 +27,9 @@ import (
 // binary is the sluice binary built once by TestMain from this tree.
 var binary string
 
+// rapidSet are the rapid flags the command line set.
+var rapidSet map[string]bool
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	// rapid's defaults, unless the command line set them: many short
@@ -38,6 +41,7 @@ func TestMain(m *testing.M) {
 			_ = flag.Set(name, v)
 		}
 	}
+	rapidSet = set
 	dir, err := os.MkdirTemp("", "sluice-layercheck-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
