@@ -51,9 +51,9 @@ policies:
   - {name: cc, match: "cc.*", algorithm: concurrency, limit: 3, period: 1s}
   - {name: evc, match: "ev.cc.*", algorithm: concurrency, limit: 3, period: 1s}
   - {name: ev, match: "ev.*", limit: 5, rate: 5, period: 1s}
-  - {name: lo, match: "lo.*", algorithm: token_bucket, limit: 6, rate: 3, period: 1s, on_store_error: local, local_share: 0.5}
+  - {name: lo, match: "lo.*", algorithm: token_bucket, limit: 6, rate: 3, period: 1s, on_store_error: local, local_share: 0.5, deny_cache: false}
   - {name: lg, match: "lg.*", algorithm: gcra, limit: 6, rate: 6, period: 2s, on_store_error: local, local_share: 0.5}
-  - {name: op, match: "op.*", algorithm: token_bucket, limit: 5, rate: 5, period: 1s, on_store_error: open}
+  - {name: op, match: "op.*", algorithm: token_bucket, limit: 5, rate: 5, period: 1s, on_store_error: open, deny_cache: false}
   - {name: og, match: "og.*", algorithm: gcra, limit: 4, rate: 4, period: 2s, on_store_error: open}
   - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
   - {name: all, match: "*", limit: 8, rate: 4, period: 1s}
