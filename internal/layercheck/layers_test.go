@@ -170,6 +170,7 @@ type stats struct {
 	excess       []Excess           // what Check attributed to faults and fallbacks
 	fallbackAdm  int                // admissions decided by a fallback or the overload path, checked as such
 	fallbackBy   map[string]int     // fallback and overload decisions by policy/decided_by
+	slotsLost    map[string]int     // by fault kind: the most slots held past the limit, within what the store may have forgotten
 }
 
 func (w *world) effective() map[Variant]bool {
@@ -284,7 +285,7 @@ func (it *iteration) record(door, key, proc string, cost int64, sent, recv time.
 }
 
 // slotsOf is the hash slot a user key's state lives in (cluster.Key, the
-// Redis key sluice keeps it under), or nil where it is spread or
+// Redis key sluice keeps it under; cluster.SpaceKey for CL.THROTTLE's), or nil where it is spread or
 // elsewhere: a split hot key's sub-buckets, a global key's pools at home,
 // a policy whose variants differ in that.
 func (w *world) slotsOf(key string, throttle bool) []int {
@@ -298,6 +299,9 @@ func (w *world) slotsOf(key string, throttle bool) []int {
 		if name == "gl" {
 			return nil
 		}
+	}
+	if throttle { // CL.THROTTLE's own state: another Redis key, and for a key hashed whole another slot
+		return []int{keyslot.Slot(cluster.SpaceKey(limit.SpaceThrottle, key))}
 	}
 	return []int{keyslot.Slot(cluster.Key(key))}
 }

@@ -593,8 +593,8 @@ func connectionError(err error) bool {
 // opError books an operation's error: nothing when its outcome is unknown
 // (its process was being killed); a finding of category cat (the contract:
 // every command is answered, during store faults by the fallback) when
-// the run records findings; else the test fails. It reports whether the
-// action must stop here.
+// the run records findings; else the test fails. The action stops there
+// either way.
 func (it *iteration) opError(t interface {
 	Fatalf(string, ...any)
 	Logf(string, ...any)

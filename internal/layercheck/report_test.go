@@ -52,6 +52,9 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 	fmt.Fprintln(os.Stderr, s)
 	if w.nem != nil {
 		w.nem.summary(t, w.stats.excess)
+		s := fmt.Sprintf("concurrency slots held past the limit under faults, within the grants the store may have forgotten (most, by kind): %v", w.stats.slotsLost)
+		t.Log(s)
+		fmt.Fprintln(os.Stderr, s)
 	}
 	if len(w.stats.validRefused) > 0 {
 		t.Logf("note: give-backs with an unused receipt of the key's, refused (policy changed, window closed, expired): %v", w.stats.validRefused)
