@@ -81,8 +81,6 @@
 // inconclusive (counted, not checked) only for KeyLog.Fallback's reasons,
 // such as a reset the store may or may not have done.
 //
-// # Faults and fallbacks
-//
 // Fallback and overload decisions are checked, each on its own
 // (docs/reliability.md, "Bounds under faults"): the store's own paths
 // (store, lease, split, region) must keep the bound above plus the own
