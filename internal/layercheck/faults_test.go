@@ -150,6 +150,12 @@ func TestFaultBounds(t *testing.T) {
 		{"kill: a freeze beside it is not the attribution", closed, nil, cat(lost6, n("store", "p1", 3600, 6)),
 			[]Fault{fault(FaultFreeze, 1400, 1700), kill}, nil, []ex{{FaultKill, "4", "6"}}},
 
+		{"a sluice kill beside a freeze: the freeze's", local, nil,
+			cat(n("store", "p1", 0, 10), n("fallback-local", "p2", 1200, 5)),
+			[]Fault{{Kind: FaultSluiceKill, Target: "p1", From: at(900), To: at(1500)}, fault(FaultFreeze, 1100, 1300)}, nil, []ex{{FaultFreeze, "5", "10"}}},
+		{"a freeze beside a home-down: a floor's excess is home's", global, nil, n("region", "p1", 0, 11),
+			[]Fault{fault(FaultFreeze, 0, 100), {Kind: FaultHomeDown, Target: "home", From: at(50), To: at(1000)}}, nil, []ex{{FaultHomeDown, "1", "1"}}},
+
 		// restart-empty: one limit.
 		{"restart-empty: a full bucket again", closed, nil, cat(n("store", "p1", 0, 10), n("store", "p1", 1000, 10)),
 			[]Fault{fault(FaultRestartEmpty, 500, 800)}, nil, []ex{{FaultRestartEmpty, "10", "10"}}},
