@@ -407,8 +407,8 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 				}
 				fb := 0.0
 				if t.local > 0 || localMay(ss) {
-					sb, _ := shareBound(ss, T)
-					fb = float64(c.n) * sb
+					sb, burst := shareBound(ss, T)
+					fb = float64(c.n)*sb + burst*float64(restarts(c.fs, "", a, b))
 				}
 				c.book(t, bound, fb, floor, own, to, durability(ss), a, b)
 				continue
@@ -515,7 +515,7 @@ func (c *checker) windows(adm []Admission, res *Result) {
 		if float64(n) <= float64(L)+own {
 			fb := 0.0
 			if t.local > 0 || localMay(ss) {
-				fb = float64(c.n * int(shareLimit(ss)))
+				fb = float64((c.n + restarts(c.fs, "", w.start, w.end)) * int(shareLimit(ss)))
 			}
 			c.book(*t, float64(L), fb, 0, own, to, durability(ss), w.start, w.end)
 			continue
