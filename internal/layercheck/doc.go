@@ -81,8 +81,6 @@
 // inconclusive (counted, not checked) only for KeyLog.Fallback's reasons,
 // such as a reset the store may or may not have done.
 //
-// # Faults and fallbacks
-//
 // Fallback and overload decisions are checked, each on its own
 // (docs/reliability.md, "Bounds under faults"): the store's own paths
 // (store, lease, split, region) must keep the bound above plus the own
@@ -102,9 +100,9 @@
 // T at any time (a key new to an instance is decided by it too): reported
 // as the region excess, not a violation. Every interval's admissions past
 // the fault-free bound, within the whole allowance, are an Excess,
-// attributed to the overlapping fault with the largest own allowance (the
-// earliest on a tie), else to "fallback", else to "region"; FaultTable
-// prints the worst per kind.
+// attributed to the overlapping fault with the largest own allowance (on
+// a tie by kind, then the earliest: see rank), else to "fallback", else to
+// "region"; FaultTable prints the worst per kind.
 //
 // A concurrency policy (cc, algorithm: concurrency) is driven by the
 // acquire, acquire-burst and release actions, through RESP and HTTP, on

@@ -305,21 +305,52 @@ func durability(ss []Span) string {
 }
 
 // allowed sums the own allowances of the faults of fs over [a, b] and
-// names the one an excess is attributed to: the largest own allowance,
-// the earliest fault on a tie; -1 when no fault window overlaps.
-func allowed(fs []keyFault, ss []Span, a, b time.Time) (sum float64, to int) {
-	to, best := -1, -1.0
+// names the one an excess is attributed to: the largest own allowance; on
+// a tie the first in rank's order, then the earliest; -1 when no fault
+// window overlaps. floorOnly: the interval has no fallback admission (an
+// excess there is a floor's or the store's).
+func allowed(fs []keyFault, ss []Span, a, b time.Time, floorOnly bool) (sum float64, to int) {
+	to, best, bestRank := -1, -1.0, 0
 	for j, kf := range fs {
 		n, ok := kf.own(ss, a, b)
 		if !ok {
 			continue
 		}
 		sum += n
-		if n > best {
-			to, best = j, n
+		r := rank(kf.f.Kind, floorOnly)
+		if n > best || n == best && r < bestRank {
+			to, best, bestRank = j, n, r
 		}
 	}
 	return sum, to
+}
+
+// rank orders the kinds for a tie of own allowances: those that lose a
+// key's state, then those that send its requests to the fallback, then
+// the home store (first where the excess can only be a floor's), a sluice
+// kill last (it touches every key and sends none of the other instance's
+// requests to a fallback).
+func rank(kind string, floorOnly bool) int {
+	if kind == FaultHomeDown && floorOnly {
+		return -1
+	}
+	switch kind {
+	case FaultKill:
+		return 0
+	case FaultRestartEmpty:
+		return 1
+	case FaultFreeze:
+		return 2
+	case FaultCut:
+		return 3
+	case FaultSlotMove:
+		return 4
+	case FaultScriptFlush:
+		return 5
+	case FaultHomeDown:
+		return 6
+	}
+	return 7
 }
 
 // tally sums one interval's admissions by path.
@@ -402,7 +433,9 @@ func (e Excess) row() string {
 // keys with an excess, the largest excess in tokens and as a share of its
 // bound, and the largest part of an excess the store's own paths admitted
 // (what the store forgot). Excesses outside every fault window have rows
-// of their own (fallback, region floor) when there are any.
+// of their own (fallback, region floor) when there are any. Both rows of a
+// kill count every kill injected: one kill touches keys of either
+// durability.
 func FaultTable(faults []Fault, excess []Excess) string {
 	injected := map[string]int{}
 	for _, f := range faults {

@@ -150,6 +150,12 @@ func TestFaultBounds(t *testing.T) {
 		{"kill: a freeze beside it is not the attribution", closed, nil, cat(lost6, n("store", "p1", 3600, 6)),
 			[]Fault{fault(FaultFreeze, 1400, 1700), kill}, nil, []ex{{FaultKill, "4", "6"}}},
 
+		{"a sluice kill beside a freeze: the freeze's", local, nil,
+			cat(n("store", "p1", 0, 10), n("fallback-local", "p2", 1200, 5)),
+			[]Fault{{Kind: FaultSluiceKill, Target: "p1", From: at(900), To: at(1500)}, fault(FaultFreeze, 1100, 1300)}, nil, []ex{{FaultFreeze, "5", "15"}}},
+		{"a freeze beside a home-down: a floor's excess is home's", global, nil, n("region", "p1", 0, 11),
+			[]Fault{fault(FaultFreeze, 0, 100), {Kind: FaultHomeDown, Target: "home", From: at(50), To: at(1000)}}, nil, []ex{{FaultHomeDown, "1", "1"}}},
+
 		// restart-empty: one limit.
 		{"restart-empty: a full bucket again", closed, nil, cat(n("store", "p1", 0, 10), n("store", "p1", 1000, 10)),
 			[]Fault{fault(FaultRestartEmpty, 500, 800)}, nil, []ex{{FaultRestartEmpty, "10", "10"}}},
@@ -174,6 +180,9 @@ func TestFaultBounds(t *testing.T) {
 		{"sluice-kill: nothing of its own", closed, nil, n("store", "p1", 0, 11), []Fault{sluiceKill}, []string{"bucket"}, nil},
 		{"sluice-kill: a new local bucket", local, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 5)),
 			[]Fault{sluiceKill}, nil, nil},
+		{"sluice-kill: a new local bucket beside the store's", local, nil,
+			cat(n("store", "p1", 0, 10), n("fallback-local", "p1", 200, 5), n("fallback-local", "p1", 2000, 5)),
+			[]Fault{sluiceKill}, nil, []ex{{ExcessFallback, "5", "10"}, {FaultSluiceKill, "10", "15"}}}, // the first 15, before the kill: the fallback's
 		{"sluice-kill: a new local bucket, one over", local, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 6)),
 			[]Fault{sluiceKill}, []string{"local-share"}, nil},
 		{"sluice-kill: without the fault", local, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 5)),
@@ -207,6 +216,11 @@ func TestFaultBounds(t *testing.T) {
 			}
 			if tt.want == nil && !slices.Equal(gotEx, tt.ex) {
 				t.Errorf("excess %v, want %v", gotEx, tt.ex)
+			}
+			for _, e := range res.Excess {
+				if tt.want == nil && e.Tokens > e.Bound+1e-6 {
+					t.Errorf("excess %v past its own bound", e)
+				}
 			}
 		})
 	}

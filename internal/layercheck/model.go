@@ -399,7 +399,7 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 			if float64(t.all) <= bound {
 				continue // nothing past the fault-free bound: no excess, no violation
 			}
-			own, to := allowed(c.fs, ss, a, b)
+			own, to := allowed(c.fs, ss, a, b, t.open+t.local == 0)
 			sum := float64(t.store)
 			if sum <= bound+own+floor {
 				if floor > 0 && sum > bound+own && (region == nil || sum-bound > float64(region.Admitted)-region.Bound) {
@@ -407,8 +407,8 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 				}
 				fb := 0.0
 				if t.local > 0 || localMay(ss) {
-					sb, _ := shareBound(ss, T)
-					fb = float64(c.n) * sb
+					sb, burst := shareBound(ss, T)
+					fb = float64(c.n)*sb + burst*float64(restarts(c.fs, "", a, b))
 				}
 				c.book(t, bound, fb, floor, own, to, durability(ss), a, b)
 				continue
@@ -510,12 +510,12 @@ func (c *checker) windows(adm []Admission, res *Result) {
 			L = max(L, s.V.Limit)
 		}
 		L += int64(givenBack(c.back, w.start, w.end))
-		own, to := allowed(c.fs, ss, w.start, w.end.Add(-1))
+		own, to := allowed(c.fs, ss, w.start, w.end.Add(-1), t.open+t.local == 0)
 		n := t.store
 		if float64(n) <= float64(L)+own {
 			fb := 0.0
 			if t.local > 0 || localMay(ss) {
-				fb = float64(c.n * int(shareLimit(ss)))
+				fb = float64((c.n + restarts(c.fs, "", w.start, w.end)) * int(shareLimit(ss)))
 			}
 			c.book(*t, float64(L), fb, 0, own, to, durability(ss), w.start, w.end)
 			continue

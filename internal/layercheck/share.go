@@ -83,22 +83,20 @@ func localMay(ss []Span) bool {
 }
 
 // instances is the instance count N of the fallback's bound: sl's, or
-// the processes seen answering k (at least 1).
+// the processes seen answering k if more (at least 1).
 func instances(k *KeyLog, sl Slack) int {
-	if sl.Instances > 0 {
-		return sl.Instances
-	}
 	var ps []string
 	for _, a := range k.Adm {
 		if !slices.Contains(ps, a.Proc) {
 			ps = append(ps, a.Proc)
 		}
 	}
-	return max(1, len(ps))
+	return max(1, sl.Instances, len(ps))
 }
 
-// restarts counts the sluice kills of proc whose [From, To] meets [a, b]:
-// each gives that instance a new local bucket, full.
+// restarts counts the sluice kills of proc ("": of any instance) whose
+// [From, To] meets [a, b]: each gives that instance a new local bucket,
+// full.
 func restarts(fs []keyFault, proc string, a, b time.Time) int {
 	n := 0
 	for _, kf := range fs {
@@ -107,7 +105,7 @@ func restarts(fs []keyFault, proc string, a, b time.Time) int {
 		if to.IsZero() {
 			to = farFuture
 		}
-		if f.Kind == FaultSluiceKill && f.Target == proc && !f.From.After(b) && !to.Before(a) {
+		if f.Kind == FaultSluiceKill && (proc == "" || f.Target == proc) && !f.From.After(b) && !to.Before(a) {
 			n++
 		}
 	}
