@@ -33,6 +33,7 @@ func TestFaults(t *testing.T) {
 			} else {
 				c = redistest.NewCluster(t, cfg)
 			}
+			t.Run("move slot errors", func(t *testing.T) { testMoveSlotErrors(t, c) })
 			t.Run("move slot under writes", func(t *testing.T) { testMoveSlot(t, c) })
 			t.Run("pause alone keeps the writes", func(t *testing.T) { testKillAfterHold(t, c, false) })
 			t.Run("hold replication loses the writes", func(t *testing.T) { testKillAfterHold(t, c, true) })
@@ -131,9 +132,9 @@ func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 	}
 }
 
-func TestMoveSlotErrors(t *testing.T) {
-	t.Parallel()
-	c := redistest.NewCluster(t, localredis.Config{})
+// testMoveSlotErrors: BeginMove refuses what it cannot move, and leaves
+// nothing half-done.
+func testMoveSlotErrors(t *testing.T, c *localredis.Cluster) {
 	ctx := t.Context()
 	p := c.Primaries()[0]
 	r := c.ReplicasOf(p)[0]
@@ -233,11 +234,20 @@ func testKillAfterHold(t *testing.T, c *localredis.Cluster, hold bool) {
 	}
 }
 
-func TestHoldReplicationErrors(t *testing.T) {
+// TestFaultErrors, on a cluster with no replicas: HoldReplication and
+// SetLink refuse what they cannot do, and RestartEmpty restarts a primary
+// that has no replica all the same.
+func TestFaultErrors(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
 	ctx := t.Context()
 	p := c.Primaries()[0]
+	if err := p.SetLink(false); err == nil {
+		t.Error("SetLink on a loopback cluster: nil error")
+	}
+	if c.Netns() != "" || !p.LinkUp() {
+		t.Errorf("Netns() = %q, LinkUp() = %v; want \"\", true", c.Netns(), p.LinkUp())
+	}
 	if _, err := c.HoldReplication(ctx, p); err == nil {
 		t.Error("HoldReplication of a primary with no replica: nil error")
 	}

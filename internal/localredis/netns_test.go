@@ -140,18 +140,6 @@ func pongFrom(t *testing.T, peer, n *localredis.Node) (time.Time, string) {
 	return time.Time{}, ""
 }
 
-func TestSetLinkOnLoopback(t *testing.T) {
-	t.Parallel()
-	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
-	n := c.Nodes()[0]
-	if err := n.SetLink(false); err == nil {
-		t.Error("SetLink on a loopback cluster: nil error")
-	}
-	if c.Netns() != "" || !n.LinkUp() {
-		t.Errorf("Netns() = %q, LinkUp() = %v; want \"\", true", c.Netns(), n.LinkUp())
-	}
-}
-
 // TestNetnsLifecycle: Start deletes a leftover namespace of a dead
 // process, Stop deletes the cluster's own namespace and its veths, and a
 // namespace cannot go with Detach.
