@@ -38,6 +38,7 @@ func TestFaults(t *testing.T) {
 			t.Run("pause alone keeps the writes", func(t *testing.T) { testKillAfterHold(t, c, false) })
 			t.Run("hold replication loses the writes", func(t *testing.T) { testKillAfterHold(t, c, true) })
 			t.Run("restart empty", func(t *testing.T) { testRestartEmpty(t, c) })
+			t.Run("failover", func(t *testing.T) { testFailover(t, c) })
 		})
 	}
 }
@@ -310,5 +311,32 @@ func testRestartEmpty(t *testing.T, c *localredis.Cluster) {
 	}
 	if got, err := c.ClusterClient().Get(ctx, other).Result(); err != nil || got != "v" {
 		t.Errorf("GET %s on another primary = %q, %v; want it kept", other, got, err)
+	}
+}
+
+// testFailover: a killed primary is replaced by its replica
+// (WaitNewPrimary) and comes back as the replica of it.
+func testFailover(t *testing.T, c *localredis.Cluster) {
+	ctx := t.Context()
+	p := c.Primaries()[2]
+	replicas := c.ReplicasOf(p)
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	promoted, err := c.WaitNewPrimary(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(replicas, promoted) {
+		t.Fatalf("WaitNewPrimary = %s, want one of %s", promoted.Addr, addrsOf(replicas))
+	}
+	if err := p.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.ReplicasOf(promoted), p) {
+		t.Errorf("restarted %s is not a replica of %s", p.Addr, promoted.Addr)
 	}
 }
