@@ -219,9 +219,11 @@ func testKillAfterHold(t *testing.T, c *localredis.Cluster, hold bool) {
 	if hold {
 		want = "before"
 	}
-	if got, err := replica.Client().Get(ctx, key).Result(); err != nil || got != want {
+	got, err := replica.Client().Get(ctx, key).Result()
+	if err != nil || got != want {
 		t.Errorf("GET %s on the promoted replica = %q, %v; want %q", key, got, err, want)
 	}
+	t.Logf("hold %v: the primary answered SET %s after; killed; the promoted replica %s has %q", hold, key, replica.Addr, got)
 
 	// The old primary comes back as a replica of the new one.
 	if err := p.Restart(ctx); err != nil {
