@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,9 +46,11 @@ func TestFaults(t *testing.T) {
 }
 
 // testMoveSlot moves a slot holding 200 keys while 4 clients INCR them
-// through a cluster client (which follows ASK and MOVED): every
-// acknowledged INCR is in the counters after the move, every key is on
-// the target, none on the source, and no command failed.
+// through a cluster client (which follows ASK and MOVED): first step by
+// step, with writes between the steps (while MIGRATING, then with the keys
+// on the target and the slot still the source's: ASK), then back in one
+// MoveSlot. Every acknowledged INCR is in the counters after, every key
+// is on the final owner, none elsewhere, and no command failed.
 func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 	ctx := t.Context()
 	const nkeys = 200
@@ -69,6 +73,14 @@ func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 	var firstErr atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
 	for w := range 4 {
 		wg.Go(func() {
 			for i := w; ; i += 4 {
@@ -93,39 +105,76 @@ func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 		}
 		return n
 	}
-	waitUntil(t, 10*time.Second, "no writes before the move", func() bool { return total() > 500 })
-	began, before := time.Now(), total()
-	err = c.MoveSlot(ctx, slot, dst)
-	during := total() - before
-	waitUntil(t, 10*time.Second, "no writes after the move", func() bool { return total() > before+during+500 })
-	close(stop)
-	wg.Wait()
+	more := func(what string) {
+		t.Helper()
+		n := total()
+		waitUntil(t, 10*time.Second, "no writes "+what, func() bool { return total() >= n+300 })
+	}
+	asking := func() int64 {
+		t.Helper()
+		info, err := dst.Client().Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(localredis.ParseInfo(info)["cmdstat_asking"], "calls="), ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		return n
+	}
+
+	more("before the move")
+	began, askBefore := time.Now(), asking()
+	m, err := c.BeginMove(ctx, slot, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("slot %d moved %s → %s in %v with %d INCRs acknowledged during the move; %d in all, %d failed",
-		slot, src.Addr, dst.Addr, time.Since(began).Round(time.Millisecond), during, total(), failed.Load())
-	if n := failed.Load(); n != 0 {
-		t.Errorf("%d INCRs failed during the move; first: %v", n, firstErr.Load())
+	more("while MIGRATING")
+	if _, err := m.MoveKeys(ctx); err != nil {
+		t.Fatal(err)
 	}
+	more("with the keys on the target, the slot the source's")
+	asked := asking() - askBefore
+	if err := m.Finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stepwise := time.Since(began)
+	more("after the move")
 	if owner, err := c.PrimaryForKey(ctx, key(0)); err != nil || owner != dst {
-		t.Errorf("PrimaryForKey after MoveSlot = %v, %v; want %s", owner, err, dst.Addr)
+		t.Errorf("PrimaryForKey after the move = %v, %v; want %s", owner, err, dst.Addr)
+	}
+	back := time.Now()
+	if err := c.MoveSlot(ctx, slot, src); err != nil {
+		t.Fatal(err)
+	}
+	whole := time.Since(back)
+	more("after the move back")
+	close(stop)
+	wg.Wait()
+	t.Logf("slot %d moved %s → %s step by step in %v (%d keys; %d ASKING on the target), back by MoveSlot in %v; %d INCRs acknowledged, %d failed",
+		slot, src.Addr, dst.Addr, stepwise.Round(time.Millisecond), m.Moved, asked, whole.Round(time.Millisecond), total(), failed.Load())
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d INCRs failed during the moves; first: %v", n, firstErr.Load())
+	}
+	if m.Moved != nkeys || asked == 0 {
+		t.Errorf("MoveKeys moved %d keys, want %d; %d ASKING reached the target, want some", m.Moved, nkeys, asked)
+	}
+	if owner, err := c.PrimaryForKey(ctx, key(0)); err != nil || owner != src {
+		t.Errorf("PrimaryForKey after MoveSlot back = %v, %v; want %s", owner, err, src.Addr)
 	}
 	for _, tc := range []struct {
 		n    *localredis.Node
 		want int64
-	}{{src, 0}, {dst, nkeys}} {
+	}{{dst, 0}, {src, nkeys}} {
 		if got, err := tc.n.Client().ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || got != tc.want {
 			t.Errorf("%s: CLUSTER COUNTKEYSINSLOT %d = %d, %v; want %d", tc.n.Addr, slot, got, err, tc.want)
 		}
 	}
 	for i := range nkeys {
-		got, err := dst.Client().Get(ctx, key(i)).Int64()
+		got, err := src.Client().Get(ctx, key(i)).Int64()
 		if want := acked[i].Load(); err != nil || got != want {
-			t.Errorf("%s on the target = %d, %v; want the %d INCRs acknowledged", key(i), got, err, want)
+			t.Errorf("%s = %d, %v; want the %d INCRs acknowledged", key(i), got, err, want)
 		}
 	}
-	if err := c.MoveSlot(ctx, slot, dst); err != nil {
+	if err := c.MoveSlot(ctx, slot, src); err != nil {
 		t.Errorf("MoveSlot to the owner: %v, want nil (nothing to do)", err)
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
