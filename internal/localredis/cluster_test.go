@@ -21,6 +21,8 @@ func TestConfigErrors(t *testing.T) {
 		{Replicas: -2},
 		{NodeTimeout: -time.Second},
 		{Port: 60000},
+		{Netns: true, Detach: true},
+		{Netns: true, Primaries: 33}, // 66 nodes, one /30 each: more than a /24 holds
 	} {
 		if _, err := localredis.Start(t.Context(), cfg); err == nil {
 			t.Errorf("localredis.Start(%+v) = nil error, want a config error", cfg)

@@ -146,7 +146,10 @@ func (c *Cluster) Takeover(ctx context.Context, replica *Node) error {
 // restarts the replicas, which resync from the empty primary, and waits
 // until the cluster is healthy again with primary still the owner of its
 // slots. A primary with no replica is only restarted and waited for.
-// Without a deadline on ctx, Config.Timeout bounds it.
+// It takes 2 s at least: a restarted primary says cluster_state:fail for
+// its first 2 s (Redis's CLUSTER_WRITABLE_DELAY, a chance for the cluster
+// to demote it first), and its slots are unserved until then. Without a
+// deadline on ctx, Config.Timeout bounds it.
 func (c *Cluster) RestartEmpty(ctx context.Context, primary *Node) error {
 	ctx, cancel := withDefaultTimeout(ctx, c.s.Timeout)
 	defer cancel()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,18 +35,22 @@ func TestFaults(t *testing.T) {
 			} else {
 				c = redistest.NewCluster(t, cfg)
 			}
+			t.Run("move slot errors", func(t *testing.T) { testMoveSlotErrors(t, c) })
 			t.Run("move slot under writes", func(t *testing.T) { testMoveSlot(t, c) })
 			t.Run("pause alone keeps the writes", func(t *testing.T) { testKillAfterHold(t, c, false) })
 			t.Run("hold replication loses the writes", func(t *testing.T) { testKillAfterHold(t, c, true) })
 			t.Run("restart empty", func(t *testing.T) { testRestartEmpty(t, c) })
+			t.Run("failover", func(t *testing.T) { testFailover(t, c) })
 		})
 	}
 }
 
 // testMoveSlot moves a slot holding 200 keys while 4 clients INCR them
-// through a cluster client (which follows ASK and MOVED): every
-// acknowledged INCR is in the counters after the move, every key is on
-// the target, none on the source, and no command failed.
+// through a cluster client (which follows ASK and MOVED): first step by
+// step, with writes between the steps (while MIGRATING, then with the keys
+// on the target and the slot still the source's: ASK), then back in one
+// MoveSlot. Every acknowledged INCR is in the counters after, every key
+// is on the final owner, none elsewhere, and no command failed.
 func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 	ctx := t.Context()
 	const nkeys = 200
@@ -67,6 +73,14 @@ func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 	var firstErr atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
 	for w := range 4 {
 		wg.Go(func() {
 			for i := w; ; i += 4 {
@@ -91,39 +105,76 @@ func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 		}
 		return n
 	}
-	waitUntil(t, 10*time.Second, "no writes before the move", func() bool { return total() > 500 })
-	began, before := time.Now(), total()
-	err = c.MoveSlot(ctx, slot, dst)
-	during := total() - before
-	waitUntil(t, 10*time.Second, "no writes after the move", func() bool { return total() > before+during+500 })
-	close(stop)
-	wg.Wait()
+	more := func(what string) {
+		t.Helper()
+		n := total()
+		waitUntil(t, 10*time.Second, "no writes "+what, func() bool { return total() >= n+300 })
+	}
+	asking := func() int64 {
+		t.Helper()
+		info, err := dst.Client().Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(localredis.ParseInfo(info)["cmdstat_asking"], "calls="), ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		return n
+	}
+
+	more("before the move")
+	began, askBefore := time.Now(), asking()
+	m, err := c.BeginMove(ctx, slot, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("slot %d moved %s → %s in %v with %d INCRs acknowledged during the move; %d in all, %d failed",
-		slot, src.Addr, dst.Addr, time.Since(began).Round(time.Millisecond), during, total(), failed.Load())
-	if n := failed.Load(); n != 0 {
-		t.Errorf("%d INCRs failed during the move; first: %v", n, firstErr.Load())
+	more("while MIGRATING")
+	if _, err := m.MoveKeys(ctx); err != nil {
+		t.Fatal(err)
 	}
+	more("with the keys on the target, the slot the source's")
+	asked := asking() - askBefore
+	if err := m.Finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stepwise := time.Since(began)
+	more("after the move")
 	if owner, err := c.PrimaryForKey(ctx, key(0)); err != nil || owner != dst {
-		t.Errorf("PrimaryForKey after MoveSlot = %v, %v; want %s", owner, err, dst.Addr)
+		t.Errorf("PrimaryForKey after the move = %v, %v; want %s", owner, err, dst.Addr)
+	}
+	back := time.Now()
+	if err := c.MoveSlot(ctx, slot, src); err != nil {
+		t.Fatal(err)
+	}
+	whole := time.Since(back)
+	more("after the move back")
+	close(stop)
+	wg.Wait()
+	t.Logf("slot %d moved %s → %s step by step in %v (%d keys; %d ASKING on the target), back by MoveSlot in %v; %d INCRs acknowledged, %d failed",
+		slot, src.Addr, dst.Addr, stepwise.Round(time.Millisecond), m.Moved, asked, whole.Round(time.Millisecond), total(), failed.Load())
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d INCRs failed during the moves; first: %v", n, firstErr.Load())
+	}
+	if m.Moved != nkeys || asked == 0 {
+		t.Errorf("MoveKeys moved %d keys, want %d; %d ASKING reached the target, want some", m.Moved, nkeys, asked)
+	}
+	if owner, err := c.PrimaryForKey(ctx, key(0)); err != nil || owner != src {
+		t.Errorf("PrimaryForKey after MoveSlot back = %v, %v; want %s", owner, err, src.Addr)
 	}
 	for _, tc := range []struct {
 		n    *localredis.Node
 		want int64
-	}{{src, 0}, {dst, nkeys}} {
+	}{{dst, 0}, {src, nkeys}} {
 		if got, err := tc.n.Client().ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || got != tc.want {
 			t.Errorf("%s: CLUSTER COUNTKEYSINSLOT %d = %d, %v; want %d", tc.n.Addr, slot, got, err, tc.want)
 		}
 	}
 	for i := range nkeys {
-		got, err := dst.Client().Get(ctx, key(i)).Int64()
+		got, err := src.Client().Get(ctx, key(i)).Int64()
 		if want := acked[i].Load(); err != nil || got != want {
-			t.Errorf("%s on the target = %d, %v; want the %d INCRs acknowledged", key(i), got, err, want)
+			t.Errorf("%s = %d, %v; want the %d INCRs acknowledged", key(i), got, err, want)
 		}
 	}
-	if err := c.MoveSlot(ctx, slot, dst); err != nil {
+	if err := c.MoveSlot(ctx, slot, src); err != nil {
 		t.Errorf("MoveSlot to the owner: %v, want nil (nothing to do)", err)
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
@@ -131,9 +182,9 @@ func testMoveSlot(t *testing.T, c *localredis.Cluster) {
 	}
 }
 
-func TestMoveSlotErrors(t *testing.T) {
-	t.Parallel()
-	c := redistest.NewCluster(t, localredis.Config{})
+// testMoveSlotErrors: BeginMove refuses what it cannot move, and leaves
+// nothing half-done.
+func testMoveSlotErrors(t *testing.T, c *localredis.Cluster) {
 	ctx := t.Context()
 	p := c.Primaries()[0]
 	r := c.ReplicasOf(p)[0]
@@ -217,9 +268,11 @@ func testKillAfterHold(t *testing.T, c *localredis.Cluster, hold bool) {
 	if hold {
 		want = "before"
 	}
-	if got, err := replica.Client().Get(ctx, key).Result(); err != nil || got != want {
+	got, err := replica.Client().Get(ctx, key).Result()
+	if err != nil || got != want {
 		t.Errorf("GET %s on the promoted replica = %q, %v; want %q", key, got, err, want)
 	}
+	t.Logf("hold %v: the primary answered SET %s after; killed; the promoted replica %s has %q", hold, key, replica.Addr, got)
 
 	// The old primary comes back as a replica of the new one.
 	if err := p.Restart(ctx); err != nil {
@@ -233,11 +286,20 @@ func testKillAfterHold(t *testing.T, c *localredis.Cluster, hold bool) {
 	}
 }
 
-func TestHoldReplicationErrors(t *testing.T) {
+// TestFaultErrors, on a cluster with no replicas: HoldReplication and
+// SetLink refuse what they cannot do, and RestartEmpty restarts a primary
+// that has no replica all the same.
+func TestFaultErrors(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
 	ctx := t.Context()
 	p := c.Primaries()[0]
+	if err := p.SetLink(false); err == nil {
+		t.Error("SetLink on a loopback cluster: nil error")
+	}
+	if c.Netns() != "" || !p.LinkUp() {
+		t.Errorf("Netns() = %q, LinkUp() = %v; want \"\", true", c.Netns(), p.LinkUp())
+	}
 	if _, err := c.HoldReplication(ctx, p); err == nil {
 		t.Error("HoldReplication of a primary with no replica: nil error")
 	}
@@ -300,5 +362,32 @@ func testRestartEmpty(t *testing.T, c *localredis.Cluster) {
 	}
 	if got, err := c.ClusterClient().Get(ctx, other).Result(); err != nil || got != "v" {
 		t.Errorf("GET %s on another primary = %q, %v; want it kept", other, got, err)
+	}
+}
+
+// testFailover: a killed primary is replaced by its replica
+// (WaitNewPrimary) and comes back as the replica of it.
+func testFailover(t *testing.T, c *localredis.Cluster) {
+	ctx := t.Context()
+	p := c.Primaries()[2]
+	replicas := c.ReplicasOf(p)
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	promoted, err := c.WaitNewPrimary(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(replicas, promoted) {
+		t.Fatalf("WaitNewPrimary = %s, want one of %s", promoted.Addr, addrsOf(replicas))
+	}
+	if err := p.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.ReplicasOf(promoted), p) {
+		t.Errorf("restarted %s is not a replica of %s", p.Addr, promoted.Addr)
 	}
 }

@@ -32,6 +32,9 @@ const migrateTimeout = 5000
 // on one node, to make the nodes disagree for a while); MoveSlot is the
 // whole.
 //
+// A step that fails leaves the slot where it is: migrating and importing,
+// perhaps with some keys on each side. Calling MoveKeys and Finish again
+// (or `redis-cli --cluster fix`) completes the move; nothing undoes it.
 // A SlotMove is used from one goroutine.
 type SlotMove struct {
 	Slot     int

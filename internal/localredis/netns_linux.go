@@ -125,8 +125,11 @@ func (ns *namespace) addLinks(ctx context.Context, n int) (hosts []string, links
 		// Made with its peer already in the namespace, so that deleting
 		// the namespace deletes both ends: no half-made pair is left in
 		// the root namespace.
+		if err := ns.run(ctx, "link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns.name); err != nil {
+			return nil, nil, err
+		}
+		ns.links++ // remove deletes it from now on
 		for _, args := range [][]string{
-			{"link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns.name},
 			{"addr", "add", hostIP + "/30", "dev", outer},
 			{"link", "set", outer, "up"},
 			{"-n", ns.name, "addr", "add", nodeIP + "/30", "dev", inner},
@@ -136,7 +139,6 @@ func (ns *namespace) addLinks(ctx context.Context, n int) (hosts []string, links
 				return nil, nil, err
 			}
 		}
-		ns.links++
 		hosts = append(hosts, nodeIP)
 		links = append(links, &veth{ns: ns, inner: inner})
 	}

@@ -86,6 +86,10 @@ func TestSetLink(t *testing.T) {
 	if err := peer.Client().Ping(ctx).Err(); err != nil {
 		t.Errorf("PING %s (not cut): %v", peer.Addr, err)
 	}
+	pid := p.Pid
+	if err := p.Restart(ctx); err == nil || p.Pid != pid || !p.Running() {
+		t.Errorf("Restart during the cut: %v, pid %d → %d, running %v; want an error and the server left alone", err, pid, p.Pid, p.Running())
+	}
 	// The peers hear from the cut node past cluster-node-timeout and do
 	// not fail it: pong-recv of its line in a peer's CLUSTER NODES.
 	waitUntil(t, 10*nodeTimeout, "no pong from the cut node past cluster-node-timeout", func() bool {
@@ -134,18 +138,6 @@ func pongFrom(t *testing.T, peer, n *localredis.Node) (time.Time, string) {
 	}
 	t.Fatalf("%s does not list %s", peer.Addr, n.Addr)
 	return time.Time{}, ""
-}
-
-func TestSetLinkOnLoopback(t *testing.T) {
-	t.Parallel()
-	c := redistest.NewCluster(t, localredis.Config{Replicas: -1})
-	n := c.Nodes()[0]
-	if err := n.SetLink(false); err == nil {
-		t.Error("SetLink on a loopback cluster: nil error")
-	}
-	if c.Netns() != "" || !n.LinkUp() {
-		t.Errorf("Netns() = %q, LinkUp() = %v; want \"\", true", c.Netns(), n.LinkUp())
-	}
 }
 
 // TestNetnsLifecycle: Start deletes a leftover namespace of a dead

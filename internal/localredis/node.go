@@ -420,10 +420,17 @@ func (n *Node) terminate(grace time.Duration) error {
 // view of the cluster from nodes.conf; with persistence off it has no data
 // and no scripts. Restart returns once the server answers; call
 // Cluster.WaitHealthy to wait for the cluster to take it back.
+//
+// In a Config.Netns cluster, a node whose link is down is not restarted
+// (an error, and nothing done): this process could not see it answer.
 func (n *Node) Restart(ctx context.Context) error {
 	ctx, cancel := withDefaultTimeout(ctx, n.s.Timeout)
 	defer cancel()
 	n.mu.Lock()
+	if n.link != nil && n.link.down {
+		n.mu.Unlock()
+		return fmt.Errorf("localredis: restart %s: its link is down; SetLink(true) first", n.Addr)
+	}
 	if err := n.killLocked(); err != nil {
 		n.mu.Unlock()
 		return err
