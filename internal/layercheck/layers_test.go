@@ -3,13 +3,8 @@ package layercheck
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,10 +12,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/internal/keyslot"
-	"github.com/sluice-rl/sluice/internal/localredis"
-	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
@@ -282,28 +273,6 @@ func (it *iteration) record(door, key, proc string, cost int64, sent, recv time.
 	case count && r.Allowed == 1:
 		k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: cost, By: r.DecidedBy, Door: door, Proc: proc})
 	}
-}
-
-// slotsOf is the hash slot a user key's state lives in (cluster.Key, the
-// Redis key sluice keeps it under; cluster.SpaceKey for CL.THROTTLE's), or nil where it is spread or
-// elsewhere: a split hot key's sub-buckets, a global key's pools at home,
-// a policy whose variants differ in that.
-func (w *world) slotsOf(key string, throttle bool) []int {
-	if !throttle {
-		name := w.match.Match(key).Name
-		for _, vs := range []map[string]Variant{w.base, w.alt} {
-			if v, ok := vs[name]; ok && (v.Hot == "split" || v.Global) {
-				return nil
-			}
-		}
-		if name == "gl" {
-			return nil
-		}
-	}
-	if throttle { // CL.THROTTLE's own state: another Redis key, and for a key hashed whole another slot
-		return []int{keyslot.Slot(cluster.SpaceKey(limit.SpaceThrottle, key))}
-	}
-	return []int{keyslot.Slot(cluster.Key(key))}
 }
 
 func (it *iteration) ms(t time.Time) int64 { return t.Sub(it.start).Milliseconds() }
@@ -722,213 +691,4 @@ func (it *iteration) check(t *rapid.T) {
 		// one reproduces more often.
 		t.Fatalf("violation of limit + rate × T (windows: limit per window); see the VIOLATION lines")
 	}
-}
-
-// TestLayers is the checker of issue 20: rapid drives two sluice processes
-// in region eu (a 3+3 cluster, a home redis-server) through every door and
-// layer, and each test case's replies must keep every key within its
-// policy's bound. LAYERCHECK_DURATION (default 25s) bounds the run; the
-// summary line counts operations, keys, violations and decided_by.
-func TestLayers(t *testing.T) { runLayers(t, false) }
-
-// runLayers is TestLayers, and with faults TestLayersNemesis.
-func runLayers(t *testing.T, faults bool) {
-	budget := 25 * time.Second
-	if faults {
-		budget = 45 * time.Second
-	}
-	if s := os.Getenv("LAYERCHECK_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("LAYERCHECK_DURATION=%q: %v", s, err)
-		}
-		budget = d
-	}
-	home := redistest.NewSingle(t)
-	// Under the nemesis the cluster runs in a network namespace where it
-	// can (root, iproute2), so that a primary's link can be cut.
-	euCfg, noLink := localredis.Config{Primaries: 3, Replicas: 1, Log: io.Discard}, ""
-	if faults {
-		if err := localredis.CheckNetns(); err != nil {
-			noLink = err.Error()
-		} else {
-			euCfg.Netns = true
-		}
-	}
-	eu := redistest.NewCluster(t, euCfg)
-	dir := t.TempDir()
-	envoyDir := filepath.Join(dir, "envoy")
-	if err := os.Mkdir(envoyDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(envoyDir, "gw.yaml"), []byte(envoyRules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	match, base := parseSet(t, cfg(false))
-	_, alt := parseSet(t, cfg(true))
-	w := &world{match: match, base: base, alt: alt, overrides: map[string]Variant{},
-		stats:     stats{ops: map[string]int{}, by: map[string]int{}, categories: map[string]int{}, examples: map[string]string{}},
-		keepGoing: os.Getenv("LAYERCHECK_KEEPGOING") != "", plainKeys: os.Getenv("LAYERCHECK_PLAIN") != "", skip: map[string]bool{}}
-	for _, a := range strings.Split(os.Getenv("LAYERCHECK_SKIP"), ",") {
-		w.skip[strings.TrimSpace(a)] = true
-	}
-	// Two users from an aclfile; LAYERCHECK_NOACL=1: none, as before
-	// users existed (every client is everyone: the rival's checks fail).
-	ownerCreds, rivalCreds, users := owner, rival, []string{"--aclfile", filepath.Join(dir, "users.acl")}
-	if os.Getenv("LAYERCHECK_NOACL") != "" {
-		ownerCreds, rivalCreds, users = creds{}, creds{}, nil
-	} else if err := os.WriteFile(users[1], []byte(aclFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		path := filepath.Join(dir, fmt.Sprintf("sluice%d.yaml", i+1))
-		if err := os.WriteFile(path, []byte(cfg(false)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		w.procs = append(w.procs, startSluice(t, fmt.Sprintf("p%d", i+1), path, ownerCreds, rivalCreds,
-			append([]string{"--cluster", strings.Join(eu.Addrs(), ","), "--region", "eu", "--home-redis", "redis://" + home.Addr,
-				"--envoy-config", envoyDir}, users...)...))
-		w.file = append(w.file, base)
-		w.fileAlt = append(w.fileAlt, false)
-	}
-	var vs []Variant
-	for _, v := range base {
-		vs = append(vs, v)
-	}
-	w.tracker = NewTracker(time.Now(), vs...)
-	ctx := context.Background()
-	start := time.Now()
-	deadline := start.Add(budget)
-	failing := false
-	t.Cleanup(func() { w.summary(t, time.Since(start)) })
-	spent := func() bool { return time.Now().After(deadline) }
-	if faults {
-		w.nem = newNemesis(w, eu, home, noLink)
-		// Longer histories: a fault must meet a key before and after it
-		// (a kill's lost spends admitted again, a restarted bucket) within
-		// one iteration, whose keys are its own.
-		if !rapidSet["rapid.steps"] && os.Getenv("RAPID_STEPS") == "" {
-			_ = flag.Set("rapid.steps", strconv.Itoa(nemesisSteps))
-			t.Cleanup(func() { _ = flag.Set("rapid.steps", "25") })
-		}
-		w.keepGoing = true // faults do not replay: rapid's shrinking would chase another history
-		if !w.nem.link {
-			t.Logf("nemesis: no cut (skipped): %s", noLink)
-		}
-		if os.Getenv("CI") != "" && !w.nem.link {
-			t.Errorf("CI: the nemesis cannot cut a link: %s", w.nem.noLink)
-		}
-		t.Logf("nemesis: seed %d (LAYERCHECK_NEMESIS_SEED), kinds %v", w.nem.seed, w.nem.kinds())
-		go w.nem.run(t)
-		t.Cleanup(w.nem.stopAndWait) // before the summary and the processes' stop
-		// the run lasts the budget and at least until every kind ran
-		// once, at most until the bounded run's 120 s are nearly spent
-		limit := start.Add(max(budget, 110*time.Second))
-		spent = func() bool {
-			return time.Now().After(deadline) && w.nem.roundDone() || time.Now().After(limit)
-		}
-	}
-
-	rapid.Check(t, func(t *rapid.T) {
-		if !failing && spent() {
-			return // the time budget is spent: the remaining checks are empty
-		}
-		w.mu.Lock()
-		w.iter++
-		w.stats.iterations++
-		it := &iteration{w: w, n: w.iter, start: time.Now(), rl: map[string]*KeyLog{}, cl: map[string]*KeyLog{}}
-		w.cur = it
-		w.mu.Unlock()
-		it.restore(t, ctx)
-		defer func() {
-			if t.Failed() {
-				failing = true
-			}
-		}()
-		t.Logf("iteration %d (keys contain i%d)", it.n, it.n)
-		actions := it.actions(ctx)
-		for a := range w.skip {
-			delete(actions, a)
-		}
-		t.Repeat(actions)
-		w.mu.Lock()
-		w.stats.keys += len(it.rl) + len(it.cl)
-		w.mu.Unlock()
-		it.check(t)
-		if t.Failed() {
-			failing = true
-		}
-	})
-}
-
-// faults are the run's faults so far (none without a nemesis).
-func (w *world) faults() []Fault {
-	if w.nem == nil {
-		return nil
-	}
-	return w.nem.log.All()
-}
-
-// retryable reports whether a command answered err in [sent, recv] on p
-// is sent again: it was "store unavailable" during a store fault, or p's
-// connection failed while p was being killed (both counted), and it has
-// not been retried for a minute. It waits a little before it says so.
-//
-// Under the nemesis another error during a store fault is a finding (the
-// contract: a store that cannot answer is "store unavailable"), booked
-// once per command, and the command is sent again too: its outcome is
-// unknown, and the policies in force must stay known.
-func (w *world) retryable(cmd string, p *proc, sent, recv time.Time, err error) bool {
-	if err == nil || time.Since(sent) > time.Minute {
-		return false
-	}
-	if !w.storeUnavailable(cmd, sent, recv, err) && !w.unknownOutcome(p, sent, recv, err) {
-		if w.nem == nil || !w.nem.during(storeKinds, "", sent, recv) {
-			return false
-		}
-		if recv.Sub(sent) < 0 || w.noted(p, sent) {
-			time.Sleep(50 * time.Millisecond)
-			return true
-		}
-		w.finding(fmt.Sprintf("error reply to %s during a store fault (not store unavailable)", cmd),
-			fmt.Sprintf("%s on %s sent %s, answered %s: %v", cmd, p.name, sent.Format("15:04:05.000"), recv.Format("15:04:05.000"), err))
-	}
-	time.Sleep(50 * time.Millisecond) // the fault is healed within seconds
-	return true
-}
-
-// noted reports whether the command p sent at sent was booked as a
-// finding already (its retries are not booked again).
-func (w *world) noted(p *proc, sent time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	k := p.name + sent.String()
-	if w.notedCmd == nil {
-		w.notedCmd = map[string]bool{}
-	}
-	was := w.notedCmd[k]
-	w.notedCmd[k] = true
-	return was
-}
-
-// finding books a violation found outside Check and outside an
-// iteration's actions, in category cat.
-func (w *world) finding(cat, detail string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stats.categories[cat] == 0 {
-		w.stats.examples[cat] = detail
-	}
-	w.stats.categories[cat]++
-	w.stats.violations = append(w.stats.violations, detail)
-}
-
-// shapeFinding books a reply of the wrong shape: under the nemesis a
-// finding (with the fault it met, the run goes on), else the test fails.
-func (it *iteration) shapeFinding(t *rapid.T, what, detail string) {
-	if it.w.nem != nil && it.w.keepGoing {
-		it.errorFinding(t, "reply shape ("+what+")", detail+" "+it.w.nem.faultsAt(time.Now().Add(-5*time.Second), time.Now()))
-		return
-	}
-	t.Fatalf("reply shape (%s): %s", what, detail)
 }

@@ -5,18 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -542,94 +539,6 @@ func (n *nemesis) faultsAt(a, b time.Time) string {
 		return "(no fault near)"
 	}
 	return "(near: " + strings.Join(out, "; ") + ")"
-}
-
-// unknownOutcome reports (and counts) whether err, of an operation on p in
-// [sent, recv], is its connection failing while p was being killed: the
-// operation may or may not have been done, so it is booked nowhere.
-func (w *world) unknownOutcome(p *proc, sent, recv time.Time, err error) bool {
-	n := w.nem
-	if n == nil || err == nil || !connectionError(err) || !n.during([]string{FaultSluiceKill}, p.name, sent, recv) {
-		return false
-	}
-	n.mu.Lock()
-	n.unknown++
-	n.mu.Unlock()
-	return true
-}
-
-// storeUnavailable reports (and counts) whether err is "store
-// unavailable", answered to cmd in [sent, recv] during a store fault.
-func (w *world) storeUnavailable(cmd string, sent, recv time.Time, err error) bool {
-	n := w.nem
-	if n == nil || err == nil || !unavailable(err) || !n.during(storeKinds, "", sent, recv) {
-		return false
-	}
-	n.mu.Lock()
-	n.tolerated[cmd]++
-	n.mu.Unlock()
-	return true
-}
-
-// connectionError reports whether err is a connection's failure (reset,
-// refused, closed, EOF; gRPC Unavailable), not an error reply.
-func connectionError(err error) bool {
-	var re redis.Error
-	if errors.As(err, &re) || isHTTPStatus(err) {
-		return false
-	}
-	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
-		return s.Code() == codes.Unavailable
-	}
-	if strings.Contains(err.Error(), "code = Unavailable") {
-		return true // the rival's answers, kept as text
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset") ||
-		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "use of closed network connection")
-}
-
-// opError books an operation's error: nothing when its outcome is unknown
-// (its process was being killed); a finding of category cat (the contract:
-// every command is answered, during store faults by the fallback) when
-// the run records findings; else the test fails. The action stops there
-// either way.
-func (it *iteration) opError(t interface {
-	Fatalf(string, ...any)
-	Logf(string, ...any)
-}, p *proc, sent, recv time.Time, err error, format string, args ...any) {
-	if it.w.unknownOutcome(p, sent, recv, err) {
-		t.Logf("unknown outcome (%s being killed): "+format+": %v", append(append([]any{p.name}, args...), err)...)
-		return
-	}
-	what := fmt.Sprintf(format, args...)
-	if it.w.nem != nil && it.w.keepGoing {
-		cmd := strings.Fields(what)[0]
-		fault := "no fault"
-		if it.w.nem.during(FaultKinds, "", sent, recv) {
-			fault = "during a fault"
-		}
-		it.errorFinding(t, fmt.Sprintf("error reply to %s (%s)", cmd, fault), fmt.Sprintf("%s on %s at %s: %v", what, p.name, sent.Format("15:04:05.000"), err))
-		return
-	}
-	t.Fatalf("%s on %s: %v", what, p.name, err)
-}
-
-// errorFinding books an error reply as a violation of category cat.
-func (it *iteration) errorFinding(t interface{ Logf(string, ...any) }, cat, detail string) {
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	it.found = append(it.found, cat)
-	w := it.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stats.categories[cat] == 0 {
-		w.stats.examples[cat] = detail
-	}
-	w.stats.categories[cat]++
-	w.stats.violations = append(w.stats.violations, detail)
-	t.Logf("VIOLATION %s", detail)
 }
 
 // faultSummary is the nemesis's part of the summary: the faults by kind,
