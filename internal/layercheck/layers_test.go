@@ -435,7 +435,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				it.opError(t, p, sent, recv, err, "CL.THROTTLE %q", key)
 				return
 			}
-			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
+			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit && v[1] != throttleShare(it.w.match.Match(key)) || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
 				t.Logf("throttle %s %q %s %d -> %v", p.name, key, clArgs, q, v)
 				it.shapeFinding(t, "CL.THROTTLE", fmt.Sprintf("throttle %s %q %s %d at %s -> %v", p.name, key, clArgs, q, sent.Format("15:04:05.000"), v))
 				return
@@ -570,6 +570,19 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"rival":     func(t *rapid.T) { it.rivalOnOwner(t, ctx) },
 		"rival-own": func(t *rapid.T) { it.rivalOwn(t, ctx) },
 	}
+}
+
+// throttleShare is the limit a CL.THROTTLE reply of the local fallback
+// reports for a key of policy p: the caller's limit scaled by the policy's
+// local_share (limit.Policy.Share), the bucket that decided; 0 when p has
+// no share below 1. (A fallback's reply reports the limit of the bucket
+// that decided, for RL.TAKE and CL.THROTTLE alike: found by the nemesis
+// as [0 1 0 -1 1] for CL.THROTTLE k 2 4 2 under a freeze, limit 1 of 3.)
+func throttleShare(p *limit.Policy) int64 {
+	if p == nil || p.LocalShare <= 0 || p.LocalShare >= 1 {
+		return 0
+	}
+	return (&limit.Policy{Limit: cl.Limit, Rate: cl.Rate, LocalShare: p.LocalShare}).Share().Limit
 }
 
 func clArgsAny(q int64) []any {
