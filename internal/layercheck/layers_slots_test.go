@@ -157,7 +157,7 @@ func (it *iteration) checkSlots(t *rapid.T) []string {
 		detail := fmt.Sprintf("key %q: %d slots certainly held at +%dms (%s), limit %d; holds (ms since the iteration's start: acquire sent-answered, TTL, release sent): %s",
 			key, most, it.ms(at), at.Format("15:04:05.000"), slotLimit, it.holds(hs))
 		if it.w.nem != nil {
-			detail += " " + it.w.nem.faultsAt(at.Add(-5*time.Second), at)
+			detail += " " + it.w.nem.faultsAt(at.Add(-5*time.Second), at) + fmt.Sprintf("; the key's slots %v", it.w.slotsOf(key, false))
 		}
 		it.w.mu.Lock()
 		if it.w.stats.categories[cat] == 0 {

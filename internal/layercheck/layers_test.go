@@ -681,7 +681,11 @@ func (it *iteration) check(t *rapid.T) {
 				what = "CL.THROTTLE " + clArgs
 			}
 			cat := fmt.Sprintf("%s policy %s %s check, doors %s", what, v.Policy, v.Kind, doors(v.By))
-			detail := what + " " + v.String() + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k) +
+			near := ""
+			if w.nem != nil {
+				near = " " + w.nem.faultsAt(v.From, v.To) + fmt.Sprintf("; the key's slots %v", k.Slots)
+			}
+			detail := what + " " + v.String() + near + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k) +
 				"\n    the actions on it, its other spellings and the policies:\n      " + strings.Join(it.about(k.Key), "\n      ")
 			if w.stats.categories[cat] == 0 {
 				w.stats.examples[cat] = detail

@@ -532,7 +532,11 @@ func (n *nemesis) faultsAt(a, b time.Time) string {
 	var out []string
 	for _, f := range n.log.All() {
 		if !f.From.After(b) && (f.To.IsZero() || !f.To.Add(Settle(f.Kind)).Before(a)) {
-			out = append(out, fmt.Sprintf("%s of %s from %s", f.Kind, f.Target, f.From.Format("15:04:05.000")))
+			d := fmt.Sprintf("%s of %s slots %v from %s to %s", f.Kind, f.Target, f.Slots, f.From.Format("15:04:05.000"), f.To.Format("15:04:05.000"))
+			if !f.HeldBack.IsZero() {
+				d += " (replication held back from " + f.HeldBack.Format("15:04:05.000") + ")"
+			}
+			out = append(out, d)
 		}
 	}
 	if len(out) == 0 {
