@@ -241,7 +241,13 @@ func (it *iteration) log(key string, throttle bool) *KeyLog {
 	if k == nil {
 		k = &KeyLog{Key: key, Policy: it.w.match.Match(key).Name, Slots: it.w.slotsOf(key, throttle)}
 		if throttle {
-			k.Fixed = &cl
+			// the caller's numbers, the failure policy of the policy
+			// the key matches (docs/commands.md)
+			f := cl
+			if v, ok := it.w.base[k.Policy]; ok {
+				f.OnStoreError, f.LocalShare = v.OnStoreError, v.LocalShare
+			}
+			k.Fixed = &f
 		}
 		m[key] = k
 	}
@@ -443,7 +449,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			if v[0] == 0 {
 				it.mu.Lock()
 				k := it.log(key, true)
-				k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: q, By: "cl", Door: "cl", Proc: p.name})
+				k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: q, By: throttleBy(v, q, it.w.match.Match(key)), Door: "cl", Proc: p.name})
 				it.mu.Unlock()
 			}
 			w.count("throttle")
@@ -583,6 +589,21 @@ func throttleShare(p *limit.Policy) int64 {
 		return 0
 	}
 	return (&limit.Policy{Limit: cl.Limit, Rate: cl.Rate, LocalShare: p.LocalShare}).Share().Limit
+}
+
+// throttleBy is the path that decided an admitted CL.THROTTLE reply v of
+// quantity q, which has no decided_by field: the local fallback reports
+// its share's limit (throttleShare), the open fallback the whole burst
+// left ("nothing is known of the bucket: report it as untouched"), which
+// the store never does after admitting q ≥ 1; else the store ("cl").
+func throttleBy(v []int64, q int64, p *limit.Policy) string {
+	switch {
+	case v[1] != cl.Limit && v[1] == throttleShare(p):
+		return limit.ByFallbackLocal
+	case q >= 1 && v[2] == v[1]:
+		return limit.ByFallbackOpen
+	}
+	return "cl"
 }
 
 func clArgsAny(q int64) []any {
