@@ -36,8 +36,8 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 soak: ## sluice lab soak, 3 minutes of load with faults
 	$(GO) run ./cmd/sluice lab soak
 
-check-long: ## the cross-layer checker (internal/layercheck) for LAYERCHECK_DURATION (default 10m), every violation recorded
-	LAYERCHECK_DURATION=$${LAYERCHECK_DURATION:-10m} LAYERCHECK_KEEPGOING=1 $(GO) test -count=1 -v -run TestLayers -timeout 30m ./internal/layercheck
+check-long: ## the cross-layer checker with the nemesis (internal/layercheck TestLayersNemesis) for LAYERCHECK_DURATION (default 10m), every violation recorded
+	LAYERCHECK_DURATION=$${LAYERCHECK_DURATION:-10m} LAYERCHECK_KEEPGOING=1 $(GO) test -count=1 -v -run '^TestLayersNemesis$$' -timeout 30m ./internal/layercheck
 
 ci: ## what CI runs
 	.ci/run

@@ -32,24 +32,35 @@ func (p *Policies) cmd() redis.UniversalClient {
 
 // Load reads every runtime policy.
 func (p *Policies) Load(ctx context.Context) (map[string]string, error) {
-	return p.cmd().HGetAll(ctx, PoliciesKey).Result()
+	m, err := p.cmd().HGetAll(ctx, PoliciesKey).Result()
+	return m, p.wrap(err)
 }
 
 // Put stores one policy and announces it.
 func (p *Policies) Put(ctx context.Context, name, data string) error {
 	if err := p.cmd().HSet(ctx, PoliciesKey, name, data).Err(); err != nil {
-		return err
+		return p.wrap(err)
 	}
-	return p.cmd().Publish(ctx, PoliciesChannel, name).Err()
+	return p.wrap(p.cmd().Publish(ctx, PoliciesChannel, name).Err())
 }
 
 // Delete removes one policy and announces it.
 func (p *Policies) Delete(ctx context.Context, name string) (bool, error) {
 	n, err := p.cmd().HDel(ctx, PoliciesKey, name).Result()
 	if err != nil {
-		return false, err
+		return false, p.wrap(err)
 	}
-	return n > 0, p.cmd().Publish(ctx, PoliciesChannel, name).Err()
+	return n > 0, p.wrap(p.cmd().Publish(ctx, PoliciesChannel, name).Err())
+}
+
+// wrap makes a connectivity failure limit.ErrUnavailable, as the store's
+// decisions and resets do: RL.POLICY then answers "store unavailable" (the
+// change may or may not have been made), not the client's own words.
+func (p *Policies) wrap(err error) error {
+	if isConnectivity(err) {
+		return p.s.unavailable("", err)
+	}
+	return err
 }
 
 // Watch calls changed for every announcement until ctx ends. go-redis

@@ -71,11 +71,10 @@ func reshardLive(t *testing.T, sourceFirst, pastTimeout bool) {
 			break
 		}
 	}
-	setslot := func(n *localredis.Node, args ...any) {
+	assign := func(m *localredis.SlotMove, n *localredis.Node) {
 		t.Helper()
-		full := append([]any{"CLUSTER", "SETSLOT", slot}, args...)
-		if err := n.Client().Do(ctx, full...).Err(); err != nil {
-			t.Fatalf("%s: %v: %v", n.Addr, full, err)
+		if err := m.Assign(ctx, n); err != nil {
+			t.Fatal(err)
 		}
 	}
 
@@ -88,28 +87,20 @@ func reshardLive(t *testing.T, sourceFirst, pastTimeout bool) {
 
 	moveBegan := time.Now()
 	before := l.decisions()
-	setslot(dst, "IMPORTING", src.ID)
-	setslot(src, "MIGRATING", dst.ID)
+	// The steps of localredis's MoveSlot one by one, to look in between.
+	mv, err := c.BeginMove(ctx, slot, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mv.From != src {
+		t.Fatalf("BeginMove moves slot %d from %s, want %s", slot, mv.From.Addr, src.Addr)
+	}
 	// Traffic on the migrating slot while the key is still on the source.
 	n := l.decisions()
 	waitFor(t, 10*time.Second, "no decisions while MIGRATING", func() bool { return l.decisions() > n+100 })
-	migrated := 0
-	for {
-		keys, err := src.Client().ClusterGetKeysInSlot(ctx, slot, 100).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(keys) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", "127.0.0.1", dst.Port, "", 0, 5000, "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := src.Client().Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		migrated += len(keys)
+	migrated, err := mv.MoveKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// The key is on the target, the slot still the source's: ASK.
 	waitFor(t, 10*time.Second, "no ASKING reached the target", func() bool {
@@ -121,7 +112,7 @@ func reshardLive(t *testing.T, sourceFirst, pastTimeout bool) {
 	final := time.Now()
 	var bounced, disagreed int64
 	if sourceFirst {
-		setslot(src, "NODE", dst.ID)
+		assign(mv, src)
 		// The source now sends the key's requests to the target, which
 		// still sends them back: wait until it has, many times.
 		m := mustInfoCount(t, dst, "errorstats", "errorstat_MOVED")
@@ -135,15 +126,14 @@ func reshardLive(t *testing.T, sourceFirst, pastTimeout bool) {
 			})
 		}
 		disagreed = mustInfoCount(t, dst, "errorstats", "errorstat_MOVED") - m
-		setslot(dst, "NODE", dst.ID)
+		assign(mv, dst)
 	} else {
-		setslot(dst, "NODE", dst.ID)
-		setslot(src, "NODE", dst.ID)
+		assign(mv, dst)
+		assign(mv, src)
 	}
-	for _, p := range c.Primaries() {
-		if p != src && p != dst {
-			setslot(p, "NODE", dst.ID)
-		}
+	// The other primaries, and a wait until every node names the target.
+	if err := mv.Finish(ctx); err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "no MOVED from the old owner", func() bool {
 		return mustInfoCount(t, src, "errorstats", "errorstat_MOVED") > 0

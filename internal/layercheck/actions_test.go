@@ -47,7 +47,8 @@ func (it *iteration) mtake(t *rapid.T, ctx context.Context) {
 	v, err := p.rc.Do(ctx, args...).Slice()
 	recv := time.Now()
 	if err != nil {
-		t.Fatalf("RL.MTAKE %v on %s: %v", args[1:], p.name, err)
+		it.opError(t, p, sent, recv, err, "RL.MTAKE %v", args[1:])
+		return
 	}
 	if len(v) != 2 {
 		t.Fatalf("RL.MTAKE %v -> %v: want [allowed, [replies]]", args[1:], v)
@@ -71,7 +72,7 @@ func (it *iteration) mtake(t *rapid.T, ctx context.Context) {
 			t.Logf("mtake %s %v -> admitted, member %q %v", p.name, args[1:], ks[j], r)
 			t.Fatalf("reply shape (mtake): admitted with a member refused")
 		}
-		it.record("mtake", ks[j], costs[j], sent, recv, r, all == 1)
+		it.record("mtake", ks[j], p.name, costs[j], sent, recv, r, all == 1)
 		out = append(out, r.String())
 	}
 	w.count("mtake")
@@ -109,7 +110,8 @@ func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
 	resp, err := p.gc.ShouldRateLimit(ctx, req)
 	recv := time.Now()
 	if err != nil {
-		t.Fatalf("ShouldRateLimit %v on %s: %v", ks, p.name, err)
+		it.opError(t, p, sent, recv, err, "ShouldRateLimit %v", ks)
+		return
 	}
 	if len(resp.Statuses) != len(ks) {
 		t.Fatalf("ShouldRateLimit %v: %d statuses", ks, len(resp.Statuses))
@@ -121,7 +123,7 @@ func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
 		if ok && s.Code == rlsv3.RateLimitResponse_OK {
 			it.mu.Lock()
 			k := it.log(ks[j], false)
-			k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: costs[j], By: "grpc", Door: "grpc"})
+			k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: costs[j], By: "grpc", Door: "grpc", Proc: p.name})
 			it.mu.Unlock()
 		}
 	}
@@ -134,10 +136,14 @@ func (it *iteration) grpc(t *rapid.T, ctx context.Context) {
 func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 	w := it.w
 	var key string
-	if rapid.IntRange(0, 3).Draw(t, "burst.hot") > 0 {
+	switch rapid.IntRange(0, 5).Draw(t, "burst.hot") {
+	case 1, 2, 3:
 		fam := rapid.SampledFrom([]string{"hl", "hs"}).Draw(t, "burst.family")
 		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
-	} else {
+	case 4, 5: // a failure policy's key (local, open): many decisions of it meet a fault
+		fam := rapid.SampledFrom([]string{"lo", "lg", "op", "og"}).Draw(t, "burst.failfamily")
+		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
+	default:
 		key = it.drawKey(t, "burst.key")
 	}
 	n := rapid.IntRange(20, 80).Draw(t, "burst.n")
@@ -157,6 +163,11 @@ func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 				r, err := p.take(ctx, "RL.TAKE", key, 1)
 				recv := time.Now()
 				mu.Lock()
+				if err != nil && w.unknownOutcome(p, sent, recv, err) {
+					err = nil // its process was being killed: booked nowhere
+					mu.Unlock()
+					continue
+				}
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
@@ -171,7 +182,7 @@ func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 				}
 				mu.Unlock()
 				if err == nil {
-					it.record("resp", key, 1, sent, recv, r, true)
+					it.record("resp", key, p.name, 1, sent, recv, r, true)
 				}
 			}
 		}()
@@ -179,7 +190,11 @@ func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 	wg.Wait()
 	if firstErr != nil {
 		t.Logf("burst %q: %v", key, firstErr)
-		t.Fatal(firstErr)
+		if w.nem != nil && w.keepGoing {
+			it.errorFinding(t, "error reply to RL.TAKE (burst)", fmt.Sprintf("burst %q: %v", key, firstErr))
+		} else {
+			t.Fatal(firstErr)
+		}
 	}
 	w.mu.Lock()
 	w.stats.ops["burst"]++

@@ -17,8 +17,14 @@ func (it *iteration) adjust(t *rapid.T, ctx context.Context) {
 	_, p := it.w.pick(t)
 	key := it.drawKey(t, "key")
 	delta := int64(rapid.SampledFrom([]int{0, 1, 2, 5}).Draw(t, "delta"))
+	sent := time.Now()
 	v, err := p.rc.Do(ctx, "RL.ADJUST", key, delta).Result()
 	recv := time.Now()
+	if err != nil && it.w.unknownOutcome(p, sent, recv, err) {
+		// a spend of unknown outcome only refuses later takes: nothing to book
+		it.logf(t, "%5d adjust %s %q %d -> unknown outcome: %v", it.ms(recv), p.name, key, delta, err)
+		return
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "scope: global") {
 			it.w.count("adjust-global")

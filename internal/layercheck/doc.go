@@ -77,10 +77,32 @@
 // overlap a reset (plus 300 ms for hot and global keys: other instances'
 // leases, claims in flight) count nowhere. Lease admissions get 300 ms more
 // interval (1.5 lease TTLs and margin): a leased token left the bucket
-// before it was admitted. Shadow decisions are not counted; a key with any
-// fallback-* or overload-* decision is inconclusive (counted, not checked).
-// A global key may exceed its bound by its region floor's own
-// limit + rate × T (reported as the region excess, not a violation).
+// before it was admitted. Shadow decisions are not counted. A key is
+// inconclusive (counted, not checked) only for KeyLog.Fallback's reasons,
+// such as a reset the store may or may not have done.
+//
+// Fallback and overload decisions are checked, each on its own
+// (docs/reliability.md, "Bounds under faults"): the store's own paths
+// (store, lease, split, region) must keep the bound above plus the own
+// allowance of every fault whose window [From, To + settle] overlaps the
+// interval (a kill of a durability none policy: the store spends in flight
+// in [HeldBack − λ, From + λ], leased ones up to the lease slack after;
+// a restart empty: one limit; every other kind: nothing); each instance's
+// fallback-local and overload-local admissions (one bucket) its
+// local_share bucket, max(1, floor(local_share × limit)) plus its rate
+// (windows: per window), one burst more per restart of that instance
+// (kind local-share); open ones are their own allowance; a closed one, or a
+// fallback whose mode no policy in force has, is a violation (kind
+// fallback-mode). Node faults touch a key when its Slots meet theirs (or
+// either is unknown), a sluice kill every key, a home store down only
+// global keys; timing is read as above, the widest the truth allows. A
+// global key may exceed its bound by its region floor's own limit + rate ×
+// T at any time (a key new to an instance is decided by it too): reported
+// as the region excess, not a violation. Every interval's admissions past
+// the fault-free bound, within the whole allowance, are an Excess,
+// attributed to the overlapping fault with the largest own allowance (on
+// a tie by kind, then the earliest: see rank), else to "fallback", else to
+// "region"; FaultTable prints the worst per kind.
 //
 // A concurrency policy (cc, algorithm: concurrency) is driven by the
 // acquire, acquire-burst and release actions, through RESP and HTTP, on

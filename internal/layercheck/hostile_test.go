@@ -113,7 +113,7 @@ func (it *iteration) probeable(key string) bool {
 // command what, and books a violation when the second peek shows less
 // left than the first: do was refused, and must have spent nothing. A peek spends nothing, and
 // between the two only do and time (which refills) passed.
-func (it *iteration) unspent(t *rapid.T, ctx context.Context, tn *tenant, key, what string, do func()) {
+func (it *iteration) unspent(t *rapid.T, ctx context.Context, p *proc, tn *tenant, key, what string, do func()) {
 	if !it.probeable(key) {
 		do()
 		return
@@ -121,14 +121,19 @@ func (it *iteration) unspent(t *rapid.T, ctx context.Context, tn *tenant, key, w
 	it.w.mu.Lock()
 	it.w.stats.probes++
 	it.w.mu.Unlock()
+	sent := time.Now()
 	before, err := tn.take(ctx, "RL.PEEK", key, 1)
 	if err != nil {
-		t.Fatalf("RL.PEEK %q by %s: %v", key, tn.role, err)
+		it.opError(t, p, sent, time.Now(), err, "RL.PEEK %q by %s", key, tn.role)
+		do()
+		return
 	}
 	do()
+	sent = time.Now()
 	after, err := tn.take(ctx, "RL.PEEK", key, 1)
 	if err != nil {
-		t.Fatalf("RL.PEEK %q by %s: %v", key, tn.role, err)
+		it.opError(t, p, sent, time.Now(), err, "RL.PEEK %q by %s", key, tn.role)
+		return
 	}
 	if before.DecidedBy != limit.ByStore || after.DecidedBy != limit.ByStore {
 		return // a fallback, overload or deny-cache answer says nothing of the bucket
@@ -162,11 +167,12 @@ func (it *iteration) rivalOnOwner(t *rapid.T, ctx context.Context) {
 	got := ""
 	admitted := func(door string, cost int64, sent, recv time.Time, rp reply) {
 		if rp.Allowed == 1 {
-			it.record(door, key, cost, sent, recv, rp, true)
+			it.record(door, key, p.name, cost, sent, recv, rp, true)
 		}
 		got = rp.String()
 	}
-	it.unspent(t, ctx, p.tenant, key, cmd, func() {
+	began := time.Now()
+	it.unspent(t, ctx, p, p.tenant, key, cmd, func() {
 		sent := time.Now()
 		switch what {
 		case "take", "peek":
@@ -275,6 +281,10 @@ func (it *iteration) rivalOnOwner(t *rapid.T, ctx context.Context) {
 		}
 	})
 	w.count("rival")
+	if got != "" && w.unknownOutcome(p, began, time.Now(), errors.New(got)) {
+		it.logf(t, "%5d rival %s %s -> unknown outcome (%s being killed): %s", it.ms(time.Now()), p.name, cmd, p.name, got)
+		return
+	}
 	if got != "" {
 		it.permission(t, key, cmd, got)
 	} else {
@@ -378,13 +388,14 @@ func (it *iteration) takeWithReceipt(t *rapid.T, ctx context.Context, p *proc, t
 	}
 	recv := time.Now()
 	if err != nil {
-		t.Fatalf("RL.TAKE %q %d RECEIPT by %s on %s (%s): %v", key, cost, tn.role, p.name, door, err)
+		it.opError(t, p, sent, recv, err, "RL.TAKE %q %d RECEIPT by %s (%s)", key, cost, tn.role, door)
+		return
 	}
 	if e := shapeError(r, cost); e != "" || r.Allowed == 0 && id != "" {
 		t.Logf("take-receipt %s %q %d -> %v %q", p.name, key, cost, r, id)
 		t.Fatalf("reply shape (RL.TAKE RECEIPT, %s): %s, receipt %q", door, e, id)
 	}
-	it.record(door, key, cost, sent, recv, r, true)
+	it.record(door, key, p.name, cost, sent, recv, r, true)
 	if id != "" && r.Allowed == 1 {
 		it.mu.Lock()
 		it.receipts = append(it.receipts, &receipt{user: tn.role, key: key, id: id, cost: cost})
@@ -429,8 +440,8 @@ func (it *iteration) giveBack(t *rapid.T, ctx context.Context, p *proc, tn *tena
 	var he *httpError
 	switch {
 	case err == nil:
-	case unavailable(err):
-		// the store did not answer in time: the give-back may or may
+	case unavailable(err) || it.w.unknownOutcome(p, sent, recv, err):
+		// the store did not answer in time (or p was being killed): the give-back may or may
 		// not have been applied, so the key is inconclusive
 		it.mu.Lock()
 		k := it.log(key, false)
@@ -551,11 +562,15 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 		cmd := fmt.Sprintf("RL.MTAKE %s 1 %s 1", key, other)
 		var v any
 		var err error
-		it.unspent(t, ctx, r, key, cmd, func() {
-			it.unspent(t, ctx, p.tenant, other, cmd, func() {
+		sent := time.Now()
+		it.unspent(t, ctx, p, r, key, cmd, func() {
+			it.unspent(t, ctx, p, p.tenant, other, cmd, func() {
 				v, err = r.rc.Do(ctx, "RL.MTAKE", key, 1, other, 1).Result()
 			})
 		})
+		if err != nil && it.w.unknownOutcome(p, sent, time.Now(), err) {
+			return
+		}
 		if !refusedRESP(err) {
 			it.permission(t, other, cmd, fmt.Sprintf("%v %v", v, err))
 		}
@@ -567,7 +582,8 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 		rp, tok, err := r.acquire(ctx, "resp", ck, 0)
 		recv := time.Now()
 		if err != nil {
-			t.Fatalf("RL.ACQUIRE %q by rival: %v", ck, err)
+			it.opError(t, p, sent, recv, err, "RL.ACQUIRE %q by rival", ck)
+			return
 		}
 		if rp.Allowed == 1 {
 			it.mu.Lock()
@@ -582,8 +598,12 @@ func (it *iteration) rivalOwn(t *rapid.T, ctx context.Context) {
 		if rapid.Bool().Draw(t, "ev.release.owner") {
 			tok, whose = it.ownerToken(), "the owner's"
 		}
+		sent := time.Now()
 		held, err := r.release(ctx, "resp", ck, tok)
 		if err != nil && !unavailable(err) || held {
+			if err != nil && it.w.unknownOutcome(p, sent, time.Now(), err) {
+				break
+			}
 			it.violation(t, "rival release check", fmt.Sprintf("RL.RELEASE %q with %s token by the rival answered %v %v, want 0", ck, whose, held, err))
 		}
 		it.w.count("rival-release")

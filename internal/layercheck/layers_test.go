@@ -2,10 +2,8 @@ package layercheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -14,8 +12,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sluice-rl/sluice/internal/localredis"
-	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
@@ -46,6 +42,10 @@ policies:
   - {name: cc, match: "cc.*", algorithm: concurrency, limit: 3, period: 1s}
   - {name: evc, match: "ev.cc.*", algorithm: concurrency, limit: 3, period: 1s}
   - {name: ev, match: "ev.*", limit: 5, rate: 5, period: 1s}
+  - {name: lo, match: "lo.*", algorithm: token_bucket, limit: 6, rate: 3, period: 1s, on_store_error: local, local_share: 0.5, deny_cache: false}
+  - {name: lg, match: "lg.*", algorithm: gcra, limit: 6, rate: 6, period: 2s, on_store_error: local, local_share: 0.5}
+  - {name: op, match: "op.*", algorithm: token_bucket, limit: 5, rate: 5, period: 1s, on_store_error: open, deny_cache: false}
+  - {name: og, match: "og.*", algorithm: gcra, limit: 4, rate: 4, period: 2s, on_store_error: open}
   - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
   - {name: all, match: "*", limit: 8, rate: 4, period: 1s}
 `
@@ -85,7 +85,7 @@ const (
 	reloadProp  = 100 * time.Millisecond
 )
 
-var slack = Slack{Lease: 300 * time.Millisecond, Pool: 300 * time.Millisecond, Reset: 300 * time.Millisecond}
+var slack = Slack{Lease: 300 * time.Millisecond, Pool: 300 * time.Millisecond, Reset: 300 * time.Millisecond, Instances: 2}
 
 func variantOf(p *limit.Policy) Variant {
 	alg := string(p.Algorithm)
@@ -96,8 +96,13 @@ func variantOf(p *limit.Policy) Variant {
 	if p.Hot.Mode == limit.HotLease || p.Hot.Mode == limit.HotSplit {
 		hot = string(p.Hot.Mode)
 	}
+	share := p.LocalShare
+	if share == 0 {
+		share = 1 // zero means 1.0 (limit.Policy)
+	}
 	return Variant{Name: p.Name, Algorithm: alg, Limit: p.Limit, Rate: p.Rate, Period: p.Period,
-		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow, Calendar: string(p.Calendar), Zone: p.Zone}
+		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow, Calendar: string(p.Calendar), Zone: p.Zone,
+		OnStoreError: string(p.OnStoreError), LocalShare: share}
 }
 
 func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
@@ -107,7 +112,7 @@ func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
 		t.Fatal(err)
 	}
 	vs := map[string]Variant{}
-	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd", "ev"} {
+	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd", "ev", "lo", "lg", "op", "og"} {
 		vs[name] = variantOf(s.Lookup(name))
 	}
 	return s, vs
@@ -132,6 +137,9 @@ type world struct {
 	skip      map[string]bool      // LAYERCHECK_SKIP: actions left out (to tell one bug from another)
 	plainKeys bool                 // LAYERCHECK_PLAIN: only each family's plain spelling
 	stats     stats
+	nem       *nemesis   // nil: no faults (TestLayers)
+	cur       *iteration // the iteration running (the nemesis moves its keys' slots)
+	notedCmd  map[string]bool
 }
 
 type stats struct {
@@ -150,6 +158,10 @@ type stats struct {
 	backs        map[string]*[2]int // give-backs by receipt mode: answered as applied, refused
 	probes       int                // peeks before and after a refused command (unspent)
 	validRefused map[string]int     // the errors of give-backs with a receipt still good by the model
+	excess       []Excess           // what Check attributed to faults and fallbacks
+	fallbackAdm  int                // admissions decided by a fallback or the overload path, checked as such
+	fallbackBy   map[string]int     // fallback and overload decisions by policy/decided_by
+	slotsLost    map[string]int     // by fault kind: the most slots held past the limit, within what the store may have forgotten
 }
 
 func (w *world) effective() map[Variant]bool {
@@ -227,29 +239,45 @@ func (it *iteration) log(key string, throttle bool) *KeyLog {
 	}
 	k := m[key]
 	if k == nil {
-		k = &KeyLog{Key: key, Policy: it.w.match.Match(key).Name}
+		k = &KeyLog{Key: key, Policy: it.w.match.Match(key).Name, Slots: it.w.slotsOf(key, throttle)}
 		if throttle {
-			k.Fixed = &cl
+			// the caller's numbers, the failure policy of the policy
+			// the key matches (docs/commands.md)
+			f := cl
+			if v, ok := it.w.base[k.Policy]; ok {
+				f.OnStoreError, f.LocalShare = v.OnStoreError, v.LocalShare
+			}
+			k.Fixed = &f
 		}
 		m[key] = k
 	}
 	return k
 }
 
-// record books one RL reply of key.
-func (it *iteration) record(door, key string, cost int64, sent, recv time.Time, r reply, count bool) {
+// record books one RL reply of key, answered by process proc. Every
+// admission is booked, fallback-* and overload-* ones too (with their By
+// and process: Check bounds them by the policy's failure policy).
+func (it *iteration) record(door, key, proc string, cost int64, sent, recv time.Time, r reply, count bool) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	k := it.log(key, false)
 	it.w.mu.Lock()
 	it.w.stats.by[r.DecidedBy]++
+	fallback := strings.HasPrefix(r.DecidedBy, "fallback-") || strings.HasPrefix(r.DecidedBy, "overload-")
+	if fallback && count && r.Allowed == 1 {
+		it.w.stats.fallbackAdm++
+	}
+	if fallback {
+		if it.w.stats.fallbackBy == nil {
+			it.w.stats.fallbackBy = map[string]int{}
+		}
+		it.w.stats.fallbackBy[k.Policy+"/"+r.DecidedBy]++
+	}
 	it.w.mu.Unlock()
 	switch {
-	case strings.HasPrefix(r.DecidedBy, "fallback-") || strings.HasPrefix(r.DecidedBy, "overload-"):
-		k.Fallback = append(k.Fallback, r.DecidedBy)
 	case r.DecidedBy == limit.ByShadow:
 	case count && r.Allowed == 1:
-		k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: cost, By: r.DecidedBy, Door: door})
+		k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: cost, By: r.DecidedBy, Door: door, Proc: proc})
 	}
 }
 
@@ -267,7 +295,7 @@ func (it *iteration) logf(t *rapid.T, format string, args ...any) {
 }
 
 // keys of an iteration: a family's base, spelled one of several ways.
-var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa", "cd"}
+var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa", "cd", "lo", "lg", "op", "og"}
 
 func (it *iteration) base(fam, id string) string {
 	switch fam {
@@ -344,9 +372,10 @@ func (it *iteration) takeOne(t *rapid.T, ctx context.Context, p *proc, door, key
 	}
 	if e := shapeError(r, cost); e != "" {
 		t.Logf("%s %s %q %d -> %v", door, p.name, key, cost, r)
-		t.Fatalf("reply shape (%s): %s", door, e)
+		it.shapeFinding(t, door+": "+e, fmt.Sprintf("%s %s %q %d at %s -> %v", door, p.name, key, cost, sent.Format("15:04:05.000"), r))
+		return r, nil
 	}
-	it.record(door, key, cost, sent, recv, r, true)
+	it.record(door, key, p.name, cost, sent, recv, r, true)
 	return r, nil
 }
 
@@ -360,9 +389,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"take": func(t *rapid.T) {
 			_, p := w.pick(t)
 			key, cost := it.drawKey(t, "key"), drawCost(t, "cost")
+			sent := time.Now()
 			r, err := it.takeOne(t, ctx, p, "resp", key, cost)
 			if err != nil {
-				t.Fatalf("RL.TAKE %q %d on %s: %v", key, cost, p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "RL.TAKE %q %d", key, cost)
+				return
 			}
 			w.count("take")
 			it.logf(t, "%5d take %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
@@ -370,9 +401,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"http": func(t *rapid.T) {
 			_, p := w.pick(t)
 			key, cost := it.drawKey(t, "key"), drawCost(t, "cost")
+			sent := time.Now()
 			r, err := it.takeOne(t, ctx, p, "http", key, cost)
 			if err != nil {
-				t.Fatalf("HTTP take %q %d on %s: %v", key, cost, p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "HTTP take %q %d", key, cost)
+				return
 			}
 			w.count("http")
 			it.logf(t, "%5d http %s %q %d -> %v", it.ms(time.Now()), p.name, key, cost, r)
@@ -380,9 +413,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"peek": func(t *rapid.T) {
 			_, p := w.pick(t)
 			key := it.drawKey(t, "key")
+			sent := time.Now()
 			r, err := p.take(ctx, "RL.PEEK", key, 1)
 			if err != nil {
-				t.Fatalf("RL.PEEK %q on %s: %v", key, p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "RL.PEEK %q", key)
+				return
 			}
 			if e := shapeError(r, 1); e != "" {
 				t.Logf("peek %s %q -> %v", p.name, key, r)
@@ -403,16 +438,18 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			v, err := p.rc.Do(ctx, append([]any{"CL.THROTTLE", key}, clArgsAny(q)...)...).Int64Slice()
 			recv := time.Now()
 			if err != nil {
-				t.Fatalf("CL.THROTTLE %q on %s: %v", key, p.name, err)
+				it.opError(t, p, sent, recv, err, "CL.THROTTLE %q", key)
+				return
 			}
-			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
+			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit && v[1] != throttleShare(it.w.match.Match(key)) || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
 				t.Logf("throttle %s %q %s %d -> %v", p.name, key, clArgs, q, v)
-				t.Fatalf("reply shape (CL.THROTTLE)")
+				it.shapeFinding(t, "CL.THROTTLE", fmt.Sprintf("throttle %s %q %s %d at %s -> %v", p.name, key, clArgs, q, sent.Format("15:04:05.000"), v))
+				return
 			}
 			if v[0] == 0 {
 				it.mu.Lock()
 				k := it.log(key, true)
-				k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: q, By: "cl", Door: "cl"})
+				k.Adm = append(k.Adm, Admission{Sent: sent, Recv: recv, Cost: q, By: throttleBy(v, q, it.w.match.Match(key)), Door: "cl", Proc: p.name})
 				it.mu.Unlock()
 			}
 			w.count("throttle")
@@ -424,6 +461,16 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			sent := time.Now()
 			n, err := p.rc.Do(ctx, "RL.RESET", key).Int64()
 			recv := time.Now()
+			// during a store fault or a kill of p, the reset is sent
+			// again until it is answered: it was done somewhere in
+			// [the first send, the answer]
+			for w.retryable("RL.RESET", p, sent, recv, err) {
+				n, err = p.rc.Do(ctx, "RL.RESET", key).Int64()
+				recv = time.Now()
+			}
+			if err != nil && w.unknownOutcome(p, sent, recv, err) {
+				err = errors.New("store unavailable: its process was killed")
+			}
 			if err != nil && !strings.Contains(err.Error(), "store unavailable") {
 				t.Fatalf("RL.RESET %q on %s: %v", key, p.name, err)
 			}
@@ -449,6 +496,10 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				sent := time.Now()
 				n, err := p.rc.Do(ctx, "RL.POLICY", "DEL", name).Int64()
 				recv := time.Now()
+				for w.retryable("RL.POLICY", p, sent, recv, err) { // done in [the first send, the answer]
+					n, err = p.rc.Do(ctx, "RL.POLICY", "DEL", name).Int64()
+					recv = time.Now()
+				}
 				if err != nil {
 					t.Fatalf("RL.POLICY DEL %s: %v", name, err)
 				}
@@ -465,6 +516,10 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 			sent := time.Now()
 			err = p.rc.Do(ctx, "RL.POLICY", "SET", name, body).Err()
 			recv := time.Now()
+			for w.retryable("RL.POLICY", p, sent, recv, err) { // done in [the first send, the answer]
+				err = p.rc.Do(ctx, "RL.POLICY", "SET", name, body).Err()
+				recv = time.Now()
+			}
 			if err != nil {
 				t.Fatalf("RL.POLICY SET %s %s: %v", name, body, err)
 			}
@@ -496,9 +551,11 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"acquire-burst": func(t *rapid.T) { it.acquireBurst(t, ctx) },
 		"hotkeys": func(t *rapid.T) {
 			_, p := w.pick(t)
+			sent := time.Now()
 			v, err := p.rc.Do(ctx, "RL.HOTKEYS").Slice()
 			if err != nil {
-				t.Fatalf("RL.HOTKEYS on %s: %v", p.name, err)
+				it.opError(t, p, sent, time.Now(), err, "RL.HOTKEYS")
+				return
 			}
 			w.count("hotkeys")
 			var hot []string // key/mode of this iteration's keys only
@@ -519,6 +576,34 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 		"rival":     func(t *rapid.T) { it.rivalOnOwner(t, ctx) },
 		"rival-own": func(t *rapid.T) { it.rivalOwn(t, ctx) },
 	}
+}
+
+// throttleShare is the limit a CL.THROTTLE reply of the local fallback
+// reports for a key of policy p: the caller's limit scaled by the policy's
+// local_share (limit.Policy.Share), the bucket that decided; 0 when p has
+// no share below 1. (A fallback's reply reports the limit of the bucket
+// that decided, for RL.TAKE and CL.THROTTLE alike: found by the nemesis
+// as [0 1 0 -1 1] for CL.THROTTLE k 2 4 2 under a freeze, limit 1 of 3.)
+func throttleShare(p *limit.Policy) int64 {
+	if p == nil || p.LocalShare <= 0 || p.LocalShare >= 1 {
+		return 0
+	}
+	return (&limit.Policy{Limit: cl.Limit, Rate: cl.Rate, LocalShare: p.LocalShare}).Share().Limit
+}
+
+// throttleBy is the path that decided an admitted CL.THROTTLE reply v of
+// quantity q, which has no decided_by field: the local fallback reports
+// its share's limit (throttleShare), the open fallback the whole burst
+// left ("nothing is known of the bucket: report it as untouched"), which
+// the store never does after admitting q ≥ 1; else the store ("cl").
+func throttleBy(v []int64, q int64, p *limit.Policy) string {
+	switch {
+	case v[1] != cl.Limit && v[1] == throttleShare(p):
+		return limit.ByFallbackLocal
+	case q >= 1 && v[2] == v[1]:
+		return limit.ByFallbackOpen
+	}
+	return "cl"
 }
 
 func clArgsAny(q int64) []any {
@@ -561,7 +646,11 @@ func (it *iteration) restore(t *rapid.T, ctx context.Context) {
 	w.mu.Unlock()
 	for _, name := range names {
 		sent := time.Now()
-		if err := w.procs[0].rc.Do(ctx, "RL.POLICY", "DEL", name).Err(); err != nil {
+		err := w.procs[0].rc.Do(ctx, "RL.POLICY", "DEL", name).Err()
+		for w.retryable("RL.POLICY", w.procs[0], sent, time.Now(), err) {
+			err = w.procs[0].rc.Do(ctx, "RL.POLICY", "DEL", name).Err()
+		}
+		if err != nil {
 			t.Fatalf("restore: RL.POLICY DEL %s: %v", name, err)
 		}
 		w.change(func() { delete(w.overrides, name) }, sent, time.Now(), runtimeProp)
@@ -595,8 +684,9 @@ func (it *iteration) check(t *rapid.T) {
 		return logs[i].Key < logs[j].Key || logs[i].Key == logs[j].Key && logs[i].Fixed == nil
 	})
 	for _, k := range logs {
-		res := Check(k, w.tracker.Spans(k.Policy), slack, nil)
+		res := Check(k, w.tracker.Spans(k.Policy), slack, w.faults())
 		w.mu.Lock()
+		w.stats.excess = append(w.stats.excess, res.Excess...)
 		if !res.Checked {
 			w.stats.inconclusive++
 			t.Logf("key %q inconclusive: %d fallback/overload decisions (%v)", k.Key, len(k.Fallback), k.Fallback[0])
@@ -612,7 +702,11 @@ func (it *iteration) check(t *rapid.T) {
 				what = "CL.THROTTLE " + clArgs
 			}
 			cat := fmt.Sprintf("%s policy %s %s check, doors %s", what, v.Policy, v.Kind, doors(v.By))
-			detail := what + " " + v.String() + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k) +
+			near := ""
+			if w.nem != nil {
+				near = " " + w.nem.faultsAt(v.From, v.To) + fmt.Sprintf("; the key's slots %v", k.Slots)
+			}
+			detail := what + " " + v.String() + near + "\n    admissions (ms since the iteration's start: sent-recv cost door/by): " + it.admissions(k) +
 				"\n    the actions on it, its other spellings and the policies:\n      " + strings.Join(it.about(k.Key), "\n      ")
 			if w.stats.categories[cat] == 0 {
 				w.stats.examples[cat] = detail
@@ -635,97 +729,4 @@ func (it *iteration) check(t *rapid.T) {
 		// one reproduces more often.
 		t.Fatalf("violation of limit + rate × T (windows: limit per window); see the VIOLATION lines")
 	}
-}
-
-// TestLayers is the checker of issue 20: rapid drives two sluice processes
-// in region eu (a 3+3 cluster, a home redis-server) through every door and
-// layer, and each test case's replies must keep every key within its
-// policy's bound. LAYERCHECK_DURATION (default 25s) bounds the run; the
-// summary line counts operations, keys, violations and decided_by.
-func TestLayers(t *testing.T) {
-	budget := 25 * time.Second
-	if s := os.Getenv("LAYERCHECK_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("LAYERCHECK_DURATION=%q: %v", s, err)
-		}
-		budget = d
-	}
-	home := redistest.NewSingle(t)
-	eu := redistest.NewCluster(t, localredis.Config{Primaries: 3, Replicas: 1, Log: io.Discard})
-	dir := t.TempDir()
-	envoyDir := filepath.Join(dir, "envoy")
-	if err := os.Mkdir(envoyDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(envoyDir, "gw.yaml"), []byte(envoyRules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	match, base := parseSet(t, cfg(false))
-	_, alt := parseSet(t, cfg(true))
-	w := &world{match: match, base: base, alt: alt, overrides: map[string]Variant{},
-		stats:     stats{ops: map[string]int{}, by: map[string]int{}, categories: map[string]int{}, examples: map[string]string{}},
-		keepGoing: os.Getenv("LAYERCHECK_KEEPGOING") != "", plainKeys: os.Getenv("LAYERCHECK_PLAIN") != "", skip: map[string]bool{}}
-	for _, a := range strings.Split(os.Getenv("LAYERCHECK_SKIP"), ",") {
-		w.skip[strings.TrimSpace(a)] = true
-	}
-	// Two users from an aclfile; LAYERCHECK_NOACL=1: none, as before
-	// users existed (every client is everyone: the rival's checks fail).
-	ownerCreds, rivalCreds, users := owner, rival, []string{"--aclfile", filepath.Join(dir, "users.acl")}
-	if os.Getenv("LAYERCHECK_NOACL") != "" {
-		ownerCreds, rivalCreds, users = creds{}, creds{}, nil
-	} else if err := os.WriteFile(users[1], []byte(aclFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		path := filepath.Join(dir, fmt.Sprintf("sluice%d.yaml", i+1))
-		if err := os.WriteFile(path, []byte(cfg(false)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		w.procs = append(w.procs, startSluice(t, fmt.Sprintf("p%d", i+1), path, ownerCreds, rivalCreds,
-			append([]string{"--cluster", strings.Join(eu.Addrs(), ","), "--region", "eu", "--home-redis", "redis://" + home.Addr,
-				"--envoy-config", envoyDir}, users...)...))
-		w.file = append(w.file, base)
-		w.fileAlt = append(w.fileAlt, false)
-	}
-	var vs []Variant
-	for _, v := range base {
-		vs = append(vs, v)
-	}
-	w.tracker = NewTracker(time.Now(), vs...)
-	ctx := context.Background()
-	start := time.Now()
-	deadline := start.Add(budget)
-	failing := false
-	t.Cleanup(func() { w.summary(t, time.Since(start)) })
-
-	rapid.Check(t, func(t *rapid.T) {
-		if !failing && time.Now().After(deadline) {
-			return // the time budget is spent: the remaining checks are empty
-		}
-		w.mu.Lock()
-		w.iter++
-		w.stats.iterations++
-		it := &iteration{w: w, n: w.iter, start: time.Now(), rl: map[string]*KeyLog{}, cl: map[string]*KeyLog{}}
-		w.mu.Unlock()
-		it.restore(t, ctx)
-		defer func() {
-			if t.Failed() {
-				failing = true
-			}
-		}()
-		t.Logf("iteration %d (keys contain i%d)", it.n, it.n)
-		actions := it.actions(ctx)
-		for a := range w.skip {
-			delete(actions, a)
-		}
-		t.Repeat(actions)
-		w.mu.Lock()
-		w.stats.keys += len(it.rl) + len(it.cl)
-		w.mu.Unlock()
-		it.check(t)
-		if t.Failed() {
-			failing = true
-		}
-	})
 }

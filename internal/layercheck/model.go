@@ -177,11 +177,19 @@ type Slack struct {
 	// Reset: admissions that overlap [reset sent, reset recv + Reset] are
 	// ambiguous (other instances' leases and in-flight region claims).
 	Reset time.Duration
+	// Instances is N, the sluice instances that may decide a key: the
+	// local fallback's allowance is N local_share buckets. Zero: the
+	// processes seen answering the key (at least 1).
+	Instances int
 }
 
 // Violation is one interval in which a key admitted more than its bound.
 type Violation struct {
-	Key, Policy, Kind string // Kind: bucket, window, region
+	// Kind: bucket, window, region (the store's paths past the bound and
+	// every fault's allowance), local-share (one instance's local bucket
+	// past its share), fallback-mode (an admission no on_store_error in
+	// force makes), receipt, permission.
+	Key, Policy, Kind string
 	From, To          time.Time
 	Admitted          int64
 	Bound             float64
@@ -221,9 +229,10 @@ type RegionExcess struct {
 type Result struct {
 	Violations []Violation
 	Region     []RegionExcess
-	Checked    bool // false: fallback decisions made the key inconclusive
+	Checked    bool // false: the key is inconclusive (KeyLog.Fallback: a reset the store may or may not have done)
 	// Excess are the admissions past the fault-free bound that a fault's
-	// (or a fallback's) written bound allows, one per key and fault.
+	// (or a fallback's) written bound allows: the worst interval per
+	// fault (per kind for those outside every fault window).
 	Excess []Excess
 	// Refused are the give-backs answered as applied that the contract
 	// refuses (no receipt, one of no admitted take on this key, one used
@@ -249,11 +258,26 @@ func Check(k *KeyLog, spans []Span, sl Slack, faults []Fault) Result {
 		res.Violations = append(res.Violations, Violation{Key: k.Key, Policy: k.Policy, Kind: "receipt", From: g.Sent, To: g.Recv,
 			Admitted: g.Delta, Note: g.why(k), By: map[string]int{"adjust/" + g.By: 1}})
 	}
+	c := checker{k: k, spans: spans, sl: sl, back: back, fs: touching(k, spans, faults, sl), n: instances(k, sl), excess: excessBook{}}
 	for _, seg := range segments(k, spans, sl) {
-		checkBuckets(k, seg, spans, sl, back, &res)
-		checkWindows(k, seg, spans, back, &res)
+		checkModes(k, seg, spans, &res)
+		c.buckets(seg, &res)
+		c.windows(seg, &res)
+		checkShares(k, seg, spans, c.fs, &res)
 	}
+	res.Excess = c.excess.list()
 	return res
+}
+
+// checker is what Check's interval loops share for one key.
+type checker struct {
+	k      *KeyLog
+	spans  []Span
+	sl     Slack
+	back   []Admission // the credited give-backs
+	fs     []keyFault  // the faults that touch the key
+	n      int         // instances
+	excess excessBook
 }
 
 // segments splits the admissions at each reset, dropping those that
@@ -328,16 +352,21 @@ func windowsOnly(spans []Span) (windowKind, bool) {
 	return k, k != windowKind{}
 }
 
-// checkBuckets checks every interval [Sent_i, Recv_j]: the admissions that
+// buckets checks every interval [Sent_i, Recv_j]: the admissions that
 // lie wholly inside it happened within its length, which is the longest
 // the real interval between them can be, so the bound used is the largest
-// the truth allows (never a false violation from timing). It is skipped
-// where only window policies of one period were in force: checkWindows is
-// exact there.
-func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, back []Admission, res *Result) {
+// the truth allows (never a false violation from timing). The store's own
+// paths (every admission but the fallback's and overload's) must keep
+// within the fault-free bound plus the own allowances of the faults whose
+// windows overlap the interval (and, for a global key, its floor); the
+// local ones are checked per instance (checkShares), the open ones are
+// their own allowance. It is skipped where only window policies of one
+// period were in force: windows is exact there.
+func (c *checker) buckets(adm []Admission, res *Result) {
 	if len(adm) == 0 {
 		return
 	}
+	k, spans, sl := c.k, c.spans, c.sl
 	bySent := slices.Clone(adm)
 	sort.Slice(bySent, func(i, j int) bool { return bySent[i].Sent.Before(bySent[j].Sent) })
 	byRecv := slices.Clone(adm)
@@ -350,12 +379,12 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, back []Adm
 			continue
 		}
 		a := first.Sent
-		var sum int64
+		var t tally
 		for _, x := range byRecv {
 			if x.Sent.Before(a) {
 				continue
 			}
-			sum += x.Cost
+			t.add(x)
 			b := x.Recv
 			ss := in(spans, a, b)
 			if len(ss) == 0 {
@@ -364,24 +393,34 @@ func checkBuckets(k *KeyLog, adm []Admission, spans []Span, sl Slack, back []Adm
 			if _, ok := windowsOnly(ss); ok {
 				continue
 			}
-			bound, floor := bucketBound(ss, b.Sub(a).Seconds(), sl)
-			bound += givenBack(back, a, b)
-			if float64(sum) <= bound {
+			T := b.Sub(a).Seconds()
+			bound, floor := bucketBound(ss, T, sl)
+			bound += givenBack(c.back, a, b)
+			if float64(t.all) <= bound {
+				continue // nothing past the fault-free bound: no excess, no violation
+			}
+			own, to := allowed(c.fs, ss, a, b, t.open+t.local == 0)
+			sum := float64(t.store)
+			if sum <= bound+own+floor {
+				if floor > 0 && sum > bound+own && (region == nil || sum-bound > float64(region.Admitted)-region.Bound) {
+					region = &RegionExcess{Key: k.Key, Admitted: t.store, Bound: bound, Seconds: T}
+				}
+				fb := 0.0
+				if t.local > 0 || localMay(ss) {
+					sb, burst := shareBound(ss, T)
+					fb = float64(c.n)*sb + burst*float64(restarts(c.fs, "", a, b))
+				}
+				c.book(t, bound, fb, floor, own, to, durability(ss), a, b)
 				continue
 			}
 			kind := "bucket"
+			bound += own
 			if floor > 0 {
-				if float64(sum) <= bound+floor {
-					if region == nil || float64(sum)-bound > float64(region.Admitted)-region.Bound {
-						region = &RegionExcess{Key: k.Key, Admitted: sum, Bound: bound, Seconds: b.Sub(a).Seconds()}
-					}
-					continue
-				}
 				kind, bound = "region", bound+floor
 			}
-			if e := float64(sum) - bound; e > excess[kind] {
+			if e := sum - bound; e > excess[kind] {
 				excess[kind] = e
-				worst[kind] = Violation{Key: k.Key, Policy: k.Policy, Kind: kind, From: a, To: b, Admitted: sum, Bound: bound,
+				worst[kind] = Violation{Key: k.Key, Policy: k.Policy, Kind: kind, From: a, To: b, Admitted: t.store, Bound: bound,
 					Variants: names(ss), By: byCount(adm, a, b)}
 			}
 		}
@@ -431,16 +470,19 @@ func bucketBound(ss []Span, seconds float64, sl Slack) (bound, floor float64) {
 	return B + R*T + 1e-9, floor
 }
 
-// checkWindows counts, in each window (epoch-aligned, or a calendar's),
-// the admissions whose whole [Sent, Recv] lies inside it (those certainly
-// decided in it), and compares with the largest limit in force during the
-// window, where only window policies of that kind of windows were.
-func checkWindows(k *KeyLog, adm []Admission, spans []Span, back []Admission, res *Result) {
+// windows counts, in each window (epoch-aligned, or a calendar's), the
+// admissions whose whole [Sent, Recv] lies inside it (those certainly
+// decided in it), and compares those of the store's own paths with the
+// largest limit in force during the window, where only window policies of
+// that kind of windows were, plus the receipts given back into it and the
+// own allowances of the faults whose windows overlap it.
+func (c *checker) windows(adm []Admission, res *Result) {
+	k, spans := c.k, c.spans
 	type win struct {
 		start, end time.Time
 		kind       windowKind
 	}
-	counts := map[win]int64{}
+	counts := map[win]*tally{}
 	for _, x := range adm {
 		ss := in(spans, x.Sent, x.Recv)
 		kind, ok := windowsOnly(ss)
@@ -449,11 +491,15 @@ func checkWindows(k *KeyLog, adm []Admission, spans []Span, back []Admission, re
 		}
 		start, end := ss[0].V.windowAt(x.Sent)
 		if x.Recv.Before(end) {
-			counts[win{start, end, kind}] += x.Cost
+			w := win{start, end, kind}
+			if counts[w] == nil {
+				counts[w] = &tally{}
+			}
+			counts[w].add(x)
 		}
 	}
 	var worst *Violation
-	for w, n := range counts {
+	for w, t := range counts {
 		ss := in(spans, w.start, w.end.Add(-1))
 		kind, ok := windowsOnly(ss)
 		if !ok || kind != w.kind {
@@ -463,10 +509,21 @@ func checkWindows(k *KeyLog, adm []Admission, spans []Span, back []Admission, re
 		for _, s := range ss {
 			L = max(L, s.V.Limit)
 		}
-		L += int64(givenBack(back, w.start, w.end))
-		if n > L && (worst == nil || n-L > worst.Admitted-int64(worst.Bound)) {
+		L += int64(givenBack(c.back, w.start, w.end))
+		own, to := allowed(c.fs, ss, w.start, w.end.Add(-1), t.open+t.local == 0)
+		n := t.store
+		if float64(n) <= float64(L)+own {
+			fb := 0.0
+			if t.local > 0 || localMay(ss) {
+				fb = float64((c.n + restarts(c.fs, "", w.start, w.end)) * int(shareLimit(ss)))
+			}
+			c.book(*t, float64(L), fb, 0, own, to, durability(ss), w.start, w.end)
+			continue
+		}
+		bound := float64(L) + own
+		if worst == nil || float64(n)-bound > float64(worst.Admitted)-worst.Bound {
 			worst = &Violation{Key: k.Key, Policy: k.Policy, Kind: "window", From: w.start, To: w.end,
-				Admitted: n, Bound: float64(L), Variants: names(ss), By: byCount(adm, w.start, w.end)}
+				Admitted: n, Bound: bound, Variants: names(ss), By: byCount(adm, w.start, w.end)}
 		}
 	}
 	if worst != nil {

@@ -42,13 +42,27 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit, w.stats.refused, w.stats.ops["rival"], w.stats.probes, strings.Join(backs, " "))
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
+	var fb []string
+	for k, n := range w.stats.fallbackBy {
+		fb = append(fb, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(fb)
+	s := fmt.Sprintf("fallback and overload decisions by policy: {%s}; admitted, and checked against their failure policy's bound: %d", strings.Join(fb, " "), w.stats.fallbackAdm)
+	t.Log(s)
+	fmt.Fprintln(os.Stderr, s)
+	if w.nem != nil {
+		w.nem.summary(t, w.stats.excess)
+		s := fmt.Sprintf("concurrency slots held past the limit under faults, within the grants the store may have forgotten (most, by kind): %v", w.stats.slotsLost)
+		t.Log(s)
+		fmt.Fprintln(os.Stderr, s)
+	}
 	if len(w.stats.validRefused) > 0 {
 		t.Logf("note: give-backs with an unused receipt of the key's, refused (policy changed, window closed, expired): %v", w.stats.validRefused)
 	}
 	if w.stats.by["lease"] == 0 || w.stats.by["split"] == 0 {
 		t.Logf("note: the hot paths did not both engage (lease %d, split %d decisions)", w.stats.by["lease"], w.stats.by["split"])
 	}
-	if n := fallbacks(w.stats.by); n > 0 {
+	if n := fallbacks(w.stats.by); n > 0 && w.nem == nil {
 		t.Logf("note: %d fallback/overload decisions although every node is up", n)
 	}
 	var cats []string

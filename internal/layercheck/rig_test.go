@@ -27,6 +27,9 @@ import (
 // binary is the sluice binary built once by TestMain from this tree.
 var binary string
 
+// rapidSet are the rapid flags the command line set.
+var rapidSet map[string]bool
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	// rapid's defaults, unless the command line set them: many short
@@ -38,6 +41,7 @@ func TestMain(m *testing.M) {
 			_ = flag.Set(name, v)
 		}
 	}
+	rapidSet = set
 	dir, err := os.MkdirTemp("", "sluice-layercheck-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -59,17 +63,34 @@ func TestMain(m *testing.M) {
 // owner's (embedded: p.rc, p.take, …) and the rival tenant's.
 type proc struct {
 	name     string
-	cmd      *exec.Cmd
 	cfgPath  string
 	addr     string
 	grpcAddr string
+	args     []string // serve's arguments after the doors' addresses
 	*tenant
 	rival *tenant
 
+	// life is held by what must not meet a restart of the process (a
+	// reload: its SIGHUP and the log line it waits for) and by the
+	// nemesis while it kills and restarts it.
+	life sync.Mutex
+
 	mu   sync.Mutex
 	logs strings.Builder
+	run  *run // the running process; replaced by restart
+}
+
+// run is one process of a proc: its command, closed done once it exited.
+type run struct {
+	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+}
+
+func (p *proc) current() *run {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.run
 }
 
 var (
@@ -151,34 +172,7 @@ func (bearer) RequireTransportSecurity() bool { return false }
 // zero: no credentials, one tenant).
 func startSluice(t *testing.T, name, cfgPath string, owner, rival creds, args ...string) *proc {
 	t.Helper()
-	full := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin", "", "--config", cfgPath,
-		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...)
-	p := &proc{name: name, cfgPath: cfgPath, cmd: exec.Command(binary, full...), done: make(chan struct{})}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
+	p := &proc{name: name, cfgPath: cfgPath, args: args}
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -189,13 +183,11 @@ func startSluice(t *testing.T, name, cfgPath string, owner, rival creds, args ..
 			t.Logf("sluice %s log (tail):\n%s", name, logs)
 		}
 	})
-	select {
-	case p.addr = <-addr:
-	case <-p.done:
-		t.Fatalf("sluice %s exited before listening: %v\n%s", name, p.err, p.Logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sluice %s did not listen within 30s:\n%s", name, p.Logs())
+	addr, err := p.spawn("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	p.addr = addr
 	logs := p.Logs() // the doors are logged before "sluice listening"
 	hm, gm := httpRE.FindStringSubmatch(logs), grpcRE.FindStringSubmatch(logs)
 	if hm == nil || gm == nil {
@@ -207,6 +199,75 @@ func startSluice(t *testing.T, name, cfgPath string, owner, rival creds, args ..
 	return p
 }
 
+// spawn starts the process on the doors' addresses given and waits until
+// it listens; it returns the RESP door's address.
+func (p *proc) spawn(listen, httpAddr, grpcAddr string) (string, error) {
+	full := append([]string{"serve", "--listen", listen, "--admin", "", "--config", p.cfgPath,
+		"--http", httpAddr, "--grpc", grpcAddr}, p.args...)
+	r := &run{cmd: exec.Command(binary, full...), done: make(chan struct{})}
+	stderr, err := r.cmd.StderrPipe()
+	if err != nil {
+		return "", err
+	}
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := r.cmd.Start(); err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.run = r
+	p.mu.Unlock()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.logs.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := listenRE.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		r.err = r.cmd.Wait()
+		close(r.done)
+	}()
+	select {
+	case a := <-addr:
+		return a, nil
+	case <-r.done:
+		return "", fmt.Errorf("sluice %s exited before listening: %v\n%s", p.name, r.err, p.Logs())
+	case <-time.After(30 * time.Second):
+		return "", fmt.Errorf("sluice %s did not listen within 30s:\n%s", p.name, p.Logs())
+	}
+}
+
+// crash kills the process with SIGKILL, as a crash would, and after down
+// starts it again on the same three doors' addresses and config file, so
+// that the clients reconnect. p.life must be held.
+func (p *proc) crash(down time.Duration) error {
+	r := p.current()
+	if err := r.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill %s (pid %d): %v", p.name, r.cmd.Process.Pid, err)
+	}
+	<-r.done
+	time.Sleep(down)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// the ports were ours a moment ago; a bind may fail while the
+		// kernel lets go of them
+		_, err := p.spawn(p.addr, p.tenant.httpAddr, p.grpcAddr)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // Logs returns what the process has written to stderr so far.
 func (p *proc) Logs() string {
 	p.mu.Lock()
@@ -215,17 +276,23 @@ func (p *proc) Logs() string {
 }
 
 func (p *proc) stop() {
+	p.life.Lock() // not while the nemesis restarts it
+	defer p.life.Unlock()
+	r := p.current()
+	if r == nil {
+		return
+	}
 	select {
-	case <-p.done:
+	case <-r.done:
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-r.done:
 	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		_ = r.cmd.Process.Kill()
+		<-r.done
 	}
 }
 
@@ -233,20 +300,25 @@ func (p *proc) stop() {
 // polling its log) until the reload is logged. It returns when the signal
 // was sent and when the reload was seen.
 func (p *proc) reload(yaml string) (sent, recv time.Time, err error) {
+	p.life.Lock()
+	defer p.life.Unlock()
 	if err := os.WriteFile(p.cfgPath, []byte(yaml), 0o600); err != nil {
 		return sent, recv, err
 	}
 	before := strings.Count(p.Logs(), `msg="config reloaded"`) + strings.Count(p.Logs(), "config reload failed")
 	sent = time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.current().cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		return sent, recv, err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		logs := p.Logs()
 		if strings.Count(logs, `msg="config reloaded"`)+strings.Count(logs, "config reload failed") > before {
-			if strings.Contains(logs[strings.LastIndex(logs, "config reload"):], "failed") {
-				return sent, time.Now(), fmt.Errorf("reload of %s failed:\n%s", p.name, logs[strings.LastIndex(logs, "config reload"):])
+			// the reload's own line: what follows it may say "failed" of
+			// something else (a client's dial to a node that is down)
+			line, _, _ := strings.Cut(logs[strings.LastIndex(logs, "config reload"):], "\n")
+			if strings.Contains(line, "failed") {
+				return sent, time.Now(), fmt.Errorf("reload of %s failed:\n%s", p.name, line)
 			}
 			return sent, time.Now(), nil
 		}

@@ -23,8 +23,9 @@ type Cluster struct {
 	s       *settings
 	dir     string
 	ownsDir bool
-	nodes   []*Node // by port
-	record  bool    // keep StateFile; set by Up
+	nodes   []*Node    // by port
+	record  bool       // keep StateFile; set by Up
+	ns      *namespace // with Config.Netns; deleted by Stop
 
 	mu      sync.Mutex
 	topo    *topology // as of the last healthy check
@@ -53,6 +54,11 @@ func startCluster(ctx context.Context, cfg Config, record bool) (*Cluster, error
 	}
 	defer l.done()
 	c := &Cluster{s: l.s, dir: l.dir, ownsDir: l.ownsDir, record: record}
+	if l.s.Netns {
+		if c.ns, err = newNamespace(ctx, l.s); err != nil {
+			return nil, errors.Join(err, c.Stop())
+		}
+	}
 	if err := c.start(ctx); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -66,7 +72,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		if err = c.startNodes(ctx); err == nil {
 			break
 		}
-		if c.s.Port != 0 || !errors.Is(err, ErrPortInUse) || ctx.Err() != nil {
+		if c.s.Port != 0 || c.ns != nil || !errors.Is(err, ErrPortInUse) || ctx.Err() != nil {
 			return err
 		}
 		c.s.log.printf("lost a race for a port (attempt %d): %v", attempt, firstLine(err))
@@ -118,12 +124,34 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		_ = n.Kill()
 	}
 	c.nodes = nil
-	ports, err := c.s.ports(c.s.nodeCount())
-	if err != nil {
+	var (
+		ports []int
+		hosts []string
+		links []*veth
+		err   error
+	)
+	if c.ns != nil {
+		// Every node has an address of its own, so any ports are free;
+		// distinct ones keep a node's port its name, as on loopback.
+		first := c.s.Port
+		if first == 0 {
+			first = defaultNetnsPort
+		}
+		if hosts, links, err = c.ns.addLinks(ctx, c.s.nodeCount()); err != nil {
+			return err
+		}
+		for i := range hosts {
+			ports = append(ports, first+i)
+		}
+	} else if ports, err = c.s.ports(c.s.nodeCount()); err != nil {
 		return err
 	}
 	for i, p := range ports {
 		n := newNode(c.s, filepath.Join(c.dir, "node-"+strconv.Itoa(i)), p, true)
+		if c.ns != nil {
+			n = newNodeOn(c.s, n.Dir, hosts[i], p, true)
+			n.link = links[i]
+		}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return fmt.Errorf("localredis: %w", err)
 		}
@@ -227,6 +255,13 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, fmt.Errorf("localredis: %w", err))
 		}
 	}
+	if c.ns != nil && errors.Join(errs...) == nil {
+		// Only once its servers are gone: a namespace with processes in
+		// it outlives its name.
+		if err := c.ns.remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.ownsDir {
 		if err := os.RemoveAll(c.dir); err != nil {
 			errs = append(errs, fmt.Errorf("localredis: %w", err))
@@ -236,13 +271,23 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Netns is the name of the cluster's network namespace, as `ip netns`
+// lists it, or "" for a cluster on loopback.
+func (c *Cluster) Netns() string {
+	if c.ns == nil {
+		return ""
+	}
+	return c.ns.name
+}
+
 // Dir is the cluster's working folder.
 func (c *Cluster) Dir() string { return c.dir }
 
 // Nodes returns every node, primaries and replicas, in port order.
 func (c *Cluster) Nodes() []*Node { return slices.Clone(c.nodes) }
 
-// Addrs returns the "127.0.0.1:port" of the primaries, as of the last
+// Addrs returns the Addr ("127.0.0.1:port", or a veth address with
+// Config.Netns) of the primaries, as of the last
 // healthy check (Start, WaitHealthy, WaitNewPrimary): a seed list for a
 // cluster client or `sluice serve --cluster`.
 func (c *Cluster) Addrs() []string {
@@ -393,7 +438,7 @@ func (c *Cluster) ClusterClient() *redis.ClusterClient {
 // means a temporary one, removed by Stop), Port, Detach, Log, Timeout and
 // RedisServer. Stop the server with Node.Stop.
 func StartSingle(ctx context.Context, cfg Config) (*Node, error) {
-	cfg.Primaries, cfg.Replicas, cfg.NodeTimeout = 0, 0, 0
+	cfg.Primaries, cfg.Replicas, cfg.NodeTimeout, cfg.Netns = 0, 0, 0, false
 	l, ctx, err := begin(ctx, cfg, false)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,8 @@ func TestConfigErrors(t *testing.T) {
 		{Replicas: -2},
 		{NodeTimeout: -time.Second},
 		{Port: 60000},
+		{Netns: true, Detach: true},
+		{Netns: true, Primaries: 33}, // 66 nodes, one /30 each: more than a /24 holds
 	} {
 		if _, err := localredis.Start(t.Context(), cfg); err == nil {
 			t.Errorf("localredis.Start(%+v) = nil error, want a config error", cfg)
@@ -237,5 +239,28 @@ func TestFixedPortInUse(t *testing.T) {
 	_, err = localredis.Start(t.Context(), localredis.Config{Port: ports[0]})
 	if !errors.Is(err, localredis.ErrPortInUse) {
 		t.Errorf("localredis.Start on a taken bus port: %v, want ErrPortInUse", err)
+	}
+}
+
+func otherPrimary(c *localredis.Cluster, n *localredis.Node) *localredis.Node {
+	for _, p := range c.Primaries() {
+		if p != n {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitUntil polls cond until it holds, failing the test after d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal(what)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

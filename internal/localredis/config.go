@@ -59,11 +59,27 @@ type Config struct {
 	// "redis-server" and "redis-cli" looked up on PATH.
 	RedisServer string
 	RedisCLI    string
+
+	// Netns, when true, starts every node (primaries and replicas) inside
+	// a new network namespace, each with a veth pair of its own to the
+	// root namespace, so that Node.SetLink can cut one node's link while
+	// the others still answer. A node's Addr is then the address of its
+	// veth end (10.79.N.x) and its port is Port+i (Port 0 means 6379).
+	// It needs Linux, root and iproute2's ip (Start returns an error
+	// wrapping ErrNetns otherwise; see CheckNetns), at most 64 nodes, and
+	// not Detach: the namespace is deleted by Stop. Leftover namespaces of
+	// dead processes are deleted by the next Start.
+	Netns bool
 }
 
 // ErrNoRedis is returned (wrapped) by Start, StartSingle and Up when
 // redis-server or redis-cli cannot be found.
 var ErrNoRedis = errors.New("localredis: redis binaries not found")
+
+// ErrNetns is returned (wrapped, with the reason) by Start and CheckNetns
+// when a Config.Netns cluster cannot be made here: not root, no ip
+// binary, or not Linux.
+var ErrNetns = errors.New("localredis: network namespaces need root")
 
 // ErrPortInUse is returned (wrapped) when a client or cluster-bus port is
 // taken by another process.
@@ -87,6 +103,7 @@ type settings struct {
 	server   string
 	cli      string
 	version  [3]int // of redis-server
+	ip       string // iproute2's ip, for Netns
 	log      *logger
 }
 
@@ -121,6 +138,18 @@ func (cfg Config) resolve(needCLI bool) (*settings, error) {
 	}
 	if cfg.Port < 0 || cfg.Port > 65535-busPortOffset {
 		return nil, fmt.Errorf("localredis: Port must be 0 or in 1..%d so that the bus port Port+10000 exists, got %d", 65535-busPortOffset, cfg.Port)
+	}
+	if cfg.Netns {
+		if cfg.Detach {
+			return nil, errors.New("localredis: Netns cannot be combined with Detach (or Up): Stop deletes the namespace")
+		}
+		if n := s.nodeCount(); n > maxNetnsNodes {
+			return nil, fmt.Errorf("localredis: Netns allows at most %d nodes (one /30 each in a /24), got %d", maxNetnsNodes, n)
+		}
+		var err error
+		if s.ip, err = netnsTool(); err != nil {
+			return nil, err
+		}
 	}
 	var err error
 	if s.server, err = lookBin(cfg.RedisServer, "redis-server"); err != nil {

@@ -33,6 +33,7 @@ type view struct {
 	byPort  map[int][]entry
 	ranges  []slotRange // sorted by start
 	slotMap string      // ranges as text, to compare views
+	raw     string      // the reply, when kept (fetchNodes)
 }
 
 // topology is the cluster as every live node agreed on it in one healthy

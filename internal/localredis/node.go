@@ -27,7 +27,8 @@ import (
 // except Pid, which Restart changes: read it from the goroutine that
 // restarts the node.
 type Node struct {
-	// Addr is "127.0.0.1:Port".
+	// Addr is "127.0.0.1:Port", or in a Config.Netns cluster "host:Port"
+	// with host the address of the node's veth end in the namespace.
 	Addr string
 	// Port is the client port; a cluster node's bus port is Port+10000.
 	Port int
@@ -43,6 +44,8 @@ type Node struct {
 	s       *settings
 	cluster bool
 	rmDir   string // removed by Stop; set for a single server in a temp dir
+	host    string // the address it binds: 127.0.0.1, or its veth end's
+	link    *veth  // its link to the root namespace; nil outside a Netns cluster
 
 	// Set before the first spawn, for the nodes of a Sentinel group.
 	bin      string   // the binary; "" means s.server
@@ -60,19 +63,24 @@ type Node struct {
 }
 
 func newNode(s *settings, dir string, port int, cluster bool) *Node {
+	return newNodeOn(s, dir, "127.0.0.1", port, cluster)
+}
+
+func newNodeOn(s *settings, dir, host string, port int, cluster bool) *Node {
 	return &Node{
-		Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Addr:    net.JoinHostPort(host, strconv.Itoa(port)),
 		Port:    port,
 		Dir:     dir,
 		s:       s,
 		cluster: cluster,
+		host:    host,
 	}
 }
 
 func (n *Node) args() []string {
 	a := append(slices.Clone(n.head),
 		"--port", strconv.Itoa(n.Port),
-		"--bind", "127.0.0.1",
+		"--bind", n.host,
 		"--protected-mode", "no",
 		"--dir", n.Dir,
 		"--save", "",
@@ -91,10 +99,15 @@ func (n *Node) args() []string {
 			// SIGTERM exits at once instead of waiting up to 10s for
 			// lagging replicas: Stop kills the replicas too.
 			"--shutdown-on-sigterm", "nosave now",
-			// DEBUG SLEEP and friends, from loopback only, so a test can
-			// make a node slow without pausing it.
-			"--enable-debug-command", "local",
 		)
+		// DEBUG SLEEP and friends, so a test can make a node slow without
+		// pausing it: from loopback only, or, in a namespace, from this
+		// host's end of the veth (nothing else reaches it).
+		if n.link != nil {
+			a = append(a, "--enable-debug-command", "yes")
+		} else {
+			a = append(a, "--enable-debug-command", "local")
+		}
 	}
 	if n.cluster {
 		a = append(a,
@@ -105,6 +118,12 @@ func (n *Node) args() []string {
 			// down, so a killed primary is always failed over.
 			"--cluster-replica-validity-factor", "0",
 		)
+		if n.link != nil {
+			// Inside the namespace every node's address is local, so a
+			// bus connection to node B leaves from B's own address:
+			// without an announced address the nodes learn wrong ones.
+			a = append(a, "--cluster-announce-ip", n.host)
+		}
 	}
 	return append(a, n.tail...)
 }
@@ -124,6 +143,9 @@ func (n *Node) spawn() error {
 		bin = n.bin
 	}
 	cmd := exec.Command(bin, n.args()...)
+	if n.link != nil {
+		cmd = n.link.ns.command(bin, n.args()...)
+	}
 	cmd.Dir = n.Dir
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -284,9 +306,45 @@ func (n *Node) Paused() bool {
 	return locked(n, func() bool { return n.paused && n.runningLocked() })
 }
 
-// live reports whether the node can answer: running and not paused.
+// live reports whether the node can answer: running, not paused and, in
+// a Netns cluster, with its link up.
 func (n *Node) live() bool {
-	return locked(n, func() bool { return n.runningLocked() && !n.paused })
+	return locked(n, func() bool { return n.runningLocked() && !n.paused && (n.link == nil || !n.link.down) })
+}
+
+// LinkUp reports whether the node's link to the root namespace is up:
+// always true outside a Config.Netns cluster.
+func (n *Node) LinkUp() bool {
+	return locked(n, func() bool { return n.link == nil || !n.link.down })
+}
+
+// SetLink sets the node's link to the root namespace down (false) or up
+// (true), in a Config.Netns cluster. Down, what this process (or any
+// other of the root namespace: a test, sluice) sends to the node is
+// dropped without a reset or an ICMP error: its sockets stay open and no
+// reply comes, as behind a dead switch port, until the link is up again
+// and TCP retransmits. The node keeps running and still reaches the other
+// nodes, which reach it too (inside the namespace every node's address is
+// local): it is cut from its clients, not from its cluster, so no
+// failover follows however long the cut lasts. A node whose link is down
+// counts as not live for WaitHealthy, like a paused one. Outside a Netns
+// cluster SetLink returns an error.
+func (n *Node) SetLink(up bool) error {
+	verb := "cut"
+	if up {
+		verb = "healed"
+	}
+	if n.link == nil {
+		return fmt.Errorf("localredis: SetLink %s: not in a network namespace (Config.Netns)", n.Addr)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.link.set(up); err != nil {
+		return err
+	}
+	n.link.down = !up
+	n.s.log.printf("%s the link of %s", verb, n.Addr)
+	return nil
 }
 
 // Pause stops the server with SIGSTOP: its sockets stay open but it
@@ -362,10 +420,17 @@ func (n *Node) terminate(grace time.Duration) error {
 // view of the cluster from nodes.conf; with persistence off it has no data
 // and no scripts. Restart returns once the server answers; call
 // Cluster.WaitHealthy to wait for the cluster to take it back.
+//
+// In a Config.Netns cluster, a node whose link is down is not restarted
+// (an error, and nothing done): this process could not see it answer.
 func (n *Node) Restart(ctx context.Context) error {
 	ctx, cancel := withDefaultTimeout(ctx, n.s.Timeout)
 	defer cancel()
 	n.mu.Lock()
+	if n.link != nil && n.link.down {
+		n.mu.Unlock()
+		return fmt.Errorf("localredis: restart %s: its link is down; SetLink(true) first", n.Addr)
+	}
 	if err := n.killLocked(); err != nil {
 		n.mu.Unlock()
 		return err

@@ -12,10 +12,14 @@ import (
 // t.Cleanup. Progress goes to the test log unless cfg.Log is set; a failed
 // test also logs the tail of every node's log. Without redis-server and
 // redis-cli on PATH it skips the test, or fails it when the CI environment
-// variable is set.
+// variable is set. The same holds for a cfg.Netns cluster where network
+// namespaces cannot be made (not root, no ip).
 func NewCluster(tb testing.TB, cfg localredis.Config) *localredis.Cluster {
 	tb.Helper()
 	RequireRedis(tb, cfg.RedisServer, cfg.RedisCLI)
+	if cfg.Netns {
+		RequireNetns(tb)
+	}
 	if cfg.Log == nil {
 		cfg.Log = tbWriter{tb}
 	}
@@ -81,6 +85,19 @@ func RequireRedis(tb testing.TB, server, cli string) {
 	tb.Helper()
 	if err := localredis.CheckBinaries(server, cli); err != nil {
 		missing(tb, err, "redis-server")
+	}
+}
+
+// RequireNetns skips the test, or fails it on CI, when a Config.Netns
+// cluster cannot be started here (see localredis.CheckNetns).
+func RequireNetns(tb testing.TB) {
+	tb.Helper()
+	if err := localredis.CheckNetns(); err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatal("redistest: " + err.Error() + " (CI is set: this fails the build instead of skipping)")
+			return
+		}
+		tb.Skip("redistest: " + err.Error())
 	}
 }
 
