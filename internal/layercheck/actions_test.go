@@ -141,7 +141,7 @@ func (it *iteration) burst(t *rapid.T, ctx context.Context) {
 		fam := rapid.SampledFrom([]string{"hl", "hs"}).Draw(t, "burst.family")
 		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
 	case 4, 5: // a failure policy's key (local, open): many decisions of it meet a fault
-		fam := rapid.SampledFrom([]string{"lo", "lg", "op", "og"}).Draw(t, "burst.failfamily")
+		fam := rapid.SampledFrom([]string{"lo", "lg", "op", "og", "du"}).Draw(t, "burst.failfamily")
 		key = it.base(fam, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "burst.id"))
 	default:
 		key = it.drawKey(t, "burst.key")

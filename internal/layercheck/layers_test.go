@@ -44,6 +44,7 @@ policies:
   - {name: ev, match: "ev.*", limit: 5, rate: 5, period: 1s}
   - {name: lo, match: "lo.*", algorithm: token_bucket, limit: 6, rate: 3, period: 1s, on_store_error: local, local_share: 0.5, deny_cache: false}
   - {name: lg, match: "lg.*", algorithm: gcra, limit: 6, rate: 6, period: 2s, on_store_error: local, local_share: 0.5}
+  - {name: du, match: "du.*", algorithm: token_bucket, limit: 6, rate: 3, period: 1s, durability: replica, deny_cache: false}
   - {name: op, match: "op.*", algorithm: token_bucket, limit: 5, rate: 5, period: 1s, on_store_error: open, deny_cache: false}
   - {name: og, match: "og.*", algorithm: gcra, limit: 4, rate: 4, period: 2s, on_store_error: open}
   - {name: braced, match: "{*", limit: 30, rate: 15, period: 1s}
@@ -102,7 +103,7 @@ func variantOf(p *limit.Policy) Variant {
 	}
 	return Variant{Name: p.Name, Algorithm: alg, Limit: p.Limit, Rate: p.Rate, Period: p.Period,
 		Global: p.Global(), Floor: p.RegionFloor, Hot: hot, Shadow: p.Shadow, Calendar: string(p.Calendar), Zone: p.Zone,
-		OnStoreError: string(p.OnStoreError), LocalShare: share}
+		OnStoreError: string(p.OnStoreError), LocalShare: share, Durability: string(p.Durability)}
 }
 
 func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
@@ -112,7 +113,7 @@ func parseSet(t testing.TB, yaml string) (*policy.Set, map[string]Variant) {
 		t.Fatal(err)
 	}
 	vs := map[string]Variant{}
-	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd", "ev", "lo", "lg", "op", "og"} {
+	for _, name := range []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "gwu", "gwa", "braced", "all", "cd", "ev", "lo", "lg", "op", "og", "du"} {
 		vs[name] = variantOf(s.Lookup(name))
 	}
 	return s, vs
@@ -295,7 +296,7 @@ func (it *iteration) logf(t *rapid.T, format string, args ...any) {
 }
 
 // keys of an iteration: a family's base, spelled one of several ways.
-var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa", "cd", "lo", "lg", "op", "og"}
+var families = []string{"tb", "gc", "sw", "fw", "dk", "hl", "hs", "gl", "zz", "gwu", "gwa", "cd", "lo", "lg", "op", "og", "du"}
 
 func (it *iteration) base(fam, id string) string {
 	switch fam {

@@ -395,11 +395,14 @@ func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
 		return err
 	}
 	f := n.begin(FaultKill, p.Addr, slots)
+	// Held back from before the call: the replica may lack what the
+	// primary wrote from the moment HoldReplication began killing its link,
+	// not only from when it returned.
+	heldBack := time.Now()
 	release, err := n.eu.HoldReplication(ctx, p)
 	if err != nil {
 		return err
 	}
-	heldBack := time.Now()
 	sleepCtx(ctx, time.Duration(200+n.rng.IntN(600))*time.Millisecond) // spends the replica will lack
 	if err := p.Kill(); err != nil {
 		_ = release()
