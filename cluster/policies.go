@@ -55,12 +55,26 @@ func (p *Policies) Delete(ctx context.Context, name string) (bool, error) {
 
 // wrap makes a connectivity failure limit.ErrUnavailable, as the store's
 // decisions and resets do: RL.POLICY then answers "store unavailable" (the
-// change may or may not have been made), not the client's own words.
+// change may or may not have been made), not the client's own words. A
+// MOVED or ASK the client is left with is one too: it has followed its
+// redirections until they ran out, so the nodes disagree on the slot's
+// owner (a slot move between its steps, a promotion not yet seen by
+// all), a state between two that passes.
 func (p *Policies) wrap(err error) error {
-	if isConnectivity(err) {
+	if isConnectivity(err) || isRedirect(err) {
 		return p.s.unavailable("", err)
 	}
 	return err
+}
+
+// isRedirect reports whether err is a MOVED or ASK reply.
+func isRedirect(err error) bool {
+	if err == nil {
+		return false
+	}
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask
 }
 
 // Watch calls changed for every announcement until ctx ends. go-redis
