@@ -442,7 +442,7 @@ func (it *iteration) actions(ctx context.Context) map[string]func(*rapid.T) {
 				it.opError(t, p, sent, recv, err, "CL.THROTTLE %q", key)
 				return
 			}
-			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit && v[1] != throttleShare(it.w.match.Match(key)) || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= cl.Limit {
+			if len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != cl.Limit && v[1] != throttleShare(it.w.match.Match(key)) || v[2] < 0 || v[2] > v[1] || (v[0] == 0) != (v[3] == -1) && q <= v[1] {
 				t.Logf("throttle %s %q %s %d -> %v", p.name, key, clArgs, q, v)
 				it.shapeFinding(t, "CL.THROTTLE", fmt.Sprintf("throttle %s %q %s %d at %s -> %v", p.name, key, clArgs, q, sent.Format("15:04:05.000"), v))
 				return

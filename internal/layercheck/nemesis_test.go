@@ -519,11 +519,17 @@ func (n *nemesis) stopAndWait() {
 // during reports whether a fault of one of kinds (on target, when it is
 // not "") overlaps [a, b].
 func (n *nemesis) during(kinds []string, target string, a, b time.Time) bool {
+	return n.within(kinds, target, a, b, 0)
+}
+
+// within is during with each fault's window extended by after past its
+// healing.
+func (n *nemesis) within(kinds []string, target string, a, b time.Time, after time.Duration) bool {
 	for _, f := range n.log.All() {
 		if !slices.Contains(kinds, f.Kind) || target != "" && f.Target != target {
 			continue
 		}
-		if !f.From.After(b) && (f.To.IsZero() || !f.To.Before(a)) {
+		if !f.From.After(b) && (f.To.IsZero() || !f.To.Add(after).Before(a)) {
 			return true
 		}
 	}

@@ -24,10 +24,14 @@ import (
 
 // unknownOutcome reports (and counts) whether err, of an operation on p in
 // [sent, recv], is its connection failing while p was being killed: the
-// operation may or may not have been done, so it is booked nowhere.
+// operation may or may not have been done, so it is booked nowhere. The
+// window runs redialBackoff past the restart: a go-redis pool whose dials
+// failed answers its last dial error, without dialling, until a
+// background dial succeeds (about a second): such a request never left
+// the client.
 func (w *world) unknownOutcome(p *proc, sent, recv time.Time, err error) bool {
 	n := w.nem
-	if n == nil || err == nil || !connectionError(err) || !n.during([]string{FaultSluiceKill}, p.name, sent, recv) {
+	if n == nil || err == nil || !connectionError(err) || !n.within([]string{FaultSluiceKill}, p.name, sent, recv, redialBackoff) {
 		return false
 	}
 	n.mu.Lock()
@@ -35,6 +39,11 @@ func (w *world) unknownOutcome(p *proc, sent, recv time.Time, err error) bool {
 	n.mu.Unlock()
 	return true
 }
+
+// redialBackoff is how long after a killed sluice answers again its
+// clients may still answer the failed dials' error (go-redis retries a
+// failed pool's dial once a second), with margin.
+const redialBackoff = 2 * time.Second
 
 // storeUnavailable reports (and counts) whether err is "store
 // unavailable", answered to cmd in [sent, recv] during a store fault.
