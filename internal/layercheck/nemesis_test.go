@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -332,10 +333,13 @@ func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) e
 		// its replicas killed with it (Cluster.RestartEmpty), so that none
 		// takes its place: it comes back empty, they resync from it
 		f := n.begin(kind, p.Addr, slots)
+		lost := n.w.runtimePoliciesOn(slots)
 		if err := n.eu.RestartEmpty(ctx, p); err != nil {
 			return err
 		}
-		return n.end(ctx, f)
+		err = n.end(ctx, f)
+		n.w.loseRuntimePolicies(lost, f.From, f.To)
+		return err
 	case FaultScriptFlush:
 		f := n.begin(kind, "every node", nil)
 		if err := n.eu.ScriptFlushAll(ctx); err != nil {
@@ -581,4 +585,37 @@ func (n *nemesis) summary(t *testing.T, excess []Excess) {
 			t.Errorf("nemesis: fault kind %s never ran", k)
 		}
 	}
+}
+
+// runtimePoliciesOn returns the runtime policies in force (RL.POLICY SET)
+// when the hash that holds them (cluster.PoliciesKey) is on one of slots:
+// a primary restarted empty there loses them with the rest of its data.
+func (w *world) runtimePoliciesOn(slots [][2]int) map[string]Variant {
+	s := keyslot.Slot(cluster.PoliciesKey)
+	for _, r := range slots {
+		if r[0] <= s && s <= r[1] {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return maps.Clone(w.overrides)
+		}
+	}
+	return nil
+}
+
+// loseRuntimePolicies records that the runtime policies of lost went with
+// a primary restarted empty in [from, to]: every instance is back on its
+// file's policy from from (the moment the hash was gone), and its own copy
+// of the lost one may last until its next sync after to (runtimeProp). A
+// policy set again meanwhile (another variant) is kept.
+func (w *world) loseRuntimePolicies(lost map[string]Variant, from, to time.Time) {
+	if len(lost) == 0 {
+		return
+	}
+	w.change(func() {
+		for name, v := range lost {
+			if cur, ok := w.overrides[name]; ok && cur == v {
+				delete(w.overrides, name)
+			}
+		}
+	}, from, to, runtimeProp)
 }
