@@ -513,3 +513,22 @@ func FaultTable(faults []Fault, excess []Excess) string {
 func num(x float64) string {
 	return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64)
 }
+
+// forgottenByKill reports whether a kill of fs lost prev, a give-back of
+// the key applied within the kill's replication lag ([HeldBack − λ, From +
+// λ], as its lost spends), before g was sent after the kill.
+func forgottenByKill(fs []keyFault, prev, g GiveBack) bool {
+	for _, kf := range fs {
+		if kf.f.Kind != FaultKill {
+			continue
+		}
+		from := kf.f.From.Add(-ReplicationLag)
+		if !kf.f.HeldBack.IsZero() {
+			from = kf.f.HeldBack.Add(-ReplicationLag)
+		}
+		if !prev.Recv.Before(from) && !prev.Sent.After(kf.f.From.Add(ReplicationLag)) && g.Sent.After(kf.f.From) {
+			return true
+		}
+	}
+	return false
+}

@@ -265,6 +265,49 @@ func TestFaultExcessDurability(t *testing.T) {
 	}
 }
 
+// A give-back applied within a kill's replication lag may be forgotten with
+// it (a give-back never waits for a replica): the promoted replica holds
+// its receipt unused, and a second give-back of it is applied. That is no
+// receipt violation when the first lies in the kill's lost window and the
+// second came after the kill; it is one without the kill, with the first
+// before the window, or with the second before the kill. Either way the
+// receipt is credited once.
+func TestFaultForgottenGiveBack(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	v := Variant{Name: "p", Algorithm: "token_bucket", Limit: 4, Rate: 1, Period: 24 * time.Hour, OnStoreError: "closed", LocalShare: 1}
+	kill := Fault{Kind: FaultKill, Target: "127.0.0.1:7000", HeldBack: at(1000), From: at(1500), To: at(3500)}
+	back := func(ms int) GiveBack {
+		return GiveBack{Sent: at(ms), Recv: at(ms + 1), Delta: 2, Receipt: "r1", Applied: true, By: "store", Who: "owner", User: "owner"}
+	}
+	for _, tt := range []struct {
+		name          string
+		first, second int
+		faults        []Fault
+		want          int // receipt violations
+	}{
+		{"first in the lost window, second after the kill", 1200, 3600, []Fault{kill}, 0},
+		{"no kill", 1200, 3600, nil, 1},
+		{"first before the window", 500, 3600, []Fault{kill}, 1},
+		{"second before the kill", 1200, 1400, []Fault{kill}, 1},
+	} {
+		k := &KeyLog{Key: "k", Policy: "p",
+			Adm:      []Admission{{Sent: at(100), Recv: at(101), Cost: 2, By: "store", Proc: "p1"}},
+			Receipts: map[string]Taken{"r1": {Cost: 2, Who: "owner", User: "owner"}},
+			Backs:    []GiveBack{back(tt.first), back(tt.second)}}
+		res := Check(k, []Span{{V: v, From: t0.Add(-time.Hour)}}, Slack{Instances: 2}, tt.faults)
+		got := 0
+		for _, x := range res.Violations {
+			if x.Kind == "receipt" {
+				got++
+			}
+		}
+		if got != tt.want {
+			t.Errorf("%s: %d receipt violations %v, want %d", tt.name, got, res.Violations, tt.want)
+		}
+	}
+}
+
 // FaultTable: one row per kind, a kill split by durability, 0 where a
 // kind was injected with no excess, the largest excess as a share of its
 // bound, and rows for excesses outside every fault.

@@ -252,13 +252,14 @@ func Check(k *KeyLog, spans []Span, sl Slack, faults []Fault) Result {
 	}
 	var res Result
 	res.Checked = true
-	back, refused := credited(k)
+	fs := touching(k, spans, faults, sl)
+	back, refused := credited(k, func(prev, g GiveBack) bool { return forgottenByKill(fs, prev, g) })
 	res.Refused = refused
 	for _, g := range refused {
 		res.Violations = append(res.Violations, Violation{Key: k.Key, Policy: k.Policy, Kind: "receipt", From: g.Sent, To: g.Recv,
 			Admitted: g.Delta, Note: g.why(k), By: map[string]int{"adjust/" + g.By: 1}})
 	}
-	c := checker{k: k, spans: spans, sl: sl, back: back, fs: touching(k, spans, faults, sl), n: instances(k, sl), excess: excessBook{}}
+	c := checker{k: k, spans: spans, sl: sl, back: back, fs: fs, n: instances(k, sl), excess: excessBook{}}
 	for _, seg := range segments(k, spans, sl) {
 		checkModes(k, seg, spans, &res)
 		c.buckets(seg, &res)

@@ -45,20 +45,32 @@ type Taken struct {
 // The receipt's policy is not checked here: which policy a sluice
 // instance had in force is known only within a propagation window, and
 // an interval across a change is bounded by the larger policy anyway.
-func credited(k *KeyLog) (back []Admission, refused []GiveBack) {
+//
+// forgotten(prev, g) reports whether the store may have forgotten prev, the
+// applied give-back that used g's receipt first, by the time g ran: a kill
+// of the key's node lost prev with the rest of its replication lag (a
+// give-back never waits for a replica, docs/durability.md), so the
+// promoted replica holds the receipt unused and applies g. That is no
+// violation, and earns nothing more: the bucket forgot prev's credit with
+// it, and the kill's allowance covers what prev's credit admitted.
+func credited(k *KeyLog, forgotten func(prev, g GiveBack) bool) (back []Admission, refused []GiveBack) {
 	gs := slices.Clone(k.Backs)
 	slices.SortStableFunc(gs, func(x, y GiveBack) int { return x.Sent.Compare(y.Sent) })
-	used := map[string]bool{}
+	used := map[string]GiveBack{}
 	for _, g := range gs {
 		if !g.Applied {
 			continue
 		}
 		tk, ok := k.Receipts[g.Receipt]
-		if g.Receipt == "" || !ok || used[g.Receipt] || g.Delta > tk.Cost || g.User != tk.User {
+		prev, reused := used[g.Receipt]
+		if reused && g.Delta <= tk.Cost && g.User == tk.User && forgotten != nil && forgotten(prev, g) {
+			continue
+		}
+		if g.Receipt == "" || !ok || reused || g.Delta > tk.Cost || g.User != tk.User {
 			refused = append(refused, g)
 			continue
 		}
-		used[g.Receipt] = true
+		used[g.Receipt] = g
 		back = append(back, Admission{Sent: g.Sent, Recv: g.Recv, Cost: g.Delta, By: g.By, Door: "adjust"})
 	}
 	return back, refused
