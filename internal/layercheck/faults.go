@@ -276,10 +276,11 @@ func (kf keyFault) own(ss []Span, a, b time.Time) (float64, bool) {
 	}
 	switch kf.f.Kind {
 	case FaultKill:
+		lost := kf.lost
 		if durability(ss) == "replica" {
-			return 0, true
+			lost = 0
 		}
-		return kf.lost, true
+		return lost + splitMoved(ss), true
 	case FaultRestartEmpty:
 		var L int64
 		for _, s := range ss {
@@ -531,4 +532,20 @@ func forgottenByKill(fs []keyFault, prev, g GiveBack) bool {
 		}
 	}
 	return false
+}
+
+// splitMoved is what a kill may let a split key admit on top of its lost
+// spends: the budget the main bucket moved to its sub-buckets (on other
+// nodes) within the kill's replication lag. The promoted replica's main
+// bucket never lost it, so it may be moved, and admitted, once more; at
+// most what the main bucket holds, one limit (the largest in force). 0
+// unless a split variant is in force.
+func splitMoved(ss []Span) float64 {
+	var L int64
+	for _, s := range ss {
+		if s.V.Hot == "split" {
+			L = max(L, s.V.Limit)
+		}
+	}
+	return float64(L)
 }

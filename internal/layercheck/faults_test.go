@@ -265,6 +265,42 @@ func TestFaultExcessDurability(t *testing.T) {
 	}
 }
 
+// A kill may let a split key admit once more the budget its main bucket
+// moved to the sub-buckets within the kill's replication lag (they live on
+// other nodes; the promoted main bucket never lost it): one limit at most,
+// beyond the lost spends. Over that is a violation, and a key not split
+// gets no such allowance.
+func TestFaultKillSplit(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	kill := Fault{Kind: FaultKill, Target: "127.0.0.1:7000", HeldBack: at(1000), From: at(1500), To: at(3500)}
+	for _, tt := range []struct {
+		name string
+		hot  string
+		n    int // admissions, all at once after the kill, decided by the sub-buckets
+		want []string
+	}{
+		{"split, one limit more", "split", 8, nil},
+		{"split, one token past it", "split", 9, []string{"bucket"}},
+		{"not split", "", 5, []string{"bucket"}},
+	} {
+		v := Variant{Name: "p", Algorithm: "token_bucket", Limit: 4, Rate: 1, Period: 24 * time.Hour, Hot: tt.hot, OnStoreError: "closed", LocalShare: 1}
+		var adm []Admission
+		for i := range tt.n {
+			adm = append(adm, Admission{Sent: at(3600 + i), Recv: at(3601 + i), Cost: 1, By: "split", Proc: "p1"})
+		}
+		k := &KeyLog{Key: "k", Policy: "p", Adm: adm}
+		res := Check(k, []Span{{V: v, From: t0.Add(-time.Hour)}}, Slack{Instances: 2}, []Fault{kill})
+		var got []string
+		for _, x := range res.Violations {
+			got = append(got, x.Kind)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: violations %v, want kinds %v", tt.name, res.Violations, tt.want)
+		}
+	}
+}
+
 // A give-back applied within a kill's replication lag may be forgotten with
 // it (a give-back never waits for a replica): the promoted replica holds
 // its receipt unused, and a second give-back of it is applied. That is no
