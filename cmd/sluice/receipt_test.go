@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -257,16 +258,26 @@ func TestReceiptGoodOnceAcrossInstances(t *testing.T) {
 			t.Fatalf("take %d: %+v", i, r)
 		}
 	}
-	wins := make(chan int, 2*n)
+	// A give-back is applied when answered allowed 1. One the store did
+	// not answer in time (a loaded machine) is answered by on_store_error,
+	// allowed 0, and may or may not have run: it is counted apart, and the
+	// receipts it named may then be applied by the other instance.
+	wins, unanswered := make(chan string, 2*n), make(chan string, 2*n)
 	var wg sync.WaitGroup
 	for _, cl := range []*redis.Client{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for _, rc := range receipts {
-				if err := cl.Do(context.Background(), "RL.ADJUST", "llm:shared", -2, rc).Err(); err == nil {
-					wins <- 1
-				} else if err.Error() != "ERR invalid, expired or already used receipt" {
+				r, err := adjust(cl, "llm:shared", -2, rc)
+				switch {
+				case err == nil && r.Allowed:
+					wins <- rc
+				case err == nil && strings.HasPrefix(r.DecidedBy, "fallback-"):
+					unanswered <- rc
+				case err == nil:
+					t.Errorf("give-back answered %+v", r)
+				case err.Error() != "ERR invalid, expired or already used receipt":
 					t.Errorf("give-back: %v", err)
 				}
 			}
@@ -274,15 +285,41 @@ func TestReceiptGoodOnceAcrossInstances(t *testing.T) {
 	}
 	wg.Wait()
 	close(wins)
+	close(unanswered)
+	applied := map[string]int{}
+	for rc := range wins {
+		applied[rc]++
+	}
+	late := 0
+	for range unanswered {
+		late++
+	}
 	total := 0
-	for w := range wins {
-		total += w
+	for rc, k := range applied {
+		total += k
+		if k > 1 {
+			t.Errorf("receipt %s applied %d times", rc, k)
+		}
 	}
 	left := peekOf(t, a, "llm:shared")
-	t.Logf("%d receipts given back from two instances at once: %d give-backs applied, %d tokens left of 100", n, total, left)
-	if total != n || left != 100 {
-		t.Errorf("%d receipts raced from two instances: %d applied, %d left; want %d and 100", n, total, left, n)
+	t.Logf("%d receipts given back from two instances at once: %d give-backs applied, %d answered by on_store_error, %d tokens left of 100", n, total, late, left)
+	if total+late < n || total > n || left != 100 {
+		t.Errorf("%d receipts raced from two instances: %d applied (+%d unanswered), %d left; want %d and 100", n, total, late, left, n)
 	}
+}
+
+// adjust sends RL.ADJUST key delta receipt and reads its six fields.
+func adjust(c *redis.Client, key string, delta int64, receipt string) (reply, error) {
+	v, err := c.Do(context.Background(), "RL.ADJUST", key, delta, receipt).Slice()
+	if err != nil {
+		return reply{}, err
+	}
+	if len(v) != 6 {
+		return reply{}, fmt.Errorf("reply has %d elements, want 6: %v", len(v), v)
+	}
+	allowed, _ := v[0].(int64)
+	by, _ := v[5].(string)
+	return reply{Allowed: allowed == 1, DecidedBy: by}, nil
 }
 
 // TestReceiptIsItsUsers: two tenants whose users may both take and adjust
