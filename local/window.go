@@ -112,14 +112,30 @@ func takeFixedWindow(st *WindowState, w limit.Window, cost, now int64, op limit.
 	if closed {
 		cost = 0
 	}
+	raw := c // the count as stored: above the limit after a lowered limit
+	if *st != (WindowState{}) && st.W >= start {
+		raw = st.C
+	}
 	res, c, write := decideWindow(w.Limit, c, w.Limit-c, cost, op, func(int64) int64 { return left })
 	write = write && !closed
 	res.Window = start
 	if write {
-		if c == 0 {
+		// a write under a lowered limit keeps the stored count above it
+		// (an instance still on the higher limit must not admit what this
+		// write would forget): a spend never lowers it, a return lowers
+		// what is stored
+		sc := c
+		if op == limit.OpReturn && raw > c {
+			if cost < 0 {
+				sc = raw
+			} else {
+				sc = max(0, raw-cost)
+			}
+		}
+		if sc == 0 {
 			*st = WindowState{}
 		} else {
-			*st = WindowState{W: start, C: c}
+			*st = WindowState{W: start, C: sc}
 		}
 	}
 	res.Remaining = max(0, w.Limit-c)

@@ -92,3 +92,35 @@ func TestWindowProductsBelow53Bits(t *testing.T) {
 		}
 	}
 }
+
+// A fixed window whose count was written under a higher limit (6 of 6)
+// while another instance holds a lower one (4): that instance's adjust —
+// a spend, or RL.ADJUST 0 — or give-back must not store the count clamped
+// to its own limit, or the instance still on 6 admits again what the
+// write forgot (the checker of issue 29 saw fw.i2.b admit 8 in a window of
+// 6: a count of 6 written back as 4 by RL.ADJUST 0 under limit 4).
+func TestFixedWindowWriteKeepsCountAboveLoweredLimit(t *testing.T) {
+	const sec = int64(1_000_000)
+	now := 1_700_000_000*sec + 100_000
+	start := now - now%sec
+	low, high := limit.Window{Limit: 4, Ticks: sec, Tick: 1}, limit.Window{Limit: 6, Ticks: sec, Tick: 1}
+	for _, tt := range []struct {
+		name string
+		cost int64 // of an OpReturn: < 0 a spend, 0 RL.ADJUST 0, > 0 a give-back
+		want int64 // the stored count after
+	}{
+		{"adjust 0", 0, 6},
+		{"spend", -1, 6},
+		{"give-back of 1", 1, 5},
+	} {
+		st := WindowState{W: start, C: 6}
+		TakeFixedWindow(&st, low, tt.cost, now, limit.OpReturn)
+		if st.C != tt.want {
+			t.Errorf("%s under limit 4 on a count of 6: stored %d, want %d", tt.name, st.C, tt.want)
+		}
+		res, _ := TakeFixedWindow(&st, high, 1, now+1, limit.OpTake)
+		if wantAllowed := tt.want < 6; res.Allowed != wantAllowed {
+			t.Errorf("%s, then a take under limit 6: allowed %v, want %v", tt.name, res.Allowed, wantAllowed)
+		}
+	}
+}

@@ -45,7 +45,7 @@
 
 local function fixed_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
-  local _, start, c = window_at(st, len, limit, now) -- see window.lua
+  local _, start, c, _, raw = window_at(st, len, limit, now) -- see window.lua
   local left = math.ceil((start + len - now) / 1000) -- ms until the window ends
 
   local allowed, granted, write, wait = 1, 0, false, nil
@@ -56,11 +56,17 @@ local function fixed_window(st, limit, ticks, tick, cost, op, now, from)
   if wait ~= nil then retry = left end
   local reset = 0
   if c > 0 then reset = left end
+  -- a write under a lowered limit keeps the stored count above it: a
+  -- spend never lowers it, a return lowers what is stored
+  local sc = c
+  if write and op == 3 and raw > c then
+    if cost < 0 then sc = raw else sc = math.max(0, raw - cost) end
+  end
   local new = nil
-  if write and c == 0 then
+  if write and sc == 0 then
     new = false -- an empty window is the same as none
   elseif write then
-    new = {start, c, 0, reset + 1000}
+    new = {start, sc, 0, left + 1000}
   end
 
   return {allowed, limit, limit - c, retry, reset, granted, start}, new

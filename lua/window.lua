@@ -9,7 +9,10 @@
 -- contains w: kept when that is the current one (start), moved to the
 -- previous one when w is in the window before, forgotten when older; a
 -- count above limit (a lowered limit) is clamped to it. It returns t, start
--- and the current and the previous window's counts, c and p.
+-- and the current and the previous window's counts, c and p, and the
+-- current window's count as stored, raw (c before the clamp: what a write
+-- must keep, so that an instance still on the higher limit does not admit
+-- what another instance's write under the lower one forgot).
 local function window_at(st, len, limit, now)
   local w = st[1]
   local sc = st[2]
@@ -25,10 +28,11 @@ local function window_at(st, len, limit, now)
     elseif w >= start - len then
       p = sc
     end
-    if c > limit then c = limit end
-    if p > limit then p = limit end
   end
-  return t, start, c, p
+  local raw = c
+  if c > limit then c = limit end
+  if p > limit then p = limit end
+  return t, start, c, p, raw
 end
 
 -- decide_window decides op for cost on a window's count c, of which room
