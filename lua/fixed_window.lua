@@ -37,7 +37,8 @@
 -- in its window. A stored count belongs to the window that contains w: kept
 -- when that is the current window, forgotten when it is older (after a
 -- change of period, a window that started before the current one is
--- forgotten); a count above the limit (a lowered limit) is clamped to it.
+-- forgotten); a count above the limit (a lowered limit) is clamped to it
+-- for the decision, and a write keeps what is stored above it.
 -- The second value returned is the state to store: nil when nothing changed
 -- (a rejected or peeked request), false to delete it (a count of 0 is the
 -- same as no key), else {w, c, 0, ttl_ms} with a TTL of the window's rest
