@@ -34,16 +34,7 @@ func TestPoliciesStoreUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = owner.Resume() })
-	for _, tc := range []struct {
-		name string
-		do   func(context.Context) error
-	}{
-		{"put", func(ctx context.Context) error {
-			return p.Put(ctx, "api", `{"match": "api:*", "limit": 6, "rate": 6, "period": "1s"}`)
-		}},
-		{"delete", func(ctx context.Context) error { _, err := p.Delete(ctx, "api"); return err }},
-		{"load", func(ctx context.Context) error { _, err := p.Load(ctx); return err }},
-	} {
+	for _, tc := range policyCalls(p) {
 		ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		err := tc.do(ctx)
 		cancel()
@@ -95,7 +86,22 @@ func TestPoliciesRedirectLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = owner.Client().Do(context.Background(), "CLUSTER", "SETSLOT", slot, "NODE", ownerID).Err() })
-	for _, tc := range []struct {
+	for _, tc := range policyCalls(p) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := tc.do(ctx)
+		cancel()
+		if !errors.Is(err, limit.ErrUnavailable) {
+			t.Errorf("%s while the slot's owners disagree: got %v, want an error that is limit.ErrUnavailable", tc.name, err)
+		}
+	}
+}
+
+// policyCalls are RL.POLICY's three calls on the backend: put, delete, load.
+func policyCalls(p *Policies) []struct {
+	name string
+	do   func(context.Context) error
+} {
+	return []struct {
 		name string
 		do   func(context.Context) error
 	}{
@@ -104,12 +110,5 @@ func TestPoliciesRedirectLoop(t *testing.T) {
 		}},
 		{"delete", func(ctx context.Context) error { _, err := p.Delete(ctx, "api"); return err }},
 		{"load", func(ctx context.Context) error { _, err := p.Load(ctx); return err }},
-	} {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := tc.do(ctx)
-		cancel()
-		if !errors.Is(err, limit.ErrUnavailable) {
-			t.Errorf("%s while the slot's owners disagree: got %v, want an error that is limit.ErrUnavailable", tc.name, err)
-		}
 	}
 }
