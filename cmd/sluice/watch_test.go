@@ -310,3 +310,44 @@ func TestWatchConfigOff(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchSecretAndEnvoyVolumes: --aclfile in a mounted Secret and
+// --envoy-config a mounted ConfigMap are watched too, each reloaded alone
+// when its own volume is swapped: a new user pattern reaches an open
+// connection, new Envoy rules are logged, and the policy file is not read
+// again for either.
+func TestWatchSecretAndEnvoyVolumes(t *testing.T) {
+	t.Parallel()
+	policies := newConfigMap(t, map[string]string{"sluice.yaml": aclPolicy})
+	secret := newConfigMap(t, map[string]string{"users.acl": aclUsers})
+	envoy := newConfigMap(t, map[string]string{"edge.yaml": "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n"})
+	w := startWatched(t, "--config", policies.path("sluice.yaml"), "--aclfile", secret.path("users.acl"), "--envoy-config", envoy.dir)
+	acme := userClient(t, w.p.Addr, "acme", aclAcmePass)
+	ctx := context.Background()
+	if err := acme.Do(ctx, "RL.TAKE", "shared:x").Err(); err == nil {
+		t.Fatal("acme took shared:x before the Secret changed")
+	}
+
+	secret.update(map[string]string{"users.acl": strings.Replace(aclUsers, "~acme:* ", "~acme:* ~shared:* ", 1)})
+	deadline := time.Now().Add(10 * time.Second)
+	for acme.Do(ctx, "RL.TAKE", "shared:x").Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("acme still refused shared:x 10s after the Secret changed:\n%s", w.p.Logs())
+		}
+		time.Sleep(20 * time.Millisecond) // pacing the poll, not synchronising
+	}
+	w.waitReloads(1, 0)
+
+	envoy.update(map[string]string{"edge.yaml": "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 600}\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 7}\n"})
+	if !w.p.waitLog(`msg="envoy config reloaded" dir=`+envoy.dir+` domains=1 rules=2`, 10*time.Second) {
+		t.Fatalf("no envoy reload logged:\n%s", w.p.Logs())
+	}
+	w.waitReloads(2, 0)
+	w.wantReloads("after a Secret and an Envoy swap", 2, 0, 1)
+	logs := w.p.Logs()
+	for line, want := range map[string]int{`msg="aclfile reloaded"`: 1, `msg="envoy config reloaded"`: 1, `msg="config reloaded"`: 0} {
+		if n := strings.Count(logs, line); n != want {
+			t.Errorf("%d %s lines, want %d:\n%s", n, line, want, logs)
+		}
+	}
+}
