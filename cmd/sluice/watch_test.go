@@ -185,8 +185,10 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	}
 	w.wantReloads("at start", 0, 0, 1)
 
+	swapped := time.Now()
 	m.update(map[string]string{"sluice.yaml": watchPolicy(20)})
 	w.waitLimit(20)
+	t.Logf("from the swap to the new limit in RL.TAKE: %v (the quiet interval is 100ms)", time.Since(swapped).Round(time.Millisecond))
 	w.waitReloads(1, 0)
 	// A second swap, seen by its own reload: the first gave exactly one.
 	m.update(map[string]string{"sluice.yaml": watchPolicy(30)})
