@@ -75,11 +75,18 @@ func envoyFile(name string) bool {
 	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
 }
 
+// errEmpty is a watched file read empty: taken for a write in progress
+// (an in-place write truncates first), never loaded by the watch.
+var errEmpty = errors.New("empty file")
+
 // fileDigest is the SHA-256 of the bytes path resolves to.
 func fileDigest(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
+	}
+	if len(b) == 0 {
+		return "", fmt.Errorf("%s: %w", path, errEmpty)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
@@ -111,6 +118,9 @@ func dirDigest(dir string) (string, error) {
 			fmt.Fprintf(h, "%s\x00unreadable: %v\x00", name, err)
 			continue
 		}
+		if len(b) == 0 {
+			return "", fmt.Errorf("%s: %w", path, errEmpty)
+		}
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
 		h.Write(b)
 	}
@@ -122,7 +132,8 @@ func dirDigest(dir string) (string, error) {
 // rewrite of the same bytes reloads nothing more, and the reload is the
 // one SIGHUP does (same validation, the last good config kept on error,
 // same log lines and metrics). A target whose file is gone is left as it
-// is, its last good content in force, until the file comes back.
+// is, its last good content in force, until the file comes back; one read
+// empty is a write in progress, left for the event that completes it.
 type watch struct {
 	mu      *sync.Mutex // held by each reload, the watch's and SIGHUP's
 	targets []*watchTarget
@@ -254,6 +265,9 @@ func (w *watch) check(t *watchTarget) {
 			w.log.Warn("watched file gone; keeping what is in force until it comes back", "flag", "--"+t.flag, "path", t.path)
 		}
 		t.gone = true
+		return
+	case errors.Is(err, errEmpty):
+		w.log.Debug("watched file empty; waiting for its content", "flag", "--"+t.flag, "path", t.path)
 		return
 	case err != nil:
 		d = "unreadable: " + err.Error() // the reload says why, once per error

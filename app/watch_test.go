@@ -137,6 +137,10 @@ func TestWatchLoop(t *testing.T) {
 			ev(fsnotify.Create, "sluice.yaml.tmp"), ev(fsnotify.Write, "sluice.yaml.tmp"), ev(fsnotify.Rename, "sluice.yaml"),
 			ev(fsnotify.Rename, "sluice.yaml.tmp"), ev(fsnotify.Create, "sluice.yaml"), ev(fsnotify.Write, "sluice.yaml"),
 		}, wantArmed: 3, wantReads: 1, reloads: 1}}},
+		{"an in-place write read between its truncate and its write", []step{
+			{change: func(t *testing.T, path string) { writeFile(t, path, "") }, events: []fsnotify.Event{ev(fsnotify.Write, "sluice.yaml")}, wantArmed: 1, wantReads: 1, reloads: 0},
+			{change: other, events: []fsnotify.Event{ev(fsnotify.Write, "sluice.yaml")}, wantArmed: 1, wantReads: 1, reloads: 1},
+		}},
 		{"removed, then back the same", []step{
 			{change: func(t *testing.T, path string) { os.Remove(path) }, events: []fsnotify.Event{ev(fsnotify.Remove, "sluice.yaml")}, wantArmed: 1, wantReads: 1, reloads: 0},
 			{change: same, events: []fsnotify.Event{ev(fsnotify.Create, "sluice.yaml")}, wantArmed: 1, wantReads: 1, reloads: 0},
