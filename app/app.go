@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
@@ -54,6 +55,10 @@ type App struct {
 	grpc   *rls.Server       // nil until Start, or without --grpc
 	addr   net.Addr          // --listen's, once Start has listened
 	errc   chan error        // a door that stopped serving
+
+	reloadMu  sync.Mutex // held by each reload: SIGHUP's and the file watch's
+	watch     *watch     // nil without --watch-config or without files
+	watchStop func()     // ends the watch and waits for it; nil until Start
 }
 
 // New builds the server of cfg: the policies (the --config file, else the
@@ -67,6 +72,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), errc: make(chan error, 2)}
+	a.watch = a.newWatch() // before the files are read: a change from now on is seen
 	if err := cfg.checkUsers(); err != nil {
 		return nil, err
 	}
@@ -215,6 +221,7 @@ func (a *App) Start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	a.startWatch(ctx)
 	a.addr = ln.Addr()
 	go func() { a.errc <- a.srv.Serve(ln) }()
 	a.log.Info("sluice listening", "addr", ln.Addr().String(), "store", a.mode, "timeout", a.timeout().String(), "version", a.cfg.Version)
@@ -254,15 +261,14 @@ func (a *App) loadACLFile() error {
 
 // Reload re-reads --envoy-config, --aclfile and --config (SIGHUP), each
 // keeping its last good rules on error, and logs and counts the outcome.
-// The connections of users the new --aclfile deletes are closed.
+// The connections of users the new --aclfile deletes are closed. The file
+// watch (--watch-config) reloads each of them by the same functions.
 func (a *App) Reload() error {
-	reloadEnvoy(a.log, a.cfg.EnvoyConfig, a.envoy, a.m.ConfigReload)
-	var aclErr error
-	if a.cfg.ACLFile != "" {
-		if aclErr = a.loadACLFile(); aclErr == nil {
-			a.srv.UsersChanged()
-		}
-	}
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	a.watch.seen()
+	a.reloadEnvoyConfig()
+	aclErr := a.reloadACL()
 	if a.cfg.PolicyFile == "" {
 		if aclErr != nil {
 			return aclErr
@@ -272,6 +278,31 @@ func (a *App) Reload() error {
 		}
 		return nil
 	}
+	if err := a.reloadPolicies(); err != nil {
+		return err
+	}
+	return aclErr
+}
+
+// reloadEnvoyConfig re-reads --envoy-config, if given.
+func (a *App) reloadEnvoyConfig() { reloadEnvoy(a.log, a.cfg.EnvoyConfig, a.envoy, a.m.ConfigReload) }
+
+// reloadACL re-reads --aclfile, if given, as ACL LOAD does, and closes the
+// connections of the users it deleted.
+func (a *App) reloadACL() error {
+	if a.cfg.ACLFile == "" {
+		return nil
+	}
+	err := a.loadACLFile()
+	if err == nil {
+		a.srv.UsersChanged()
+	}
+	return err
+}
+
+// reloadPolicies re-reads --config and puts it in force, or keeps the last
+// good config and says why.
+func (a *App) reloadPolicies() error {
 	s, err := policy.Load(a.cfg.PolicyFile)
 	if err == nil {
 		err = a.rt.SetFile(s)
@@ -283,13 +314,14 @@ func (a *App) Reload() error {
 	}
 	a.log.Info("config reloaded", "file", a.cfg.PolicyFile, "policies", len(s.Policies), "timeout", a.timeout().String())
 	warnDurability(context.Background(), a.store, s, a.log)
-	return aclErr
+	return nil
 }
 
 // Shutdown lets in-flight requests finish, for --shutdown-timeout at most
 // (or until ctx ends), gives leased tokens back and closes the stores.
 func (a *App) Shutdown(ctx context.Context) error {
 	defer a.Close()
+	a.stopWatch()
 	a.log.Info("shutting down", "grace", a.cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 	defer cancel()
@@ -319,9 +351,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// Close releases the stores without waiting for anything: the region
+// Close ends the file watch (waiting for a reload in progress, if any)
+// and releases the stores without waiting for anything else: the region
 // first, as it gives its pools back, then home and the store.
 func (a *App) Close() {
+	a.stopWatch()
 	if a.reg != nil {
 		_ = a.reg.Close()
 	}

@@ -35,6 +35,7 @@ type Config struct {
 	SentinelUser, SentinelPass string
 	Store                      RedisAuth // --store-*: the store's (and Sentinel's primary's)
 	PolicyFile, EnvoyConfig    string    // --config and --envoy-config
+	WatchConfig                bool      // --watch-config: reload them, and --aclfile, when they change on disk
 
 	// Timeout is --timeout when given; zero: the policy file's timeout:,
 	// else DefaultTimeout (see TimeoutIn).
@@ -110,6 +111,7 @@ func (c *Config) rows() []row {
 		{file: "sentinel-pass-file", env: "SLUICE_SENTINEL_PASS", ptr: &c.SentinelPass, fileHelp: "file holding the sentinels' password (or SLUICE_SENTINEL_PASS), when they have requirepass"},
 		{flag: "config", ptr: &c.PolicyFile, def: "", help: "policy file (YAML); none = one built-in catch-all policy"},
 		{flag: "envoy-config", ptr: &c.EnvoyConfig, def: "", help: "directory of envoyproxy/ratelimit config files (*.yaml), reloaded on SIGHUP"},
+		{flag: "watch-config", ptr: &c.WatchConfig, def: true, help: "reload --config, --aclfile and --envoy-config when their content changes on disk (a ConfigMap or Secret update, an editor's save), as SIGHUP does; false: SIGHUP only"},
 		{flag: "timeout", yaml: "timeout", ptr: &c.Timeout, def: DefaultTimeout, help: "deadline of every store call (overrides the config's timeout)"},
 		{flag: "grpc", ptr: &c.GRPC, def: "", help: "address of Envoy's rate-limit service (v3, gRPC), e.g. 127.0.0.1:8081 (\"\" = off)"},
 		{flag: "grpc-ratelimit-headers", ptr: &c.GRPCHeaders, def: false, help: "--grpc replies carry RateLimit-Policy and RateLimit response headers for Envoy to add"},

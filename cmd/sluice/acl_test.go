@@ -183,7 +183,7 @@ func TestACLGoRedis(t *testing.T) {
 func TestACLReload(t *testing.T) {
 	t.Parallel()
 	path := writeACL(t, aclUsers)
-	s := startSluice(t, "--aclfile", path, "--config", writeConfig(t, aclPolicy))
+	s := startSluice(t, "--aclfile", path, "--config", writeConfig(t, aclPolicy), "--watch-config=false") // SIGHUP and ACL LOAD alone
 	ctx := context.Background()
 	rewrite := func(text string) {
 		t.Helper()

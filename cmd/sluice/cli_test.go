@@ -135,7 +135,7 @@ policies:
     rate: 1
     period: 1s
 `)
-	s := startSluice(t, "--config", path)
+	s := startSluice(t, "--config", path, "--watch-config=false") // SIGHUP alone reloads
 	ctx := context.Background()
 	c := s.client(t)
 	if r, err := take(ctx, c, "k1", 1); err != nil || r.Limit != 10 {

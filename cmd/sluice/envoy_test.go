@@ -44,7 +44,7 @@ descriptors:
     value: 50.0.0.5
     rate_limit: {unit: second, requests_per_unit: 0}
 `)
-	s := startSluice(t, "--envoy-config", dir)
+	s := startSluice(t, "--envoy-config", dir, "--watch-config=false") // SIGHUP alone: the watch would log its own reloads
 	logs := s.Logs()
 	for _, want := range []string{
 		`msg="envoy rule" dir=` + dir + ` rule="edge:remote_address 10 per second algorithm=fixed_window on_store_error=open (` + filepath.Join(dir, "edge.yaml") + ` descriptors[0])"`,

@@ -16,7 +16,9 @@ import (
 
 // serve is `sluice serve`: the flags, the environment and the files make
 // one app.Config (app.Load: one table, one precedence rule), which runs
-// until ctx ends; SIGHUP reloads --config, --aclfile and --envoy-config.
+// until ctx ends; SIGHUP reloads --config, --aclfile and --envoy-config,
+// and so does a change of their content on disk (--watch-config: the app
+// watches them).
 func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg, err := parseServeFlags(args, stderr)
 	if err != nil {
