@@ -108,7 +108,7 @@ func (c *Config) rows() []row {
 		{flag: "sentinel", ptr: &c.Sentinel, def: "", help: "a primary watched by Redis Sentinel: NAME@host:port[,host:port…] (the master name and the sentinels)"},
 		{flag: "sentinel-user", env: "SLUICE_SENTINEL_USER", ptr: &c.SentinelUser, def: "", help: "ACL user of the sentinels (or SLUICE_SENTINEL_USER); default none"},
 		{file: "sentinel-pass-file", env: "SLUICE_SENTINEL_PASS", ptr: &c.SentinelPass, fileHelp: "file holding the sentinels' password (or SLUICE_SENTINEL_PASS), when they have requirepass"},
-		{flag: "config", ptr: &c.PolicyFile, def: "", help: "policy file (YAML); none = one built-in catch-all policy"},
+		{flag: "config", env: "SLUICE_CONFIG", ptr: &c.PolicyFile, def: "", help: "policy file (YAML), or SLUICE_CONFIG; none = one built-in catch-all policy"},
 		{flag: "envoy-config", ptr: &c.EnvoyConfig, def: "", help: "directory of envoyproxy/ratelimit config files (*.yaml), reloaded on SIGHUP"},
 		{flag: "timeout", yaml: "timeout", ptr: &c.Timeout, def: DefaultTimeout, help: "deadline of every store call (overrides the config's timeout)"},
 		{flag: "grpc", ptr: &c.GRPC, def: "", help: "address of Envoy's rate-limit service (v3, gRPC), e.g. 127.0.0.1:8081 (\"\" = off)"},
