@@ -109,7 +109,7 @@ func (c *Config) rows() []row {
 		{flag: "sentinel", ptr: &c.Sentinel, def: "", help: "a primary watched by Redis Sentinel: NAME@host:port[,host:port…] (the master name and the sentinels)"},
 		{flag: "sentinel-user", env: "SLUICE_SENTINEL_USER", ptr: &c.SentinelUser, def: "", help: "ACL user of the sentinels (or SLUICE_SENTINEL_USER); default none"},
 		{file: "sentinel-pass-file", env: "SLUICE_SENTINEL_PASS", ptr: &c.SentinelPass, fileHelp: "file holding the sentinels' password (or SLUICE_SENTINEL_PASS), when they have requirepass"},
-		{flag: "config", ptr: &c.PolicyFile, def: "", help: "policy file (YAML); none = one built-in catch-all policy"},
+		{flag: "config", env: "SLUICE_CONFIG", ptr: &c.PolicyFile, def: "", help: "policy file (YAML), or SLUICE_CONFIG; none = one built-in catch-all policy"},
 		{flag: "envoy-config", ptr: &c.EnvoyConfig, def: "", help: "directory of envoyproxy/ratelimit config files (*.yaml), reloaded on SIGHUP"},
 		{flag: "watch-config", ptr: &c.WatchConfig, def: true, help: "reload --config, --aclfile and --envoy-config when their content changes on disk (a ConfigMap or Secret update, an editor's save), as SIGHUP does; false: SIGHUP only"},
 		{flag: "timeout", yaml: "timeout", ptr: &c.Timeout, def: DefaultTimeout, help: "deadline of every store call (overrides the config's timeout)"},
