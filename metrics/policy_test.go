@@ -141,3 +141,28 @@ func labelValues(t *testing.T, g prometheus.Gatherer, name, label string) map[st
 	}
 	return out
 }
+
+func BenchmarkDecisionError(b *testing.B) {
+	m := New("bench")
+	p := &limit.Policy{Name: "api"}
+	err := limit.ErrReceiptInvalid
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.DecisionError("resp", p, err)
+		}
+	})
+}
+
+func BenchmarkCorrection(b *testing.B) {
+	m := New("bench")
+	p := &limit.Policy{Name: "llm"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Correction("resp", p, limiter.CorrectionGiveBack, limit.ByStore, 300)
+		}
+	})
+}
