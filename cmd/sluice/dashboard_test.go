@@ -157,6 +157,7 @@ func TestDashboardAndRulesMatchExport(t *testing.T) {
 	if !overloaded {
 		t.Fatalf("no take of %s decided by overload-closed in 20 sleeps of %s: %v", slowKey, slow.Addr, slowBy)
 	}
+	t.Logf("takes of %s while %s slept: %v", slowKey, slow.Addr, slowBy)
 
 	// A paused primary: its breaker opens, and its keys are decided by
 	// on_store_error (fallback-closed).
@@ -175,7 +176,8 @@ func TestDashboardAndRulesMatchExport(t *testing.T) {
 		}
 	})
 	var during map[string]*dto.MetricFamily
-	deadline := time.Now().Add(20 * time.Second)
+	paused := time.Now()
+	deadline := paused.Add(20 * time.Second)
 	for {
 		for range 5 {
 			if _, err := take(ctx, cl, key, 1); err != nil {
@@ -192,6 +194,7 @@ func TestDashboardAndRulesMatchExport(t *testing.T) {
 				owner.Addr, gauge(during, "sluice_breaker_state", "node", owner.Addr), by)
 		}
 	}
+	t.Logf("breaker of %s open %v after SIGSTOP; strict decided by %v", owner.Addr, time.Since(paused).Round(time.Millisecond), decidedBy(during, "strict"))
 	if err := owner.Resume(); err != nil {
 		t.Fatal(err)
 	}
