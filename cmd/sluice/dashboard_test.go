@@ -61,8 +61,9 @@ const dashboardACL = "user default on nopass ~* +@all\nuser acme on >acme-secret
 // real Redis Cluster, makes traffic down every path the dashboard shows —
 // store decisions and rejections, the deny cache, a hot key on lease, an
 // error Redis returns (WRONGTYPE), a key no policy matches, a NOPERM, a
-// receipt given back and one reused, a primary paused until its breaker
-// opens (fallback and overload decisions, store timeouts), a bad reload —
+// receipt given back and one reused, a primary made slow with DEBUG SLEEP
+// (overload-closed), a primary paused until its breaker opens
+// (fallback-closed, store timeouts), a bad reload —
 // and fails when the dashboard or a rule names a metric, a label, or a
 // value of a positive matcher that the scrape of /metrics does not have.
 func TestDashboardAndRulesMatchExport(t *testing.T) {
