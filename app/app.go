@@ -160,7 +160,7 @@ func (a *App) wire(set *policy.Set) error {
 		decideBy = a.reg.Store()
 	}
 	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.policiesChanged), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
-		OnDecision: a.m.Decision, OnError: a.m.DecisionError, Slots: slotStore(a.store)})
+		OnDecision: a.m.Decision, OnError: a.m.DecisionError, OnCorrection: a.m.Correction, Slots: slotStore(a.store)})
 	if err != nil {
 		return err
 	}
@@ -185,6 +185,7 @@ func (a *App) wire(set *policy.Set) error {
 	if err != nil {
 		return err
 	}
+	a.users.Log().Notify(countRefusal(a.m, policies{a.holder}))
 	if err := collectMetrics(a.m, a.store, a.hot, a.deny, a.srv, a.holder, a.lim); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/metrics"
@@ -135,6 +136,29 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, de
 		return err
 	}
 	return m.CollectPolicies(func() int { return len(h.Current().Policies) })
+}
+
+// countRefusal counts each refusal of a door's permission check (every
+// door adds them to ACL LOG) in sluice_errors_total: a key refused under
+// its policy (the key is matched, never a label), a command or a password
+// under no policy.
+func countRefusal(m *metrics.Metrics, match limiter.Matcher) func(acl.Entry) {
+	return func(e acl.Entry) {
+		front := "resp"
+		switch e.Context {
+		case "http", "grpc":
+			front = e.Context
+		}
+		kind := metrics.ErrorNoPerm
+		var p *limit.Policy
+		switch e.Reason {
+		case acl.ReasonAuth:
+			kind = metrics.ErrorAuth
+		case acl.ReasonKey:
+			p = match.Match(e.Object)
+		}
+		m.Refused(front, p, kind)
+	}
 }
 
 // counter is one counter read at scrape time from a snapshot S.

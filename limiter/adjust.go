@@ -54,13 +54,19 @@ func (l *Limiter) forgetGivenBack(reqs []limit.Request, out []limit.Result) {
 // adjusted counts one adjust answered without an error, res: a give-back
 // that recorded nothing (the store could not answer: allowed 0) returned
 // no token.
-func (l *Limiter) adjusted(r *limit.Request, res *limit.Result) {
+func (l *Limiter) adjusted(front string, r *limit.Request, res *limit.Result) {
 	l.stats.Adjust.Calls.Add(1)
+	kind, tokens := CorrectionGiveBackFailed, int64(0)
 	switch {
-	case r.Cost > 0:
+	case r.Cost >= 0: // RL.ADJUST 0 reads the state and spends nothing
 		l.stats.Adjust.Spent.Add(r.Cost)
+		kind, tokens = CorrectionSpend, r.Cost
 	case res.Allowed:
 		l.stats.Adjust.Returned.Add(-r.Cost)
+		kind, tokens = CorrectionGiveBack, -r.Cost
+	}
+	if l.onCorrection != nil {
+		l.onCorrection(front, r.Policy, kind, res.DecidedBy, tokens)
 	}
 }
 

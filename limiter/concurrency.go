@@ -234,7 +234,10 @@ func (l *Limiter) Release(ctx context.Context, key, token string) (bool, error) 
 	p, err := l.slotPolicy(key, "rl.release")
 	if err != nil {
 		l.stats.Errors.Add(1)
-		return false, l.failed(err)
+		if !errors.Is(err, limit.ErrNoPolicy) {
+			p = l.policies.Match(key) // the rate policy RL.RELEASE was refused for
+		}
+		return false, l.failed(ctx, p, err)
 	}
 	held := false
 	if fs, ok := l.fallback.(limit.SlotStore); ok && !l.inProcess {
@@ -242,7 +245,7 @@ func (l *Limiter) Release(ctx context.Context, key, token string) (bool, error) 
 	}
 	ss := l.slotStore
 	if ss == nil {
-		return false, l.failed(errNoSlots)
+		return false, l.failed(ctx, p, errNoSlots)
 	}
 	dctx, cancel := l.deadline(ctx)
 	inStore, err := ss.Release(dctx, key, p, token)
@@ -257,11 +260,14 @@ func (l *Limiter) Release(ctx context.Context, key, token string) (bool, error) 
 			l.stats.StoreErrors.Add(1)
 		}
 		l.stats.Errors.Add(1)
-		return false, l.failed(err)
+		return false, l.failed(ctx, p, err)
 	}
 	l.slots.releases.Add(1)
 	if held || inStore {
 		l.slots.released.Add(1)
+		l.corrected(ctx, p, CorrectionRelease, "", 0)
+	} else {
+		l.corrected(ctx, p, CorrectionReleaseUnknown, "", 0)
 	}
 	return held || inStore, nil
 }

@@ -28,6 +28,7 @@ func TestHooks(t *testing.T) {
 			var mu sync.Mutex
 			got := map[string]int{}
 			var errs []error
+			var errPolicies []*limit.Policy
 			fronts := map[string]int{}
 			l, err := New(Config{Policies: policyFor(tc.mode, 1), Store: tc.store,
 				OnDecision: func(front string, p *limit.Policy, r *limit.Result) {
@@ -39,10 +40,11 @@ func TestHooks(t *testing.T) {
 					}
 					got[p.Name+" "+r.DecidedBy+" "+result(r.Allowed)]++
 				},
-				OnError: func(err error) {
+				OnError: func(front string, p *limit.Policy, err error) {
 					mu.Lock()
 					defer mu.Unlock()
 					errs = append(errs, err)
+					errPolicies = append(errPolicies, p)
 				},
 			})
 			if err != nil {
@@ -63,6 +65,9 @@ func TestHooks(t *testing.T) {
 			}
 			if len(errs) != 2 || !errors.Is(errs[0], limit.ErrNoPolicy) || !errors.Is(errs[1], limit.ErrNoPolicy) {
 				t.Errorf("OnError heard %v, want two no-policy errors", errs)
+			}
+			if len(errPolicies) != 2 || errPolicies[0] != nil || errPolicies[1] != nil {
+				t.Errorf("OnError heard policies %v, want nil twice (no policy matched)", errPolicies)
 			}
 		})
 	}

@@ -80,9 +80,14 @@ type Config struct {
 	// must be fast, safe for concurrent use, and keep neither pointer.
 	OnDecision func(front string, p *limit.Policy, r *limit.Result)
 	// OnError, when set, is called once per request answered with an error
-	// (no policy, an error Redis returned, a malformed reply); the same
+	// (no policy, an error Redis returned, a malformed reply, a refused
+	// receipt …) with the key's policy, nil when none matched; the same
 	// rules as OnDecision apply.
-	OnError func(err error)
+	OnError func(front string, p *limit.Policy, err error)
+	// OnCorrection, when set, is called once per correction of what was
+	// spent (corrections.go): an RL.ADJUST, a refund of a refused
+	// RL.MTAKE's take, an RL.RELEASE. The same rules as OnDecision apply.
+	OnCorrection func(front string, p *limit.Policy, kind, decidedBy string, tokens int64)
 	// Slots holds RL.ACQUIRE's slots (concurrency.go); nil means Store,
 	// when it is a limit.SlotStore. A Store that wraps another (a region's
 	// layer) passes the store under it here.
@@ -99,8 +104,9 @@ type Limiter struct {
 	deny     DenyCache
 	stats    Stats
 
-	onDecision func(string, *limit.Policy, *limit.Result)
-	onError    func(error)
+	onDecision   func(string, *limit.Policy, *limit.Result)
+	onError      func(string, *limit.Policy, error)
+	onCorrection func(string, *limit.Policy, string, string, int64)
 
 	closedRetry time.Duration
 	inProcess   bool // the store is a *local.Store, which never waits: no deadline
@@ -137,7 +143,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, errors.New("limiter: Policies and Store are required")
 	}
 	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, hot: cfg.Hot, deny: cfg.Deny, closedRetry: cfg.ClosedRetryAfter,
-		onDecision: cfg.OnDecision, onError: cfg.OnError}
+		onDecision: cfg.OnDecision, onError: cfg.OnError, onCorrection: cfg.OnCorrection}
 	if l.closedRetry < time.Millisecond {
 		l.closedRetry = time.Second
 	}
@@ -432,7 +438,7 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 // count records the results of reqs in the counters and the hooks.
 func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.Result) {
 	front := ""
-	if l.onDecision != nil {
+	if l.onDecision != nil || l.onError != nil || l.onCorrection != nil {
 		front = limit.FrontOf(ctx)
 	}
 	for i := range out {
@@ -441,11 +447,11 @@ func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.R
 		case r.Err != nil:
 			l.stats.Errors.Add(1)
 			if l.onError != nil {
-				l.onError(r.Err)
+				l.onError(front, l.policyOf(&reqs[i], r.Err), r.Err)
 			}
 			continue
 		case reqs[i].Op == limit.OpAdjust:
-			l.adjusted(&reqs[i], r)
+			l.adjusted(front, &reqs[i], r)
 			continue
 		case r.Allowed:
 			l.stats.Allowed.Add(1)

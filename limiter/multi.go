@@ -40,10 +40,10 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 			reqs[i].Policy = l.policies.Match(reqs[i].Key)
 		}
 		if reqs[i].Policy == nil {
-			return false, l.failed(fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key))
+			return false, l.failed(ctx, nil, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key))
 		}
 		if p := reqs[i].Policy; p.Algorithm.IsConcurrency() {
-			return false, l.failed(&limit.AlgorithmError{Command: "rl.mtake", Policy: p.Name, Algorithm: p.Algorithm})
+			return false, l.failed(ctx, p, &limit.AlgorithmError{Command: "rl.mtake", Policy: p.Name, Algorithm: p.Algorithm})
 		}
 		reqs[i].Op = limit.OpTake
 		if reqs[i].Policy.Shadow {
@@ -83,11 +83,12 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 		}
 	}
 	var err error
+	var errPolicy *limit.Policy
 	for i := range out {
 		r := &out[i]
 		switch {
 		case r.Err != nil:
-			err, ok = r.Err, false
+			err, errPolicy, ok = r.Err, reqs[i].Policy, false
 		case reqs[i].Policy.Shadow:
 			r.Allowed, r.RetryAfterMs, r.DecidedBy = true, -1, limit.ByShadow
 		case !r.Allowed:
@@ -98,17 +99,17 @@ func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.R
 		l.refund(ctx, reqs, out, spent)
 	}
 	if err != nil {
-		return false, l.failed(err)
+		return false, l.failed(ctx, errPolicy, err)
 	}
 	l.count(ctx, reqs, out)
 	return ok, nil
 }
 
-// failed reports the error of a refused RL.MTAKE to the OnError hook and
-// returns it.
-func (l *Limiter) failed(err error) error {
+// failed reports the error of a refused RL.MTAKE (or RL.RELEASE) under p
+// to the OnError hook and returns it.
+func (l *Limiter) failed(ctx context.Context, p *limit.Policy, err error) error {
 	if l.onError != nil {
-		l.onError(err)
+		l.onError(limit.FrontOf(ctx), p, err)
 	}
 	return err
 }
@@ -217,9 +218,11 @@ func (l *Limiter) refund(ctx context.Context, reqs []limit.Request, out []limit.
 		for j, i := range idx {
 			if res[j].Err != nil {
 				l.stats.RefundFails.Add(1)
+				l.corrected(ctx, reqs[i].Policy, CorrectionRefundFailed, out[i].DecidedBy, 0)
 				continue
 			}
 			l.stats.Refunds.Add(1)
+			l.corrected(ctx, reqs[i].Policy, CorrectionRefund, out[i].DecidedBy, reqs[i].Cost)
 			if l.deny != nil && !fallback {
 				l.deny.Forget(reqs[i].Key, reqs[i].Policy) // the give-back may admit what it refused
 			}

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"runtime"
@@ -13,27 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/server"
 )
 
 const namespace = "sluice"
-
-// The kinds of sluice_errors_total: why the limiter answered with an error.
-const (
-	ErrorNoPolicy    = "no_policy"   // no policy matches the key
-	ErrorStore       = "store"       // Redis answered with an error that is not about connectivity: a bug to surface
-	ErrorUnavailable = "unavailable" // a connectivity failure that reached the client (not expected: on_store_error answers those)
-	ErrorInternal    = "internal"    // anything else: a malformed script reply
-	ErrorFull        = "store_full"  // the in-process store holds only live states: a new key is refused (local.ErrFull)
-)
-
-var errorKinds = [...]string{ErrorNoPolicy, ErrorStore, ErrorUnavailable, ErrorInternal, ErrorFull}
 
 // Buckets of sluice_store_latency_seconds: a round trip on a LAN takes
 // 0.1–1ms; the default store deadline is 50ms.
@@ -48,7 +34,8 @@ var requestBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 var batchBuckets = prometheus.ExponentialBuckets(1, 2, 10) // 1 … 512
 
 // maxSeries bounds each copy-on-write cache of label values. Past it, a new
-// combination is still counted, through WithLabelValues, without caching.
+// combination is still counted, through WithLabelValues, without caching
+// (it allocates then); the policy label is bounded apart (MaxPolicyLabels).
 const maxSeries = 10000
 
 // Metrics holds sluice's metrics and their registry. The zero value is not
@@ -56,9 +43,12 @@ const maxSeries = 10000
 type Metrics struct {
 	reg *prometheus.Registry
 
+	policies  policyLabels // the values of every family's policy label (policy.go)
 	decisions *prometheus.CounterVec
 	decCache  cache[decisionKey, prometheus.Counter]
-	errors    [len(errorKinds)]prometheus.Counter
+	errCache  cache[errorKey, prometheus.Counter]
+	corrCache cache[correctionKey, prometheus.Counter]
+	tokCache  cache[tokensKey, prometheus.Counter]
 	reloads   [2]prometheus.Counter // error, ok
 	reloadOK  prometheus.Gauge
 
@@ -95,15 +85,7 @@ func New(version string) *Metrics {
 		Help: "Rate-limit decisions, by the door they came in by (resp, http, grpc), by policy, by the path that decided (store, lease, split, embedded, fallback-open, fallback-closed, fallback-local, overload-open, overload-closed, overload-local, shadow) and by result (allowed or rejected).",
 	}, []string{"front", "policy", "decided_by", "result"})
 	m.decCache.make = func(k decisionKey) prometheus.Counter {
-		return m.decisions.WithLabelValues(k.front, k.policy, k.by, result(k.allowed))
-	}
-
-	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "errors_total",
-		Help: "Requests the limiter answered with an error reply, by kind: no_policy, store (an error Redis returned), unavailable, internal, store_full (the in-process store had no room for a new key).",
-	}, []string{"kind"})
-	for i, k := range errorKinds {
-		m.errors[i] = errs.WithLabelValues(k)
+		return m.decisions.WithLabelValues(k.front, m.policies.label(k.policy), k.by, result(k.allowed))
 	}
 
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -123,8 +105,9 @@ func New(version string) *Metrics {
 		Buckets: requestBuckets,
 	})
 	m.Store = newStoreMetrics()
-	reg.MustRegister(build, m.decisions, errs, reloads, m.reloadOK,
+	reg.MustRegister(build, m.decisions, reloads, m.reloadOK,
 		m.Store.latency, m.Store.batch, m.Store.errors, m.Store.overload, m.requests)
+	reg.MustRegister(m.newPolicyFamilies()...)
 	return m
 }
 
@@ -150,11 +133,7 @@ func (m *Metrics) Handler() http.Handler {
 // not allocate once the (front, policy, decided_by, result) combination has been
 // seen.
 func (m *Metrics) Decision(front string, p *limit.Policy, r *limit.Result) {
-	name := ""
-	if p != nil {
-		name = p.Name
-	}
-	m.decCache.get(decisionKey{front, name, r.DecidedBy, r.Allowed}).Inc()
+	m.decCache.get(decisionKey{front, policyName(p), r.DecidedBy, r.Allowed}).Inc()
 }
 
 // Pipeline records the time from reading a pipeline of commands commands
@@ -180,27 +159,6 @@ func (m *Metrics) RequestDurations() (bounds []float64, counts []uint64) {
 		counts = append(counts, b.GetCumulativeCount())
 	}
 	return append(bounds, math.Inf(1)), append(counts, h.GetSampleCount())
-}
-
-// DecisionError counts one error reply of the limiter; it is
-// limiter.Config.OnError.
-func (m *Metrics) DecisionError(err error) {
-	m.errors[errorIndex(err)].Inc()
-}
-
-func errorIndex(err error) int {
-	var re redis.Error
-	switch {
-	case errors.Is(err, limit.ErrNoPolicy):
-		return 0
-	case errors.As(err, &re):
-		return 1
-	case errors.Is(err, limit.ErrUnavailable):
-		return 2
-	case errors.Is(err, local.ErrFull):
-		return 4
-	}
-	return 3
 }
 
 // ConfigReload counts one reload of the policies, from a file or from

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/server"
 )
@@ -61,16 +62,40 @@ func TestDecisions(t *testing.T) {
 func TestDecisionErrors(t *testing.T) {
 	t.Parallel()
 	m := New("test")
-	m.DecisionError(fmt.Errorf("%w 'x'", limit.ErrNoPolicy))
-	m.DecisionError(fmt.Errorf("redis 127.0.0.1:7000: %w", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value")))
-	m.DecisionError(fmt.Errorf("redis: %w", redisErr("ERR Error running script")))
-	m.DecisionError(&limit.UnavailableError{Err: errors.New("i/o timeout")})
-	m.DecisionError(errors.New("cluster: unexpected script reply [1]"))
-	m.DecisionError(local.ErrFull)
-	want := map[string]float64{ErrorNoPolicy: 1, ErrorStore: 2, ErrorUnavailable: 1, ErrorInternal: 1, ErrorFull: 1}
+	api := &limit.Policy{Name: "api"}
+	m.DecisionError("resp", nil, fmt.Errorf("%w 'x'", limit.ErrNoPolicy))
+	m.DecisionError("resp", api, fmt.Errorf("redis 127.0.0.1:7000: %w", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value")))
+	m.DecisionError("http", api, fmt.Errorf("redis: %w", redisErr("ERR Error running script")))
+	m.DecisionError("resp", api, &limit.UnavailableError{Err: errors.New("i/o timeout")})
+	m.DecisionError("resp", api, errors.New("cluster: unexpected script reply [1]"))
+	m.DecisionError("resp", api, local.ErrFull)
+	m.DecisionError("resp", api, limit.ErrReceiptInvalid)
+	m.DecisionError("grpc", api, fmt.Errorf("wrapped: %w", limit.ErrReceiptMissing))
+	m.DecisionError("resp", api, &limit.AlgorithmError{Command: "rl.take", Policy: "api", Algorithm: limit.Concurrency})
+	m.DecisionError("resp", api, &limit.AdjustError{Policy: "api", Why: "global"})
+	m.DecisionError("resp", api, &limit.SlotTTLError{Policy: "api"})
+	m.Refused("http", api, ErrorNoPerm)
+	m.Refused("resp", nil, ErrorAuth)
+	want := map[string]float64{ErrorNoPolicy: 1, ErrorStore: 2, ErrorUnavailable: 1, ErrorInternal: 1, ErrorFull: 1,
+		ErrorReceipt: 2, ErrorWrongAlgorithm: 1, ErrorNotAdjustable: 1, ErrorMaxTTL: 1, ErrorNoPerm: 1, ErrorAuth: 1}
 	for _, k := range errorKinds {
-		if got := value(t, m.reg, "sluice_errors_total", "kind", k); got != want[k] {
+		if got := sum(t, m.reg, "sluice_errors_total", "kind", k); got != want[k] {
 			t.Errorf("errors_total{kind=%q} = %v, want %v", k, got, want[k])
+		}
+	}
+	for _, tc := range []struct {
+		labels []string
+		want   float64
+	}{
+		{[]string{"front", "resp", "policy", "", "kind", ErrorNoPolicy}, 1},
+		{[]string{"front", "resp", "policy", "api", "kind", ErrorStore}, 1},
+		{[]string{"front", "http", "policy", "api", "kind", ErrorStore}, 1},
+		{[]string{"front", "grpc", "policy", "api", "kind", ErrorReceipt}, 1},
+		{[]string{"front", "http", "policy", "api", "kind", ErrorNoPerm}, 1},
+		{[]string{"front", "resp", "policy", "", "kind", ErrorAuth}, 1},
+	} {
+		if got := sum(t, m.reg, "sluice_errors_total", tc.labels...); got != tc.want {
+			t.Errorf("errors_total%v = %v, want %v", tc.labels, got, tc.want)
 		}
 	}
 }
@@ -237,10 +262,15 @@ func TestHooksDoNotAllocate(t *testing.T) {
 	m.Decision("resp", p, r)
 	m.Store.Pipeline("n:1", time.Millisecond, 3)
 	m.Store.Error("n:1", cluster.KindTimeout)
+	receipt := fmt.Errorf("wrapped: %w", limit.ErrReceiptInvalid)
+	m.DecisionError("resp", p, receipt)
+	m.Correction("resp", p, limiter.CorrectionGiveBack, limit.ByStore, 3)
 	for name, f := range map[string]func(){
-		"Decision": func() { m.Decision("resp", p, r) },
-		"Pipeline": func() { m.Store.Pipeline("n:1", time.Millisecond, 3) },
-		"Error":    func() { m.Store.Error("n:1", cluster.KindTimeout) },
+		"Decision":      func() { m.Decision("resp", p, r) },
+		"DecisionError": func() { m.DecisionError("resp", p, receipt) },
+		"Correction":    func() { m.Correction("resp", p, limiter.CorrectionGiveBack, limit.ByStore, 3) },
+		"Pipeline":      func() { m.Store.Pipeline("n:1", time.Millisecond, 3) },
+		"Error":         func() { m.Store.Error("n:1", cluster.KindTimeout) },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, n)

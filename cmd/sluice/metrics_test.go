@@ -208,8 +208,8 @@ func TestMetricsScrapedValuesMove(t *testing.T) {
 	}{
 		{"sluice_decisions_total", []string{"front", "resp", "policy", "strict", "decided_by", "store", "result", "allowed"}, 3},
 		{"sluice_decisions_total", []string{"front", "resp", "policy", "strict", "decided_by", "store", "result", "rejected"}, 2},
-		{"sluice_errors_total", []string{"kind", "no_policy"}, 1},
-		{"sluice_errors_total", []string{"kind", "store"}, 0},
+		{"sluice_errors_total", []string{"front", "resp", "policy", "", "kind", "no_policy"}, 1},
+		{"sluice_errors_total", []string{"front", "resp", "policy", "strict", "kind", "store"}, 0},
 		{"sluice_store_errors_total", []string{"node", owner.Addr, "kind", "timeout"}, 0},
 	} {
 		if got := delta(tc.name, tc.labels...); got != tc.want {
@@ -329,7 +329,7 @@ func TestMetricsBreakerAndReadyWhilePaused(t *testing.T) {
 		during.v("sluice_decisions_total", "front", "resp", "policy", "strict", "decided_by", "overload-closed", "result", "rejected"); got < 3 {
 		t.Errorf("fallback-closed and overload-closed rejects = %v, want at least 3", got)
 	}
-	if got := during.v("sluice_errors_total", "kind", "store") + during.v("sluice_errors_total", "kind", "unavailable"); got != 0 {
+	if got := during.v("sluice_errors_total", "front", "resp", "policy", "strict", "kind", "store") + during.v("sluice_errors_total", "front", "resp", "policy", "strict", "kind", "unavailable"); got != 0 {
 		t.Errorf("error replies during the pause: %v, want 0 (on_store_error answers)", got)
 	}
 	if code, body := httpGet(t, admin, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "strict") {

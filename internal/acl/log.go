@@ -2,6 +2,7 @@ package acl
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,8 @@ type Entry struct {
 // a count, as Redis's ACL LOG does. It is safe for concurrent use; its
 // memory is bounded by its length and the size of what it is given.
 type Log struct {
+	notify atomic.Pointer[func(Entry)] // Notify's; nil: none
+
 	mu      sync.Mutex
 	max     int
 	nextID  int64
@@ -54,6 +57,9 @@ func NewLog(max int) *Log {
 // Add records a refusal at now. Only Reason, Context, Object, Username and
 // ClientInfo of e are read.
 func (l *Log) Add(e Entry, now time.Time) {
+	if f := l.notify.Load(); f != nil {
+		(*f)(e)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := 0; i < len(l.entries) && i < mergeScan; i++ {
@@ -77,6 +83,12 @@ func (l *Log) Add(e Entry, now time.Time) {
 	copy(l.entries[1:], l.entries[:len(l.entries)-1])
 	l.entries[0] = e
 }
+
+// Notify has f called with every refusal Add records, before it is
+// merged (for metrics: one call per refusal, whatever ACL LOG keeps). f
+// runs on the door's path, from many goroutines: it must be fast and safe
+// for concurrent use.
+func (l *Log) Notify(f func(Entry)) { l.notify.Store(&f) }
 
 // Entries returns up to n entries, newest first (every entry when n < 0).
 func (l *Log) Entries(n int) []Entry {
