@@ -235,9 +235,9 @@ func decodeStrict(doc []byte, v any) error {
 // pass. Field names as in prometheus-operator's
 // pkg/apis/monitoring/v1/servicemonitor_types.go.
 type serviceMonitor struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metaOnly          `json:"metadata"`
+	APIVersion string             `json:"apiVersion"`
+	Kind       string             `json:"kind"`
+	Metadata   metaOnly           `json:"metadata"`
 	Spec       serviceMonitorSpec `json:"spec"`
 }
 
