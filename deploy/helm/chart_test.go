@@ -40,6 +40,7 @@ func TestChartRenders(t *testing.T) {
 			checkReplicas(t, d, vals)
 			checkProbes(t, c)
 			checkSecurity(t, d, c)
+			checkNoSubPath(t, c)
 			checkConfigMount(t, o, d, c)
 			checkSecretMount(t, o, d, c, tc)
 			checkNoPasswordInSpec(t, d, vals)
@@ -146,20 +147,26 @@ func jsonOf(v any) string {
 	return string(b)
 }
 
-// mount is the container's mount of the volume name, nil if none; a
-// subPath mount of any volume fails the test: Kubernetes never updates it.
-func mount(t *testing.T, c *corev1.Container, name string) *corev1.VolumeMount {
-	t.Helper()
-	var found *corev1.VolumeMount
+// mount is the container's mount of the volume name, nil if none.
+func mount(c *corev1.Container, name string) *corev1.VolumeMount {
 	for i, m := range c.VolumeMounts {
-		if m.SubPath != "" || m.SubPathExpr != "" {
-			t.Errorf("volume %s mounted with subPath %q%q: a subPath mount never sees an update", m.Name, m.SubPath, m.SubPathExpr)
-		}
 		if m.Name == name {
-			found = &c.VolumeMounts[i]
+			return &c.VolumeMounts[i]
 		}
 	}
-	return found
+	return nil
+}
+
+// checkNoSubPath fails a subPath mount of any volume: Kubernetes never
+// updates one, so a policy change would not reach the pod.
+func checkNoSubPath(t *testing.T, c *corev1.Container) {
+	t.Helper()
+	for _, m := range c.VolumeMounts {
+		if m.SubPath != "" || m.SubPathExpr != "" {
+			t.Errorf("volume %s mounted at %s with subPath %q (subPathExpr %q): a subPath mount never sees an update",
+				m.Name, m.MountPath, m.SubPath, m.SubPathExpr)
+		}
+	}
 }
 
 // volume is the pod's volume of that name, nil if none.
@@ -187,7 +194,7 @@ func flagValue(args []string, name string) string {
 func checkConfigMount(t *testing.T, o *objects, d *appsv1.Deployment, c *corev1.Container) {
 	t.Helper()
 	file := flagValue(c.Args, "config")
-	m, v := mount(t, c, "config"), volume(d, "config")
+	m, v := mount(c, "config"), volume(d, "config")
 	if m == nil || v == nil || v.ConfigMap == nil {
 		t.Fatalf("config mount %+v, volume %+v: want the ConfigMap mounted", m, v)
 	}
@@ -210,7 +217,7 @@ func checkConfigMount(t *testing.T, o *objects, d *appsv1.Deployment, c *corev1.
 // mounted whole, read-only, each part a file that its --*-file flag names.
 func checkSecretMount(t *testing.T, o *objects, d *appsv1.Deployment, c *corev1.Container, tc valuesCase) {
 	t.Helper()
-	m, v := mount(t, c, "secrets"), volume(d, "secrets")
+	m, v := mount(c, "secrets"), volume(d, "secrets")
 	if tc.secretName == "" {
 		if m != nil || v != nil || len(o.secrets) > 0 {
 			t.Errorf("a Secret mounted (%+v) or rendered (%d) with no secret values", v, len(o.secrets))

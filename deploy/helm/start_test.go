@@ -174,8 +174,9 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// waitOK polls url until it answers 200, the process exits, or a minute
-// passes (a bound on a broken start, not a measure).
+// waitOK polls url until it answers 200; it gives up on an answer other
+// than 503 (not ready), on the process's exit, or after a minute (a bound
+// on a broken start, not a measure).
 func waitOK(url string, exited chan error) error {
 	deadline := time.Now().Add(time.Minute)
 	last := "no answer"
@@ -191,8 +192,12 @@ func waitOK(url string, exited chan error) error {
 			body := new(bytes.Buffer)
 			_, _ = body.ReadFrom(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			switch resp.StatusCode {
+			case http.StatusOK:
 				return nil
+			case http.StatusServiceUnavailable: // not ready yet: the store
+			default:
+				return fmt.Errorf("%d %s", resp.StatusCode, body)
 			}
 			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
 		} else {
