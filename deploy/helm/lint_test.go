@@ -56,7 +56,13 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a sentinel password without sentinel", "store: {cluster: 'a:1'}\nsecrets: {sentinelPassword: x}", "without store.sentinel"},
 		{"a password in the redis URL", "store: {redis: 'redis://u:hunter2@r:6379'}", "store.redis holds a password"},
 		{"two doors on one port", "http: {enabled: true, port: 9380}", "two doors on one port"},
-		{"a port out of range", "ports: {resp: 70000}", "70000 is not a TCP port"},
+		{"a port out of range", "ports: {resp: 70000}", "at '/ports/resp': maximum: got 70,000, want 65,535"},
+		{"a misspelt key", "replicas: 3", "additional properties 'replicas' not allowed"},
+		{"a misspelt store key", "store: {clusters: 'a:1'}", "additional properties 'clusters' not allowed"},
+		{"replicas as text", "replicaCount: two", "at '/replicaCount': got string, want integer"},
+		{"a log format sluice lacks", "log: {format: logfmt}", "at '/log/format'"},
+		{"an extra arg that is no flag", "extraArgs: ['max-clients=5']", "at '/extraArgs/0'"},
+		{"a timeout that is no duration", "store: {cluster: 'a:1', timeout: '50'}", "at '/store/timeout'"},
 		{"min above max", "autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 2}", "minReplicas is above autoscaling.maxReplicas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
