@@ -38,7 +38,11 @@ func TestChartRenders(t *testing.T) {
 			}
 			d := o.deployment(t)
 			c := container(t, d)
-			checkArgs(t, c.Args, append(slices.Clone(valuesFlags), tc.args...))
+			want := append(slices.Clone(valuesFlags), tc.args...)
+			if slices.Contains(tc.kinds, "v1 ConfigMap") {
+				want = append(want, "--config=/etc/sluice/config/sluice.yaml")
+			}
+			checkArgs(t, c.Args, want)
 			checkReplicas(t, d, vals)
 			checkProbes(t, c)
 			checkSecurity(t, d, c)
@@ -197,6 +201,12 @@ func checkConfigMount(t *testing.T, o *objects, d *appsv1.Deployment, c *corev1.
 	t.Helper()
 	file := flagValue(c.Args, "config")
 	m, v := mount(c, "config"), volume(d, "config")
+	if file == "" {
+		if m != nil || v != nil || len(o.configMaps) > 0 {
+			t.Errorf("no --config, but a config mount %+v, volume %+v or %d ConfigMaps", m, v, len(o.configMaps))
+		}
+		return
+	}
 	if m == nil || v == nil || v.ConfigMap == nil {
 		t.Fatalf("config mount %+v, volume %+v: want the ConfigMap mounted", m, v)
 	}

@@ -186,6 +186,9 @@ func TestChartFilesPassSluiceCheck(t *testing.T) {
 	for _, tc := range valuesCases {
 		t.Run(tc.name, func(t *testing.T) {
 			o := render(t, readValues(t, tc.values))
+			if len(o.configMaps) == 0 {
+				return // the built-in policy: nothing to check
+			}
 			dir := t.TempDir()
 			args := []string{"check"}
 			for _, cm := range o.configMaps {

@@ -11,7 +11,8 @@ import (
 const (
 	// fullValues turns every optional part on: a Redis Cluster with its
 	// user and password, the aclfile, the HTTP and gRPC doors, the HPA, the
-	// ServiceMonitor, TLS to the store, and a flag through extraArgs.
+	// ServiceMonitor, TLS to the store with a CA mounted from a volume of
+	// the user's, and every pass-through of values.yaml.
 	fullValues = `
 store:
   cluster: redis-0.redis:6379,redis-1.redis:6379,redis-2.redis:6379
@@ -39,6 +40,49 @@ podAnnotations:
   team: edge
 extraArgs:
   - --max-clients=20000
+  - --store-tls-ca-file=/etc/sluice/redis-ca/ca.pem
+extraEnv:
+  - name: GOMEMLIMIT
+    value: 230MiB
+extraVolumes:
+  - name: redis-ca
+    configMap:
+      name: redis-ca
+extraVolumeMounts:
+  - name: redis-ca
+    mountPath: /etc/sluice/redis-ca
+    readOnly: true
+imagePullSecrets:
+  - name: registry
+service:
+  annotations:
+    example.com/note: resp
+serviceAccount:
+  annotations:
+    example.com/role: none
+nodeSelector:
+  kubernetes.io/os: linux
+tolerations:
+  - key: dedicated
+    operator: Equal
+    value: edge
+    effect: NoSchedule
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              app.kubernetes.io/name: sluice
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        app.kubernetes.io/name: sluice
 `
 	// passwordValues has the default and admin users' passwords (no
 	// aclfile) and a single Redis node.
@@ -81,6 +125,12 @@ type valuesCase struct {
 
 var valuesCases = []valuesCase{
 	{
+		// Every optional object off: sluice's built-in catch-all policy.
+		name:   "nothing optional",
+		values: "config: {policies: ''}\npodDisruptionBudget: {enabled: false}\nserviceAccount: {create: false}\n",
+		kinds:  []string{"apps/v1 Deployment", "v1 Service"},
+	},
+	{
 		name: "defaults",
 		kinds: []string{"apps/v1 Deployment", "policy/v1 PodDisruptionBudget", "v1 ConfigMap",
 			"v1 Service", "v1 ServiceAccount"},
@@ -94,7 +144,8 @@ var valuesCases = []valuesCase{
 			"--cluster=redis-0.redis:6379,redis-1.redis:6379,redis-2.redis:6379",
 			"--store-user=sluice", "--store-tls", "--timeout=80ms",
 			"--aclfile=/etc/sluice/secrets/users.acl",
-			"--store-pass-file=/etc/sluice/secrets/store-pass", "--max-clients=20000"},
+			"--store-pass-file=/etc/sluice/secrets/store-pass", "--max-clients=20000",
+			"--store-tls-ca-file=/etc/sluice/redis-ca/ca.pem"},
 		secretItems: map[string]string{"users.acl": "users.acl", "store-pass": "store-pass"},
 		secretName:  "rl-sluice",
 	},
@@ -122,8 +173,7 @@ var valuesCases = []valuesCase{
 }
 
 // valuesFlags are in the args of every render.
-var valuesFlags = []string{"--listen=:6380", "--admin=:9380", "--config=/etc/sluice/config/sluice.yaml",
-	"--log-format=json", "--log-level=info"}
+var valuesFlags = []string{"--listen=:6380", "--admin=:9380", "--log-format=json", "--log-level=info"}
 
 // readValues parses a values file.
 func readValues(t *testing.T, text string) map[string]any {
