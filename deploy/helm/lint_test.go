@@ -63,6 +63,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"a log format sluice lacks", "log: {format: logfmt}", "at '/log/format'"},
 		{"an extra arg that is no flag", "extraArgs: ['max-clients=5']", "at '/extraArgs/0'"},
 		{"a timeout that is no duration", "store: {cluster: 'a:1', timeout: '50'}", "at '/store/timeout'"},
+		{"a chart flag in extraArgs", "extraArgs: ['--log-level=debug']", "extraArgs: --log-level is the chart's: set log.level instead"},
+		{"a password in extraArgs", "extraArgs: ['--requirepass=hunter2']", "extraArgs: --requirepass is the chart's: set secrets.requirepass instead"},
 		{"min above max", "autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 2}", "minReplicas is above autoscaling.maxReplicas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -124,7 +124,8 @@ log: {format: text}
 }
 
 // mountFiles lays out under root what the pod's volumes mount: each
-// ConfigMap or Secret item at its mount path, as the kubelet would.
+// ConfigMap or Secret item at its mount path, as the kubelet's atomic
+// writer does.
 func mountFiles(t *testing.T, o *objects, d *appsv1.Deployment, c *corev1.Container, root string) {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
@@ -147,12 +148,21 @@ func mountFiles(t *testing.T, o *objects, d *appsv1.Deployment, c *corev1.Contai
 		default:
 			t.Fatalf("volume %s: neither a ConfigMap nor a Secret", m.Name)
 		}
+		// The kubelet's layout: the files in a timestamped directory,
+		// ..data a symlink to it, each file a symlink through ..data.
 		dir := filepath.Join(root, m.MountPath)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		const stamp = "..2026_01_01_00_00_00.000000001"
+		if err := os.MkdirAll(filepath.Join(dir, stamp), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(stamp, filepath.Join(dir, "..data")); err != nil {
 			t.Fatal(err)
 		}
 		for name, b := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o400); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, stamp, name), b, 0o400); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -127,6 +127,13 @@ sluice would refuse at start or that would silently do nothing.
 {{- if ne (len $ports) (len (uniq $ports)) }}
 {{- fail (printf "ports: two doors on one port: %v" $ports) }}
 {{- end }}
+{{- $managed := dict "listen" "ports.resp" "admin" "ports.admin" "http" "http" "grpc" "grpc" "cluster" "store.cluster" "redis" "store.redis" "sentinel" "store.sentinel" "store-user" "store.user" "sentinel-user" "store.sentinelUser" "store-tls" "store.tls" "timeout" "store.timeout" "config" "config" "requirepass" "secrets.requirepass" "requirepass-file" "secrets.requirepass" "admin-pass" "secrets.adminPass" "admin-pass-file" "secrets.adminPass" "aclfile" "secrets.aclfile" "store-pass-file" "secrets.storePassword" "sentinel-pass-file" "secrets.sentinelPassword" "log-format" "log.format" "log-level" "log.level" }}
+{{- range .Values.extraArgs }}
+{{- $name := regexReplaceAll "^--([^=]*).*$" (toString .) "${1}" }}
+{{- with index $managed $name }}
+{{- fail (printf "extraArgs: --%s is the chart's: set %s instead" $name .) }}
+{{- end }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling: autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
