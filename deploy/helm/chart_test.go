@@ -417,3 +417,34 @@ func TestChartChangesRollNothing(t *testing.T) {
 		}
 	}
 }
+
+// The install notes warn that the embedded store limits per pod, and say
+// nothing of it with a Redis store.
+func TestChartNotesWarnEmbedded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		values string
+		warns  bool
+	}{{"", true}, {"replicaCount: 3", true}, {passwordValues, false}, {fullValues, false}} {
+		files, err := renderChart(readValues(t, tc.values))
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes := files[notesFile]
+		if got := strings.Contains(notes, "the store is embedded"); got != tc.warns {
+			t.Errorf("values %q: notes warn of the embedded store: %v, want %v\n%s", tc.values, got, tc.warns, notes)
+		}
+		if tc.warns && !strings.Contains(notes, fmt.Sprintf("the %d replicas admit up to %d times each limit", replicas(t, tc.values), replicas(t, tc.values))) {
+			t.Errorf("notes do not name the replicas:\n%s", notes)
+		}
+	}
+}
+
+// replicas is replicaCount of a values file, 2 (values.yaml's) unless set.
+func replicas(t *testing.T, values string) int {
+	t.Helper()
+	if n, ok := readValues(t, values)["replicaCount"].(float64); ok {
+		return int(n)
+	}
+	return 2
+}

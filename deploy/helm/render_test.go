@@ -78,7 +78,7 @@ func (o *objects) deployment(t *testing.T) *appsv1.Deployment {
 // renderChart renders the chart with vals over values.yaml, as `helm
 // install --dry-run` does on the client: the Helm SDK's chart loader and
 // template engine, at kubeVersion. It returns each rendered template's
-// text by its path (templates/deployment.yaml), NOTES.txt and the
+// text by its path (templates/deployment.yaml, templates/NOTES.txt), the
 // partials left out.
 func renderChart(vals map[string]any) (map[string]string, error) {
 	ch, err := loader.Load(chartDir)
@@ -102,12 +102,15 @@ func renderChart(vals map[string]any) (map[string]string, error) {
 	files := map[string]string{}
 	for name, text := range out {
 		name = strings.TrimPrefix(name, ch.Name()+"/")
-		if strings.HasSuffix(name, ".yaml") {
+		if strings.HasSuffix(name, ".yaml") || name == notesFile {
 			files[name] = text
 		}
 	}
 	return files, nil
 }
+
+// notesFile is what `helm install` prints after installing.
+const notesFile = "templates/NOTES.txt"
 
 // render renders the chart with vals and decodes every object strictly.
 func render(t *testing.T, vals map[string]any) *objects {
@@ -134,6 +137,9 @@ func decodeAll(files map[string]string) (*objects, error) {
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, serviceMonitors: map[string]*serviceMonitor{},
 	}
 	for _, file := range slices.Sorted(maps.Keys(files)) {
+		if file == notesFile {
+			continue
+		}
 		docs := releaseutil.SplitManifests(files[file])
 		for _, key := range slices.Sorted(maps.Keys(docs)) {
 			doc := docs[key]
