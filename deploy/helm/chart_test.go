@@ -448,3 +448,23 @@ func replicas(t *testing.T, values string) int {
 	}
 	return 2
 }
+
+// The ConfigMap holds config.policies line for line, whatever its first
+// line's indent, so the file:line of sluice's errors is the line of the
+// values the user wrote. Only newlines at the very end may go: Helm trims
+// each rendered manifest (releaseutil.SplitManifests, helm install too).
+func TestChartPoliciesVerbatim(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{
+		"  # indented first line\ndefaults: {on_store_error: open}\npolicies: [{name: a, match: '*', limit: 1, rate: 1, period: 1s}]\n",
+		"defaults: {on_store_error: open}\npolicies: [{name: a, match: '*', limit: 1, rate: 1, period: 1s}]",
+		"defaults:\n\ton_store_error: open # a tab\n\n\npolicies: []   \n\n",
+		"# \"quotes\", a colon: and a #\n---\ndefaults: {on_store_error: closed}\n",
+	} {
+		vals := map[string]any{"config": map[string]any{"policies": text}}
+		o := render(t, vals)
+		if got := o.configMaps["rl-sluice"].Data["sluice.yaml"]; strings.TrimRight(got, "\n") != strings.TrimRight(text, "\n") {
+			t.Errorf("ConfigMap sluice.yaml:\n%q\nwant config.policies:\n%q", got, text)
+		}
+	}
+}
