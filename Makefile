@@ -13,6 +13,7 @@ build: ## build ./sluice
 test: ## the whole suite, against real Redis (installs redis-server when missing)
 	@scripts/ensure-redis.sh >/dev/null
 	$(GO) test -race -count=1 -shuffle=on -timeout 15m $(PKGS)
+	cd deploy/helm && $(GO) test -count=1 -shuffle=on -timeout 5m ./...
 
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -20,6 +21,7 @@ bench: ## Go benchmarks
 lint: ## gofmt, go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
+	cd deploy/helm && $(GO) vet ./...
 
 # FUZZ: every fuzz target, as package:Target
 FUZZ = server:FuzzRESP server:FuzzScanner policy:FuzzParse policy:FuzzParsePolicyJSON \
