@@ -27,33 +27,41 @@ type build struct {
 // module version (go run, or a build without version control information).
 const devel = "(devel)"
 
+// revision, commitTime and modified are set by make release with -ldflags
+// "-X main.revision=<git rev-parse HEAD> -X main.commitTime=<its time>
+// -X main.modified=true|false", for a
+// tree whose commit Go cannot stamp itself: Go's build info has vcs.* only
+// when the module sits in a checkout whose .git is a directory, not in a
+// git worktree. The build info wins when it has them.
+var revision, commitTime, modified string
+
+// stamp is what -ldflags set ("" unset).
+type stamp struct{ version, revision, time, modified string }
+
 // readBuild is this binary's build, version from -ldflags winning over the
 // build info (a release sets both to the same tag; a test binary has no
 // module version).
 func readBuild() build {
 	info, _ := debug.ReadBuildInfo()
-	return buildOf(version, info, runtime.GOOS+"/"+runtime.GOARCH)
+	return buildOf(stamp{version, revision, commitTime, modified}, info, runtime.GOOS+"/"+runtime.GOARCH)
 }
 
-// buildOf is the build that stamped (the -X main.version value, "" when
-// unset) and info (nil when the binary carries none) describe, for a binary
-// running on platform (GOOS/GOARCH).
-func buildOf(stamped string, info *debug.BuildInfo, platform string) build {
-	b := build{Version: stamped, GoVersion: runtime.Version(), Platform: platform}
+// buildOf is the build that stamped (-ldflags) and info (nil when the
+// binary carries none) describe, for a binary running on platform
+// (GOOS/GOARCH).
+func buildOf(stamped stamp, info *debug.BuildInfo, platform string) build {
+	b := build{Version: stamped.version, Revision: stamped.revision, Time: stamped.time, Modified: stamped.modified == "true", GoVersion: runtime.Version(), Platform: platform}
 	if info != nil {
 		b.GoVersion = info.GoVersion
 		if v := info.Main.Version; v != devel {
 			b.Module = v
 		}
+		vcs := map[string]string{}
 		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				b.Revision = s.Value
-			case "vcs.time":
-				b.Time = s.Value
-			case "vcs.modified":
-				b.Modified = s.Value == "true"
-			}
+			vcs[s.Key] = s.Value
+		}
+		if rev, ok := vcs["vcs.revision"]; ok { // Go's own look at the checkout wins over a stamp
+			b.Revision, b.Time, b.Modified = rev, vcs["vcs.time"], vcs["vcs.modified"] == "true"
 		}
 	}
 	switch {

@@ -29,26 +29,32 @@ func TestBuildString(t *testing.T) {
 	const rev = "6bb2e53c0ffee0123456789abcdef0123456789a"
 	cases := []struct {
 		name    string
-		stamped string
+		stamped stamp
 		info    *debug.BuildInfo
 		want    string
 	}{
-		{"release: -X main.version wins over the module version", "0.1.0",
+		{"release: -X main.version wins over the module version", stamp{version: "0.1.0"},
 			settings("v0.0.0-20261202000000-6bb2e53c0ffe", "vcs.revision", rev, "vcs.modified", "false"),
 			"sluice 0.1.0 (commit 6bb2e53, go1.26.8 linux/amd64)"},
-		{"release from a dirty tree", "0.1.0-3-g6bb2e53-dirty",
+		{"release from a dirty tree", stamp{version: "0.1.0-3-g6bb2e53-dirty"},
 			settings(devel, "vcs.revision", rev, "vcs.modified", "true"),
 			"sluice 0.1.0-3-g6bb2e53-dirty (commit 6bb2e53, dirty, go1.26.8 linux/amd64)"},
-		{"go install …@v0.1.0: the module version, no checkout", "",
+		{"release from a git worktree: no vcs.* in the build info, the stamp's commit", stamp{"0.1.0", rev, "2026-12-02T00:00:00Z", "true"},
+			settings(devel),
+			"sluice 0.1.0 (commit 6bb2e53, dirty, go1.26.8 linux/amd64)"},
+		{"the build info's commit and dirty flag win over a stamp's", stamp{"0.1.0", "ffffffffffff", "", "true"},
+			settings(devel, "vcs.revision", rev, "vcs.modified", "false"),
+			"sluice 0.1.0 (commit 6bb2e53, go1.26.8 linux/amd64)"},
+		{"go install …@v0.1.0: the module version, no checkout", stamp{},
 			settings("v0.1.0"),
 			"sluice v0.1.0 (go1.26.8 linux/amd64)"},
-		{"a checkout with changes: Go's pseudo-version", "",
+		{"a checkout with changes: Go's pseudo-version", stamp{},
 			settings("v0.0.0-20261202000000-6bb2e53c0ffe+dirty", "vcs.revision", rev, "vcs.time", "2026-12-02T00:00:00Z", "vcs.modified", "true"),
 			"sluice v0.0.0-20261202000000-6bb2e53c0ffe+dirty (commit 6bb2e53, dirty, go1.26.8 linux/amd64)"},
-		{"built with -buildvcs=false", "", settings(devel), "sluice (devel) (go1.26.8 linux/amd64)"},
-		{"no build info at all", "", nil, "sluice (devel) (" + runtime.Version() + " linux/amd64)"},
-		{"a short revision is kept whole", "", settings(devel, "vcs.revision", "abc"), "sluice (devel) (commit abc, go1.26.8 linux/amd64)"},
-		{"vcs.modified other than true is clean", "", settings(devel, "vcs.revision", rev, "vcs.modified", "yes"), "sluice (devel) (commit 6bb2e53, go1.26.8 linux/amd64)"},
+		{"built with -buildvcs=false", stamp{}, settings(devel), "sluice (devel) (go1.26.8 linux/amd64)"},
+		{"no build info at all", stamp{}, nil, "sluice (devel) (" + runtime.Version() + " linux/amd64)"},
+		{"a short revision is kept whole", stamp{}, settings(devel, "vcs.revision", "abc"), "sluice (devel) (commit abc, go1.26.8 linux/amd64)"},
+		{"vcs.modified other than true is clean", stamp{}, settings(devel, "vcs.revision", rev, "vcs.modified", "yes"), "sluice (devel) (commit 6bb2e53, go1.26.8 linux/amd64)"},
 	}
 	for _, c := range cases {
 		if got := buildOf(c.stamped, c.info, "linux/amd64").String(); got != c.want {
@@ -59,7 +65,7 @@ func TestBuildString(t *testing.T) {
 
 func TestBuildLong(t *testing.T) {
 	t.Parallel()
-	b := buildOf("", settings("v0.1.0", "vcs.revision", "6bb2e53c0ffee", "vcs.time", "2026-12-02T00:00:00Z", "vcs.modified", "true"), "darwin/arm64")
+	b := buildOf(stamp{}, settings("v0.1.0", "vcs.revision", "6bb2e53c0ffee", "vcs.time", "2026-12-02T00:00:00Z", "vcs.modified", "true"), "darwin/arm64")
 	want := "version:  v0.1.0\nmodule:   v0.1.0\ncommit:   6bb2e53c0ffee\ntime:     2026-12-02T00:00:00Z\nmodified: true\ngo:       go1.26.8\nplatform: darwin/arm64\n"
 	if got := b.long(); got != want {
 		t.Errorf("long:\n%s\nwant:\n%s", got, want)
