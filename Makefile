@@ -25,7 +25,7 @@ lint: ## gofmt, go vet
 FUZZ = server:FuzzRESP server:FuzzScanner policy:FuzzParse policy:FuzzParsePolicyJSON \
 	policy:FuzzMatch lua:FuzzLuaAgreesWithGo lua:FuzzBatchAgreesWithGo limiter:FuzzMTake \
 	cluster:FuzzKey httpfront:FuzzHTTPHandler rls:FuzzMapRequest envoycfg:FuzzParse \
-	envoycfg:FuzzKeyInjective lua:FuzzCalendarAgreesWithGo
+	envoycfg:FuzzKeyInjective lua:FuzzCalendarAgreesWithGo internal/ratelimitheader:FuzzParseField internal/ratelimitheader:FuzzValuesParse
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in $(FUZZ); do \
