@@ -235,3 +235,20 @@ func TestServeReportsVersion(t *testing.T) {
 		t.Errorf("the start log does not name version %s:\n%s", v, p.Logs())
 	}
 }
+
+// The line docs/operations.md shows is the one String writes for that build.
+func TestOperationsShowsVersionLine(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^\\$ sluice version\n(.*)$").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("docs/operations.md has no `$ sluice version` session")
+	}
+	b := buildOf(stamp{version: "v0.1.0"}, settings("v0.1.0", "vcs.revision", "6bb2e53c0ffee0123456789abcdef0123456789a", "vcs.modified", "false"), "linux/amd64")
+	if got := string(m[1]); got != b.String() {
+		t.Errorf("docs/operations.md shows\n%s\nsluice prints\n%s", got, b.String())
+	}
+}
