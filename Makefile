@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help build test bench lint fuzz soak check-long ci cluster-up cluster-down
+.PHONY: help build test bench lint fuzz soak check-long ci cluster-up cluster-down release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -27,7 +27,7 @@ lint: ## gofmt, go vet
 FUZZ = server:FuzzRESP server:FuzzScanner policy:FuzzParse policy:FuzzParsePolicyJSON \
 	policy:FuzzMatch lua:FuzzLuaAgreesWithGo lua:FuzzBatchAgreesWithGo limiter:FuzzMTake \
 	cluster:FuzzKey httpfront:FuzzHTTPHandler rls:FuzzMapRequest envoycfg:FuzzParse \
-	envoycfg:FuzzKeyInjective lua:FuzzCalendarAgreesWithGo
+	envoycfg:FuzzKeyInjective lua:FuzzCalendarAgreesWithGo internal/ratelimitheader:FuzzParseField internal/ratelimitheader:FuzzValuesParse
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in $(FUZZ); do \
@@ -49,3 +49,30 @@ cluster-up: ## a local 3+3 Redis Cluster on ports 7000-7005
 
 cluster-down: ## stop it
 	$(GO) run ./cmd/sluice cluster down
+
+# VERSION: the release's version, stamped into the binaries (main.version)
+# and their file names; by default what git describe says of the checkout.
+VERSION ?= $(shell git describe --tags --always --dirty)
+# RELEASE_PLATFORMS: GOOS/GOARCH pairs make release builds. The commit, its
+# time and the dirty flag are stamped too (main.revision, main.commitTime,
+# main.modified): Go stamps them itself only in a checkout whose .git is a
+# directory, not in a git worktree, and its own record wins when present.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+release: ## cross-build dist/sluice-<version>-<os>-<arch>.tar.gz (binary, LICENSE, NOTICE, README.md, CHANGELOG.md) for linux and darwin on amd64 and arm64, and dist/SHA256SUMS
+	@case "$(VERSION)" in ""|*[!A-Za-z0-9._+-]*) echo "make release: VERSION '$(VERSION)' is empty or has a character outside A-Za-z0-9._+-" >&2; exit 1;; esac
+	@set -e; rm -rf dist; mkdir -p dist; \
+	mtime=$$(git log -1 --format=%ct 2>/dev/null || echo 0); \
+	rev=$$(git rev-parse HEAD 2>/dev/null || true); when=$$(git log -1 --format=%cI 2>/dev/null || true); \
+	dirty=false; test -z "$$(git status --porcelain 2>/dev/null)" || dirty=true; \
+	for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=sluice-$(VERSION)-$$os-$$arch; \
+		echo "build $$name"; mkdir dist/$$name; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=true \
+			-ldflags "-s -w -X main.version=$(VERSION) -X main.revision=$$rev -X main.commitTime=$$when -X main.modified=$$dirty" \
+			-o dist/$$name/sluice ./cmd/sluice; \
+		cp LICENSE NOTICE README.md CHANGELOG.md dist/$$name/; \
+		tar -C dist --sort=name --mtime=@$$mtime --owner=0 --group=0 --numeric-owner -cf - $$name | gzip -n -9 > dist/$$name.tar.gz; \
+		rm -r dist/$$name; \
+	done; \
+	cd dist && sha256sum sluice-*.tar.gz > SHA256SUMS && cat SHA256SUMS

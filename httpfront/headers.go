@@ -9,7 +9,7 @@ import (
 )
 
 // decisionHeaders adds the headers of a decision, in the form of
-// draft-ietf-httpapi-ratelimit-headers (structured fields), as the gRPC
+// draft-ietf-httpapi-ratelimit-headers-11 (structured fields), as the gRPC
 // door writes them (ratelimitheader: one meaning of t in both):
 //
 //	RateLimit-Policy: "name";q=<limit>;w=<window in seconds>

@@ -26,8 +26,10 @@ import (
 	_ "time/tzdata" // calendar quotas' time zones, on a machine without /usr/share/zoneinfo
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version is the release's version, set at build time with -ldflags
+// "-X main.version=…" (make release does); empty, `sluice version` takes the
+// module version Go recorded in the binary (version.go).
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -125,12 +127,4 @@ func usage(parents []string, cmds []command) string {
 	list(prefix, cmds)
 	fmt.Fprintf(&b, "\nRun 'sluice %s<command> -h' for its flags.\n", prefix)
 	return b.String()
-}
-
-func printVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("version: unexpected argument %q", args[0])
-	}
-	fmt.Fprintln(stdout, "sluice", version)
-	return nil
 }

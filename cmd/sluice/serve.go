@@ -27,7 +27,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if cfg.Logger, err = cfg.NewLogger(stderr); err != nil {
 		return err
 	}
-	cfg.Version = version
+	cfg.Version = readBuild().Version // sluice_build_info{version} and INFO say what `sluice version` says
 	// Before anything listens: a SIGHUP must never find its default
 	// action, which ends the process.
 	hup := make(chan os.Signal, 1)

@@ -1,13 +1,18 @@
 // Package ratelimitheader writes the RateLimit-Policy and RateLimit header
-// values of draft-ietf-httpapi-ratelimit-headers (structured fields) for a
-// policy and a decision, for every door that sends them (HTTP, and Envoy's
-// rate-limit service, which passes them on to the client):
+// values of draft-ietf-httpapi-ratelimit-headers-11 (structured fields,
+// RFC 9651) for a policy and a decision, for every door that sends them
+// (HTTP, and Envoy's rate-limit service, which passes them on to the
+// client), and reads them back as a client would (parse.go):
 //
 //	RateLimit-Policy: "name";q=<limit>;w=<window in seconds>
 //	RateLimit:        "name";r=<remaining>;t=<seconds, rounded up: Reset>
 //	Retry-After:      <seconds, rounded up: RetryAfter>
 //
-// t means one thing in every door: see Reset.
+// t means one thing in every door: see Reset. No qu (the quota is counted
+// in the costs the caller names, requests by default) and no pk (the key
+// is the partition, and the client named it: docs/http.md says why it is
+// not echoed). It must not decide anything: the values come from a
+// decision made elsewhere.
 package ratelimitheader
 
 import (
@@ -35,18 +40,21 @@ func Values(p *limit.Policy, r *limit.Result) (policy, state string) {
 // time until it can (retry_after_ms, the Retry-After of RetryAfter); else
 // the time until the bucket or window is whole again (reset_after_ms).
 //
-// Why: the draft's t is "the number of seconds until additional quota
-// associated with the quota policy is made available"
-// (draft-ietf-httpapi-ratelimit-headers-10, section 4.1.2), and a response
-// with both fields SHOULD NOT carry a Retry-After earlier than t (section
-// 6), which is what r=0 with t until full and Retry-After until the
-// retry would say. For a refusal the quota that matters is the cost the
-// client asked for, so t and Retry-After name the same moment (as in the
-// draft's example of a throttled response, appendix B.1.4). An admitted
-// request has nothing to wait for: t then says when all of q is back, so
-// a client that spends r before t never waits on the server. A request
-// that can never pass (cost over the limit) shows the reset too, and has
-// no Retry-After.
+// Why: the draft's t is the effective window, "the number of seconds
+// within which the client can use no more than the available quota"
+// (draft-ietf-httpapi-ratelimit-headers-11, section 4.1.2; -10 called it
+// the reset, "until additional quota ... is made available"), and a
+// response with both fields SHOULD NOT carry a Retry-After earlier than
+// the end of the effective window (section 6), which is what r=0 with t
+// until full and Retry-After until the retry would say. For a refusal the
+// quota that matters is the cost the client asked for, so t and
+// Retry-After name the same moment (as in the draft's example of a
+// throttled response, appendix B.1.4). An admitted request has nothing to
+// wait for: t then runs until all of q is back, so a client that spends
+// no more than r within t is never refused; for a bucket that is
+// conservative (tokens also come back within t), which the draft allows
+// (section 6: a server MAY lower the values). A request that can never
+// pass (cost over the limit) shows the reset too, and has no Retry-After.
 func Reset(r *limit.Result) int64 {
 	if secs, ok := RetryAfter(r); ok {
 		return secs
