@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/envoycfg"
 	"github.com/sluice-rl/sluice/hotkey"
@@ -54,6 +56,8 @@ type App struct {
 	grpc   *rls.Server       // nil until Start, or without --grpc
 	addr   net.Addr          // --listen's, once Start has listened
 	errc   chan error        // a door that stopped serving
+
+	tp *sdktrace.TracerProvider // nil: tracing off (tracing.go)
 }
 
 // New builds the server of cfg: the policies (the --config file, else the
@@ -87,8 +91,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.m = metrics.New(cfg.Version)
+	if err := a.startTracing(); err != nil {
+		return nil, err
+	}
 	store, mode, err := a.cfg.openStore(a.timeout(), a.m.Store)
 	if err != nil {
+		a.Close()
 		return nil, err
 	}
 	a.store, a.mode = store, mode
@@ -154,7 +162,7 @@ func (a *App) wire(set *policy.Set) error {
 		decideBy = a.reg.Store()
 	}
 	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.policiesChanged), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
-		OnDecision: a.m.Decision, OnError: a.m.DecisionError, Slots: slotStore(a.store)})
+		OnDecision: a.m.Decision, OnError: a.m.DecisionError, Slots: slotStore(a.store), Tracer: a.cfg.tracer})
 	if err != nil {
 		return err
 	}
@@ -315,6 +323,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if err := a.hot.Close(sctx); err != nil {
 		a.log.Warn("returning leased tokens", "err", err)
 	}
+	a.stopTracing(sctx) // the spans of the last requests go out
 	a.log.Info("stopped")
 	return nil
 }
@@ -322,6 +331,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 // Close releases the stores without waiting for anything: the region
 // first, as it gives its pools back, then home and the store.
 func (a *App) Close() {
+	if a.tp != nil { // not shut down: New failed, or Close without Shutdown
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // without waiting: what is queued is dropped
+		a.stopTracing(ctx)
+	}
 	if a.reg != nil {
 		_ = a.reg.Close()
 	}
