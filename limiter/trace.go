@@ -17,18 +17,14 @@ import (
 // startDecide starts the span of one Decide batch, a child of the door's
 // span in ctx (HTTP, gRPC) or a root (RESP, whose commands carry no trace
 // context): docs/tracing.md.
+// The attributes are set once the span is known to record: a batch the
+// sampler drops costs no attribute slice.
 func (l *Limiter) startDecide(ctx context.Context, n int) (context.Context, trace.Span) {
-	return l.tracer.Start(ctx, tracing.SpanDecide, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(tracing.Door.String(frontName(ctx)), tracing.BatchSize.Int(n)))
-}
-
-// frontName is the door of ctx, "resp" when none marked it: the RESP
-// server's context is the one no door wraps.
-func frontName(ctx context.Context) string {
-	if f := limit.FrontOf(ctx); f != "" {
-		return f
+	ctx, span := l.tracer.Start(ctx, tracing.SpanDecide, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Door.String(limit.FrontOf(ctx)), tracing.BatchSize.Int(n))
 	}
-	return "resp"
+	return ctx, span
 }
 
 // endDecide sets what the batch decided on its span and ends it: the

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,10 +30,10 @@ import (
 // gotSpan is one span an OTLP receiver was sent, flattened.
 type gotSpan struct {
 	trace, id, parent string // hex; parent "" for a root
-	name                  string
-	attrs                 map[string]any
-	resource              map[string]any
-	events                int
+	name              string
+	attrs             map[string]any
+	resource          map[string]any
+	events            int
 }
 
 // otlpReceiver is an OTLP/HTTP trace receiver on loopback: it decodes
@@ -464,5 +466,37 @@ func TestTracingStoreSpans(t *testing.T) {
 	}
 	if got, want := fmt.Sprintf("%v:%v", st[0].attrs["server.address"], st[0].attrs["server.port"]), owner("http:store"); got != want {
 		t.Errorf("HTTP take's store span names node %s, want its owner %s", got, want)
+	}
+}
+
+// TestTracingFlushOnShutdown: the spans still queued when SIGTERM comes
+// are sent before the process exits. The batch processor's delay is ten
+// minutes, so nothing goes out while the process runs; the request's
+// spans are at the receiver once it has exited.
+func TestTracingFlushOnShutdown(t *testing.T) {
+	rcv := newReceiver(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+	p, h := startWithHTTP(t, "--otlp-endpoint", rcv.srv.URL, "--config", writeConfig(t, tracingConfig))
+	tp, traceID, _ := traceparent(t, 7, true)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	if a := call(t, hc, "POST", "http://"+h+"/v1/take", `{"key":"http:bye"}`, "traceparent", tp); a.status != 200 {
+		t.Fatalf("take: %d %v", a.status, a.body)
+	}
+	if n := len(rcv.snapshot()); n != 0 {
+		t.Fatalf("%d spans sent before shutdown despite a 10-minute batch delay: this test cannot see a flush", n)
+	}
+	p.Signal(syscall.SIGTERM)
+	if err := p.Wait(20 * time.Second); err != nil {
+		t.Fatalf("sluice after SIGTERM: %v", err)
+	}
+	var names []string
+	for _, s := range rcv.snapshot() {
+		if s.trace == traceID {
+			names = append(names, s.name)
+		}
+	}
+	slices.Sort(names)
+	if got, want := strings.Join(names, ", "), "POST /v1/take, sluice.decide"; got != want {
+		t.Errorf("spans of the request at exit: [%s], want [%s]", got, want)
 	}
 }
