@@ -249,6 +249,11 @@ func TestTracingDoors(t *testing.T) {
 		t.Fatalf("take: %d %v", a.status, a.body)
 	}
 
+	// A malformed traceparent is no error: the request is served, under a root span.
+	if a := call(t, hc, "GET", base+"/v1/check?key=http:bad", "", "traceparent", "00-not-a-trace-01"); a.status != 200 {
+		t.Fatalf("check with a malformed traceparent: %d %v", a.status, a.body)
+	}
+
 	grpcTP, grpcTrace, grpcParent := traceparent(t, 3, true)
 	door := rlsClient(t, gaddr, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -265,7 +270,7 @@ func TestTracingDoors(t *testing.T) {
 	pipelineTakes(t, p.client(t), keys)
 
 	spans := rcv.waitFor(t, "the HTTP, gRPC and RESP spans", func(s []gotSpan) bool {
-		return len(find(s, "POST /v1/take", nil)) > 0 && len(find(s, tracing.SpanGRPC, nil)) > 0 &&
+		return len(find(s, "POST /v1/take", nil)) > 0 && len(find(s, tracing.SpanGRPC, nil)) > 0 && len(find(s, "GET /v1/check", nil)) > 0 &&
 			len(find(s, tracing.SpanDecide, map[string]any{"sluice.door": "resp"})) > 0 && len(find(s, tracing.SpanDecide, map[string]any{"sluice.door": "grpc"})) > 0 &&
 			len(find(s, tracing.SpanDecide, map[string]any{"sluice.door": "http"})) > 0
 	})
@@ -288,6 +293,12 @@ func TestTracingDoors(t *testing.T) {
 	}
 	checkDecide(t, spans, h, map[string]any{"sluice.door": "http", "sluice.policy": "via-http", "sluice.decided_by": "embedded",
 		"sluice.batch.size": int64(1), "sluice.allowed": int64(1), "sluice.rejected": int64(0)})
+
+	if bad := find(spans, "GET /v1/check", nil); len(bad) != 1 || bad[0].parent != "" {
+		t.Errorf("the request with a malformed traceparent: spans %v, want one root", bad)
+	} else {
+		checkDecide(t, spans, bad[0], map[string]any{"sluice.door": "http", "sluice.policy": "via-http", "sluice.batch.size": int64(1)})
+	}
 
 	gs := find(spans, tracing.SpanGRPC, nil)
 	if len(gs) != 1 {
