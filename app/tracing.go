@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -84,6 +85,13 @@ func (a *App) startTracing() error {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.TraceSampleRatio))),
 	)
 	c.tracer = a.tp.Tracer(tracing.Scope, trace.WithInstrumentationVersion(version))
+	// The SDK reports a failed export (the collector is down, refuses,
+	// or is slow) to OTel's one process-wide handler: into sluice's log,
+	// rather than the SDK's default line on the standard logger.
+	log := a.log
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: spans not delivered", "err", err)
+	}))
 	a.log.Info("tracing on", "endpoint", redactURL(endpoint), "sample_ratio", c.TraceSampleRatio)
 	return nil
 }

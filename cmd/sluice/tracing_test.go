@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -509,5 +510,28 @@ func TestTracingFlushOnShutdown(t *testing.T) {
 	slices.Sort(names)
 	if got, want := strings.Join(names, ", "), "POST /v1/take, sluice.decide"; got != want {
 		t.Errorf("spans of the request at exit: [%s], want [%s]", got, want)
+	}
+}
+
+// TestTracingCollectorDown: a collector that does not answer costs no
+// decision anything: requests are answered as ever, and the log says
+// why spans are not delivered.
+func TestTracingCollectorDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	p, base, _ := startTraced(t, dead)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for i := range 5 {
+		if a := call(t, hc, "POST", base+"/v1/take", `{"key":"http:down"}`); a.status != 200 || a.by() != "embedded" {
+			t.Fatalf("take %d with the collector down: %d %v", i, a.status, a.body)
+		}
+	}
+	pipelineTakes(t, p.client(t), []string{"resp:d1", "resp:d2"})
+	if !p.waitLog(`msg="tracing: spans not delivered"`, 30*time.Second) {
+		t.Fatalf("no log line about the undelivered spans:\n%s", p.Logs())
 	}
 }
