@@ -66,6 +66,13 @@ func (a *App) startTracing() error {
 	if err != nil {
 		return err
 	}
+	// The SDK reports its errors — mostly a failed export: the collector
+	// is down, refuses, or is slow — to OTel's one process-wide handler:
+	// into sluice's log, rather than a line on the standard logger.
+	log := a.log
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: OpenTelemetry SDK error", "err", err)
+	}))
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(endpoint))
 	if err != nil {
 		return fmt.Errorf("serve: --otlp-endpoint: %w", err)
@@ -74,10 +81,16 @@ func (a *App) startTracing() error {
 	if version == "" {
 		version = "unknown"
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
-		attribute.String("service.name", "sluice"), attribute.String("service.version", version)))
+	// Later sources win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+	// (read by the SDK) over sluice's own name, so that a deployment can
+	// name its instances (sluice-eu) and add k8s.pod.name and the like.
+	res, err := resource.New(context.Background(), resource.WithTelemetrySDK(),
+		resource.WithAttributes(attribute.String("service.name", "sluice"), attribute.String("service.version", version)),
+		resource.WithFromEnv())
 	if err != nil {
-		return fmt.Errorf("serve: tracing resource: %w", err)
+		// A malformed OTEL_RESOURCE_ATTRIBUTES entry is dropped, the rest
+		// kept (the SDK's partial resource): said, not fatal.
+		a.log.Warn("tracing: resource attributes", "err", err)
 	}
 	a.tp = sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
@@ -85,13 +98,6 @@ func (a *App) startTracing() error {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.TraceSampleRatio))),
 	)
 	c.tracer = a.tp.Tracer(tracing.Scope, trace.WithInstrumentationVersion(version))
-	// The SDK reports a failed export (the collector is down, refuses,
-	// or is slow) to OTel's one process-wide handler: into sluice's log,
-	// rather than the SDK's default line on the standard logger.
-	log := a.log
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("tracing: spans not delivered", "err", err)
-	}))
 	a.log.Info("tracing on", "endpoint", redactURL(endpoint), "sample_ratio", c.TraceSampleRatio)
 	return nil
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -85,5 +86,24 @@ func TestTracingBadConfig(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New with %q, %v: %v, want %q", tc.endpoint, tc.ratio, err, tc.want)
 		}
+	}
+}
+
+// TestTracingBadResourceAttributes: a malformed OTEL_RESOURCE_ATTRIBUTES
+// entry is said and dropped, and sluice starts, named sluice.
+func TestTracingBadResourceAttributes(t *testing.T) {
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "novalue,team=edge")
+	var log strings.Builder
+	cfg := Defaults()
+	cfg.Admin, cfg.Listen = "", "127.0.0.1:0"
+	cfg.OTLPEndpoint = "http://127.0.0.1:1"
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	a, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer a.Close()
+	if !strings.Contains(log.String(), `msg="tracing: resource attributes"`) {
+		t.Errorf("no warning about the malformed entry:\n%s", log.String())
 	}
 }

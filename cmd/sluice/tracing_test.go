@@ -237,6 +237,7 @@ func pipelineTakes(t *testing.T, c *redis.Client, keys []string) {
 // no span at all.
 func TestTracingDoors(t *testing.T) {
 	rcv := newReceiver(t)
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=ci")
 	p, base, gaddr := startTraced(t, rcv.srv.URL)
 	hc := &http.Client{Timeout: 5 * time.Second}
 
@@ -289,8 +290,10 @@ func TestTracingDoors(t *testing.T) {
 			t.Errorf("HTTP span %s = %v, want %v", k, got, want)
 		}
 	}
-	if got, want := h.resource["service.name"], "sluice"; got != want {
-		t.Errorf("resource service.name = %v, want %v", got, want)
+	for k, want := range map[string]any{"service.name": "sluice", "deployment.environment.name": "ci", "telemetry.sdk.language": "go"} {
+		if got := h.resource[k]; got != want {
+			t.Errorf("resource %s = %v, want %v", k, got, want)
+		}
 	}
 	checkDecide(t, spans, h, map[string]any{"sluice.door": "http", "sluice.policy": "via-http", "sluice.decided_by": "embedded",
 		"sluice.batch.size": int64(1), "sluice.allowed": int64(1), "sluice.rejected": int64(0)})
@@ -488,6 +491,7 @@ func TestTracingStoreSpans(t *testing.T) {
 func TestTracingFlushOnShutdown(t *testing.T) {
 	rcv := newReceiver(t)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+	t.Setenv("OTEL_SERVICE_NAME", "sluice-eu") // a deployment's name for its instances wins
 	p, h := startWithHTTP(t, "--otlp-endpoint", rcv.srv.URL, "--config", writeConfig(t, tracingConfig))
 	tp, traceID, _ := traceparent(t, 7, true)
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -505,6 +509,9 @@ func TestTracingFlushOnShutdown(t *testing.T) {
 	for _, s := range rcv.snapshot() {
 		if s.trace == traceID {
 			names = append(names, s.name)
+		}
+		if got := s.resource["service.name"]; got != "sluice-eu" {
+			t.Errorf("resource service.name %v, want OTEL_SERVICE_NAME's sluice-eu", got)
 		}
 	}
 	slices.Sort(names)
@@ -531,7 +538,7 @@ func TestTracingCollectorDown(t *testing.T) {
 		}
 	}
 	pipelineTakes(t, p.client(t), []string{"resp:d1", "resp:d2"})
-	if !p.waitLog(`msg="tracing: spans not delivered"`, 30*time.Second) {
+	if !p.waitLog(`msg="tracing: OpenTelemetry SDK error"`, 30*time.Second) {
 		t.Fatalf("no log line about the undelivered spans:\n%s", p.Logs())
 	}
 }
