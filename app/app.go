@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/envoycfg"
 	"github.com/sluice-rl/sluice/hotkey"
@@ -59,6 +61,8 @@ type App struct {
 	reloadMu  sync.Mutex // held by each reload: SIGHUP's and the file watch's
 	watch     *watch     // nil without --watch-config or without files
 	watchStop func()     // ends the watch and waits for it; nil until Start
+
+	tp *sdktrace.TracerProvider // nil: tracing off (tracing.go)
 }
 
 // New builds the server of cfg: the policies (the --config file, else the
@@ -93,8 +97,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.m = metrics.New(cfg.Version)
+	if err := a.startTracing(); err != nil {
+		return nil, err
+	}
 	store, mode, err := a.cfg.openStore(a.timeout(), a.m.Store)
 	if err != nil {
+		a.Close()
 		return nil, err
 	}
 	a.store, a.mode = store, mode
@@ -160,7 +168,7 @@ func (a *App) wire(set *policy.Set) error {
 		decideBy = a.reg.Store()
 	}
 	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.policiesChanged), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
-		OnDecision: a.m.Decision, OnError: a.m.DecisionError, OnCorrection: a.m.Correction, Slots: slotStore(a.store)})
+		OnDecision: a.m.Decision, OnError: a.m.DecisionError, OnCorrection: a.m.Correction, Slots: slotStore(a.store), Tracer: a.cfg.tracer})
 	if err != nil {
 		return err
 	}
@@ -348,6 +356,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if err := a.hot.Close(sctx); err != nil {
 		a.log.Warn("returning leased tokens", "err", err)
 	}
+	a.stopTracing(sctx) // the spans of the last requests go out
 	a.log.Info("stopped")
 	return nil
 }
@@ -357,6 +366,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 // first, as it gives its pools back, then home and the store.
 func (a *App) Close() {
 	a.stopWatch()
+	if a.tp != nil { // not shut down: New failed, or Close without Shutdown
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // without waiting: what is queued is dropped
+		a.stopTracing(ctx)
+	}
 	if a.reg != nil {
 		_ = a.reg.Close()
 	}

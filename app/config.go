@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-rl/sluice/httpfront"
 	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/policy"
@@ -56,12 +58,20 @@ type Config struct {
 
 	LogFormat, LogLevel string
 
+	// OTLPEndpoint is where traces go (OTLP over HTTP); "" is tracing off,
+	// the default. TraceSampleRatio is the share of root spans sampled
+	// (tracing.go).
+	OTLPEndpoint     string
+	TraceSampleRatio float64
+
 	Version string       // not a flag: the binary's version, for INFO and /metrics
 	Logger  *slog.Logger // not a flag: nil is slog.Default()
 
 	listenTLS     *tls.Config // derived from the TLS files
 	masterName    string      // derived from Sentinel
 	sentinelAddrs []string    // derived from Sentinel
+
+	tracer trace.Tracer // derived: nil when tracing is off (tracing.go)
 }
 
 // Defaults is the Config of `sluice serve` without flags or environment:
@@ -150,7 +160,10 @@ func (c *Config) rows() []row {
 	rs = append(rs, c.Home.rows("home", "the home store", "--home-redis")...)
 	return append(rs,
 		row{flag: "log-format", ptr: &c.LogFormat, def: "text", help: "text or json"},
-		row{flag: "log-level", ptr: &c.LogLevel, def: "info", help: "debug, info, warn or error"})
+		row{flag: "log-level", ptr: &c.LogLevel, def: "info", help: "debug, info, warn or error"},
+		row{flag: "otlp-endpoint", env: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ptr: &c.OTLPEndpoint, def: "",
+			help: "send OpenTelemetry traces by OTLP/HTTP to this URL, e.g. http://127.0.0.1:4318 (/v1/traces is added to a URL without a path); also OTEL_EXPORTER_OTLP_ENDPOINT; \"\" = off, the default (docs/tracing.md)"},
+		row{flag: "trace-sample-ratio", ptr: &c.TraceSampleRatio, def: 1.0, help: "share of traces started here that are sampled, 0 to 1; a door's traceparent keeps its caller's choice"})
 }
 
 // rows are the flags --prefix-tls, --prefix-tls-ca-file,
@@ -190,6 +203,8 @@ func (c *Config) register(fs *flag.FlagSet, files map[string]*string) {
 			fs.IntVar(p, r.flag, r.def.(int), r.help)
 		case *time.Duration:
 			fs.DurationVar(p, r.flag, r.def.(time.Duration), r.help)
+		case *float64:
+			fs.Float64Var(p, r.flag, r.def.(float64), r.help)
 		default:
 			panic(fmt.Sprintf("app: flag --%s: a %T field", r.flag, r.ptr))
 		}
@@ -236,6 +251,7 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (*Config,
 	if err := c.resolve(given, files, getenv); err != nil {
 		return nil, err
 	}
+	c.resolveOTLP(given["otlp-endpoint"], getenv)
 	if err := c.checkUsers(); err != nil {
 		return nil, err
 	}

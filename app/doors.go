@@ -122,7 +122,7 @@ func (a *App) startHTTP() error {
 	hs, err := httpfront.New(httpfront.Config{
 		Decider: a.lim, KeyHeader: c.HTTPKeyHeader, Users: a.users, TLS: c.listenTLS,
 		MaxBodyBytes: int64(c.MaxRequestBytes), MaxKeyBytes: c.MaxKeyBytes, MaxConnections: c.MaxClients,
-		ReadTimeout: c.RequestTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout, Logger: a.log,
+		ReadTimeout: c.RequestTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout, Logger: a.log, Tracer: c.tracer,
 	})
 	if err != nil {
 		return fmt.Errorf("serve: --http: %w", err)
@@ -153,7 +153,7 @@ func (a *App) startGRPC() error {
 		matcher = a.envoy
 	}
 	gsrv, err := rls.New(rls.Config{Decider: a.lim, Matcher: matcher,
-		Users: a.users, TLS: c.listenTLS, Headers: c.GRPCHeaders, MaxKeyBytes: c.MaxKeyBytes, MaxConnections: c.MaxClients, Logger: a.log})
+		Users: a.users, TLS: c.listenTLS, Headers: c.GRPCHeaders, MaxKeyBytes: c.MaxKeyBytes, MaxConnections: c.MaxClients, Logger: a.log, Tracer: c.tracer})
 	if err != nil {
 		return err
 	}

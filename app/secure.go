@@ -135,6 +135,7 @@ func loadPool(flagName, path string) (*x509.CertPool, error) {
 func (c *Config) newStore(cfg cluster.Config, auth *RedisAuth) (*cluster.Store, error) {
 	cfg.MaxTimeout = max(c.Timeout, policy.MaxTimeout)
 	auth.set(&cfg)
+	cfg.Tracer = c.tracer
 	s, err := cluster.New(cfg)
 	if err != nil {
 		return nil, redactErr(err, cfg.URL)

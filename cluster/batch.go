@@ -35,6 +35,9 @@ type unit struct {
 	// waiter (Store.late) or its worker (expired, lateUnit) — so that its
 	// decisions are counted once.
 	judged atomic.Bool
+	// piped is the items of the pipeline u went in, its own and other
+	// callers', set by its sender before u is done, when tracing is on.
+	piped int
 }
 
 // nodeQueue feeds one node's workers. Each worker takes whatever is queued
@@ -264,6 +267,11 @@ func (q *nodeQueue) sendNow(batch []*unit, l *link) {
 	items, latest := q.live(batch)
 	if len(items) == 0 {
 		return
+	}
+	if q.s.cfg.Tracer != nil {
+		for _, u := range batch {
+			u.piped = len(items)
+		}
 	}
 	sent := time.Now()
 	if !q.br.allow(sent) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/lua"
@@ -83,6 +84,10 @@ type Config struct {
 	// Observer, when set, is told of every round trip and failed command,
 	// for metrics; nil means none.
 	Observer Observer
+	// Tracer, when set, gives each node's part of a traced batch a span
+	// (trace.go), a child of the limiter's span in the caller's context;
+	// nil, the default, is tracing off.
+	Tracer trace.Tracer
 }
 
 // Store is a limit.Store on Redis. It is safe for concurrent use.
@@ -588,6 +593,10 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result, re
 		u := units[unitFor(units, it.addr, it.durable != "")]
 		u.items = append(u.items, it)
 	}
+	var spans []trace.Span // nil: not traced
+	if s.cfg.Tracer != nil {
+		spans = s.startUnits(ctx, units)
+	}
 	for i, u := range units {
 		// The last unit may be sent by this goroutine, when its node is
 		// idle: the others are queued first, so that the nodes work at once.
@@ -599,7 +608,7 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result, re
 		}
 	}
 	settled = true
-	for _, u := range units {
+	for i, u := range units {
 		select {
 		case <-u.done:
 		case <-ctx.Done():
@@ -616,7 +625,13 @@ func (s *Store) round(ctx context.Context, items []*item, out []limit.Result, re
 				out[it.idx] = limit.Result{Err: err}
 			}
 			settled = false
+			if spans != nil {
+				endUnit(spans[i], nil, err)
+			}
 			continue
+		}
+		if spans != nil {
+			endUnit(spans[i], u, nil)
 		}
 		for _, it := range u.items {
 			if it.retry {

@@ -61,6 +61,10 @@ func fail(status int, msg string) answer {
 
 // ServeHTTP answers one request: /v1/take, /v1/check, or an error status.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Tracer != nil {
+		s.serveTraced(w, r)
+		return
+	}
 	write(w, r, s.route(w, r))
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
@@ -79,6 +81,10 @@ type Config struct {
 	// Logger receives server errors (bad TLS handshakes and the like),
 	// never per-request lines. Default: discard.
 	Logger *slog.Logger
+	// Tracer, when set, gives every request a server span that continues
+	// the request's W3C traceparent (trace.go); nil, the default, is
+	// tracing off.
+	Tracer trace.Tracer
 }
 
 // Defaults of Config.

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
 )
@@ -92,6 +94,9 @@ type Config struct {
 	// when it is a limit.SlotStore. A Store that wraps another (a region's
 	// layer) passes the store under it here.
 	Slots limit.SlotStore
+	// Tracer, when set, gives every Decide a span (trace.go); nil, the
+	// default, is tracing off, and Decide then costs what it did before.
+	Tracer trace.Tracer
 }
 
 // Limiter is the decision path. It is safe for concurrent use.
@@ -117,6 +122,7 @@ type Limiter struct {
 	slots     slotStats       // RL.ACQUIRE and RL.RELEASE (concurrency.go)
 	slotStore limit.SlotStore // nil: none
 	orphans   orphans         // slots the store may hold that no caller knows (orphans.go)
+	tracer    trace.Tracer    // nil: tracing off
 }
 
 // Stats are the Limiter's counters, read with Snapshot.
@@ -143,7 +149,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, errors.New("limiter: Policies and Store are required")
 	}
 	l := &Limiter{policies: cfg.Policies, store: cfg.Store, timeout: cfg.Timeout, fallback: cfg.Fallback, hot: cfg.Hot, deny: cfg.Deny, closedRetry: cfg.ClosedRetryAfter,
-		onDecision: cfg.OnDecision, onError: cfg.OnError, onCorrection: cfg.OnCorrection}
+		onDecision: cfg.OnDecision, onError: cfg.OnError, onCorrection: cfg.OnCorrection, tracer: cfg.Tracer}
 	if l.closedRetry < time.Millisecond {
 		l.closedRetry = time.Second
 	}
@@ -165,6 +171,10 @@ func New(cfg Config) (*Limiter, error) {
 // filled in with the key's policy; out[i] gets the
 // decision or an error (limit.ErrNoPolicy, or an error Redis returned).
 func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
+	var span trace.Span // nil: tracing off
+	if l.tracer != nil {
+		ctx, span = l.startDecide(ctx, len(reqs))
+	}
 	n := 0
 	var shown []string // the receipts the clients see (adjust.go); nil when no take asked for one
 	for i := range reqs {
@@ -210,6 +220,9 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 	}
 	showReceipts(shown, out)
 	l.count(ctx, reqs, out)
+	if span != nil {
+		endDecide(span, reqs, out)
+	}
 }
 
 // decideSome decides the requests that have a policy when others have none.

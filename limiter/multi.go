@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -32,6 +33,17 @@ import (
 // returned) fails the whole call: it is returned, and nothing of the
 // enforced rules is spent (a shadow rule decided apart keeps its take).
 func (l *Limiter) MTake(ctx context.Context, reqs []limit.Request, out []limit.Result) (bool, error) {
+	if l.tracer == nil {
+		return l.mtake(ctx, reqs, out)
+	}
+	ctx, span := l.startDecide(ctx, len(reqs))
+	span.SetAttributes(tracing.Command.String("rl.mtake"))
+	ok, err := l.mtake(ctx, reqs, out)
+	endDecide(span, reqs, out)
+	return ok, err
+}
+
+func (l *Limiter) mtake(ctx context.Context, reqs []limit.Request, out []limit.Result) (bool, error) {
 	l.stats.MTakes.Add(1)
 	enforced := make([]int, 0, len(reqs))
 	var shadow []int

@@ -60,6 +60,9 @@ type collector struct {
 	// a batch with another's (each counted once), early the batches that
 	// went before a slot was free (collectMaxWait).
 	decides, joined, early atomic.Int64
+	// traced: a call that joins another's batch links its span to that
+	// call's, whose span the batch's sluice.decide is a child of (trace.go).
+	traced bool
 }
 
 // batch is the requests of the calls gathered while every slot was busy.
@@ -101,6 +104,9 @@ func (c *collector) Decide(ctx context.Context, reqs []limit.Request, out []limi
 	b.reqs = append(b.reqs, reqs...)
 	b.calls++
 	c.mu.Unlock()
+	if c.traced && !lead {
+		linkJoined(ctx, b.ctx)
+	}
 	if lead {
 		c.await(b)
 		c.send(b)

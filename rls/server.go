@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/internal/edge"
 	"github.com/sluice-rl/sluice/limit"
@@ -110,6 +112,10 @@ type Config struct {
 	AuthTimeout time.Duration
 	// Logger receives recovered panics. Default: discard.
 	Logger *slog.Logger
+	// Tracer, when set, gives every call a server span that continues
+	// the call's W3C traceparent metadata (trace.go); nil, the default,
+	// is tracing off.
+	Tracer trace.Tracer
 }
 
 // Defaults of Config.
@@ -198,6 +204,7 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	s.col.traced = cfg.Tracer != nil
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
@@ -282,6 +289,11 @@ func (s *Server) AuthTimeouts() int64 { return s.expired.Load() }
 // intercept authenticates every call and turns a panic into Internal, so a
 // bug in one call never takes the process (and every other door) down.
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	if s.cfg.Tracer != nil {
+		var span trace.Span
+		ctx, span = s.startSpan(ctx, info.FullMethod)
+		defer func() { endSpan(span, err) }() // after the recover below has set err
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			s.panics.Add(1)
