@@ -169,8 +169,12 @@ func TestHotDefaultOnCluster(t *testing.T) {
 		sent := int64(0)
 		h := runHammer(t, clients, "off:viral", func(h *hotLoad) bool { sent = h.sent.Load(); return sent >= 8000 })
 		for i, by := range h.by {
-			if by["lease"] != 0 || by["split"] != 0 || by["store"] == 0 || by["store"]+by["deny-cache"] != sumOf(by) {
-				t.Errorf("instance %d decided %v, want store and deny-cache only", i, by)
+			// overload-closed is the store answering later than the
+			// timeout on a loaded machine (CI under -race: 16 of 4,096):
+			// not the hot-key path, so it is allowed; lease and split not.
+			overload := by["overload-closed"] + by["overload-open"] + by["overload-local"]
+			if by["lease"] != 0 || by["split"] != 0 || by["store"] == 0 || by["store"]+by["deny-cache"]+overload != sumOf(by) {
+				t.Errorf("instance %d decided %v, want store and deny-cache only (and overload answers of a slow store)", i, by)
 			}
 			if rows := hotKeyNames(t, clients[i]); rows["off:viral"] {
 				t.Errorf("instance %d: RL.HOTKEYS lists off:viral: %v", i, rows)
