@@ -163,14 +163,18 @@ func (m *Metrics) RequestDurations() (bounds []float64, counts []uint64) {
 
 // ConfigReload counts one reload of the policies, from a file or from
 // RL.POLICY; ok is whether the new policies took effect.
+//
+// The gauge is set before the counter moves: a scrape that sees the count
+// of a reload sees its result too (the other order let one see the
+// failed reload counted and last_reload_successful still 1).
 func (m *Metrics) ConfigReload(ok bool) {
 	if ok {
-		m.reloads[1].Inc()
 		m.reloadOK.Set(1)
+		m.reloads[1].Inc()
 		return
 	}
-	m.reloads[0].Inc()
 	m.reloadOK.Set(0)
+	m.reloads[0].Inc()
 }
 
 // StoreMetrics are the Redis store's metrics; it is a cluster.Observer.
