@@ -190,6 +190,13 @@ func TestLatencyLab(t *testing.T) {
 			t.Errorf("%s: %d samples, p50 %v, p99 %v", r.Path, r.Samples, r.P50, r.P99)
 		}
 	}
+	checkTable(t, md, "| Path | samples | max | allowed | decided_by | decided by its own path |")
+	for i, want := range []string{"embedded", "embedded", "store", "store"} {
+		r := rep.Rows[i]
+		if r.Want != want || r.Check() != "" {
+			t.Errorf("%s: decided_by %s (%d allowed): want at least %.0f%% of %d by %s (%q)", r.Path, formatCounts(r.DecidedBy), r.Allowed, 100*MinWantShare, r.Samples, want, r.Check())
+		}
+	}
 	inproc := rep.Rows[0]
 	for _, r := range rep.Rows[1:3] {
 		if inproc.P50 >= r.P50 {
