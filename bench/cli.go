@@ -233,8 +233,13 @@ func labLatency() Lab {
 per path: the Go token bucket in this process, RL.TAKE through sluice in
 embedded mode, RL.TAKE through sluice in front of the Redis Cluster, and
 EVALSHA of sluice's script straight to the primary that owns the key.
-Prints p50 and p99 per path. Without --cluster it starts a local 3+3 Redis
-Cluster.
+Each path has a key of its own under a bucket the run never exhausts
+(capacity: warm-up + --samples; hot-key mode off), so every decision is
+the path's own: nothing is refused, so the deny cache never answers.
+Prints p50 and p99 per path with what decided them (the replies'
+decided_by), and marks a row whose own path (embedded, store) decided
+fewer than 99 % of its decisions. Without --cluster it starts a local 3+3
+Redis Cluster.
 `, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
 			rep := &LatencyLabReport{}
 			c := &rep.Config

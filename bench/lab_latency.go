@@ -23,14 +23,20 @@ const (
 
 // LatencyLabConfig says what `sluice lab latency` measures. The zero value: 20,000
 // sequential decisions from one client on each path, against a new local
-// cluster.
+// cluster, under a bucket the run never exhausts, so that every decision
+// is a trip to the path the row names (the store for the cluster rows):
+// no refusal for the deny cache to answer, hot-key leases off.
 type LatencyLabConfig struct {
 	// Cluster are seed nodes (host:port) of a running Redis Cluster; nil
 	// starts a 3+3 cluster and stops it at the end.
 	Cluster []string
 	// Binary is the sluice binary; "" means this executable.
 	Binary string
-	// Limit and Rate (per second) are the bucket; 0 means 100 and 50.
+	// Limit and Rate (per second) are the bucket; 0 means the warm-up plus
+	// Samples (every decision of a row admitted, each row its own key) and
+	// 50. A smaller limit refuses most of a row's decisions, which sluice
+	// then answers from its deny cache: the cluster row no longer measures
+	// the store, and the report marks it.
 	Limit, Rate int64
 	// Samples is the decisions timed on each path, after a warm-up of
 	// 500; 0 means 20,000, at most 1,000,000.
@@ -41,7 +47,7 @@ type LatencyLabConfig struct {
 
 func (c *LatencyLabConfig) resolve() error {
 	c.Samples = cmp.Or(c.Samples, DefaultLatencyLabSamples)
-	c.Limit, c.Rate = cmp.Or(c.Limit, DefaultLabLimit), cmp.Or(c.Rate, DefaultLabRate)
+	c.Limit, c.Rate = cmp.Or(c.Limit, int64(latencyLabWarmup+c.Samples)), cmp.Or(c.Rate, DefaultLabRate)
 	orNow(&c.Now)
 	if c.Samples < 0 || c.Samples > MaxLatencyLabSamples {
 		return fmt.Errorf("lab latency: samples %d: want 1…%d", c.Samples, MaxLatencyLabSamples)
@@ -129,14 +135,18 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 		return err
 	}
 	defer st.close()
-	key := fmt.Sprintf("acme:latency:%d", c.Now().UnixNano())
-	if rep.Owner, err = st.owner(ctx, redisKey(key)); err != nil {
+	// Every row has a key of its own, all of one hash tag, so that the two
+	// store rows reach the same primary and neither spends the other's
+	// tokens.
+	tag := fmt.Sprintf("{latency-%d}", c.Now().UnixNano())
+	rowKey := func(row string) string { return tag + ":" + row }
+	if rep.Owner, err = st.owner(ctx, redisKey(rowKey("store"))); err != nil {
 		return err
 	}
 
 	// (a) the decision itself, in this process.
 	s := local.New(local.Config{})
-	reqs := []limit.Request{{Key: key, Cost: 1, Op: limit.OpTake, Policy: pol}}
+	reqs := []limit.Request{{Key: rowKey("in-process"), Cost: 1, Op: limit.OpTake, Policy: pol}}
 	out := make([]limit.Result, 1)
 	lat, counts, err := timeCalls(ctx, c.Samples, func() (decision, error) {
 		s.Do(ctx, reqs, out)
@@ -149,17 +159,17 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 	// (b) and (c): RL.TAKE through one sluice process, embedded, then in
 	// front of the cluster.
 	for _, arm := range []struct {
-		seeds            []string
-		path, note, want string
+		seeds                 []string
+		key, path, note, want string
 	}{
-		{nil, "RL.TAKE → sluice, embedded (no Redis)", "one loopback RESP round trip + the same Go decision; still per process", limit.ByEmbedded},
-		{rig.seeds, "RL.TAKE → sluice → Redis Cluster", "two hops: client → sluice → owning primary (EVALSHA in a pipeline); one global bucket", limit.ByStore},
+		{nil, "embedded", "RL.TAKE → sluice, embedded (no Redis)", "one loopback RESP round trip + the same Go decision; still per process", limit.ByEmbedded},
+		{rig.seeds, "sluice", "RL.TAKE → sluice → Redis Cluster", "two hops: client → sluice → owning primary (EVALSHA in a pipeline); one global bucket", limit.ByStore},
 	} {
 		clients, err := rig.startSluice(ctx, 1, arm.seeds, rig.policy, 1)
 		if err != nil {
 			return err
 		}
-		lat, counts, err := rep.takes(ctx, clients[0], key)
+		lat, counts, err := rep.takes(ctx, clients[0], rowKey(arm.key))
 		rig.stopSluice()
 		if err := rep.add(rig, LatencyLabRow{Path: arm.path, Note: arm.note, Want: arm.want}, lat, counts, err); err != nil {
 			return err
@@ -167,7 +177,7 @@ func (rep *LatencyLabReport) run(ctx context.Context, rig *rig) error {
 	}
 
 	// (d) sluice's script straight to the owner, as the seed lab does.
-	lat, counts, err = rep.evalsha(ctx, st, key)
+	lat, counts, err = rep.evalsha(ctx, st, rowKey("store"))
 	if err := rep.add(rig, LatencyLabRow{Path: "EVALSHA straight to the owning primary", Note: "one hop + the script, as the seed lab measures; no batching, no failure policy", Want: limit.ByStore}, lat, counts, err); err != nil {
 		return err
 	}
@@ -268,6 +278,12 @@ func timeCalls(ctx context.Context, n int, call func() (decision, error)) ([]tim
 
 // Markdown renders the seed lab's latency table with the measured numbers.
 func (r *LatencyLabReport) Markdown() string { return render("latency", r) }
+
+// NeverExhausted reports whether the bucket holds every decision of a
+// row, warm-up included: then nothing is refused.
+func (r *LatencyLabReport) NeverExhausted() bool {
+	return r.Config.Limit >= int64(latencyLabWarmup+r.Config.Samples)
+}
 
 // Warmup is the untimed decisions on each path before the samples.
 func (r *LatencyLabReport) Warmup() int { return latencyLabWarmup }
