@@ -63,7 +63,7 @@ func (c *TableConfig) resolve() error {
 			errs = append(errs, fmt.Errorf("binary %q is not an executable file", b))
 		}
 	}
-	if len(c.Labels) != len(c.Binaries) {
+	if len(c.Binaries) == 2 && len(c.Labels) != 2 {
 		errs = append(errs, fmt.Errorf("%d labels for %d binaries", len(c.Labels), len(c.Binaries)))
 	}
 	if err := errors.Join(errs...); err != nil {
