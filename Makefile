@@ -45,6 +45,9 @@ soak: ## sluice lab soak, 3 minutes of load with faults
 check-long: ## the cross-layer checker with the nemesis (internal/layercheck TestLayersNemesis) for LAYERCHECK_DURATION (default 10m), every violation recorded
 	LAYERCHECK_DURATION=$${LAYERCHECK_DURATION:-10m} LAYERCHECK_KEEPGOING=1 $(GO) test -count=1 -v -run '^TestLayersNemesis$$' -timeout 30m ./internal/layercheck
 
+bench-table: ## the README's bench table, A B A B of the sluice binaries OLD= and NEW= (scripts/bench-table.sh; ARGS= more flags)
+	scripts/bench-table.sh $(OLD) $(NEW) $(ARGS)
+
 ci: ## what CI runs
 	.ci/run
 

@@ -30,6 +30,11 @@ const (
 	// a replica (WAIT), so the row beside tenants' is its price. The
 	// direct side runs the script alone, without WAIT, as for tenants.
 	WorkloadDurable = "durable"
+	// WorkloadHot is one key, under Policy's "bench" bucket with no hot
+	// block: the default protection, so once the key is hot on sluice
+	// (500 requests/s) its decisions spend tokens leased in process. The
+	// direct side runs the script on that one key, on its one primary.
+	WorkloadHot = "hot"
 )
 
 // Defaults of WorkloadConfig.
@@ -43,6 +48,7 @@ const (
 	abuseKeyBase           = "login"
 	durablePolicy          = "bench-durable"
 	durableKeyBase         = "durable"
+	hotKeyBase             = "hot"
 )
 
 // WorkloadPolicy is the policy file of RunWorkloads' sluice, with no hot
@@ -133,8 +139,8 @@ func (c *WorkloadConfig) resolve() error {
 		}
 	}
 	for _, w := range c.Workloads {
-		if w != WorkloadTenants && w != WorkloadAbuse && w != WorkloadDurable {
-			errs = append(errs, fmt.Errorf("workload %q: want %s, %s or %s", w, WorkloadTenants, WorkloadAbuse, WorkloadDurable))
+		if w != WorkloadTenants && w != WorkloadAbuse && w != WorkloadDurable && w != WorkloadHot {
+			errs = append(errs, fmt.Errorf("workload %q: want %s, %s, %s or %s", w, WorkloadTenants, WorkloadAbuse, WorkloadDurable, WorkloadHot))
 		}
 	}
 	if c.Keys.Zipf != 0 && !(c.Keys.Zipf > 1) {
@@ -178,6 +184,10 @@ type WorkloadRun struct {
 	// RedisCPU is µs of the primaries' used_cpu_sys + used_cpu_user
 	// (INFO cpu) over the run per decision.
 	RedisCPU float64
+	// SluiceCPU is µs of the sluice process's user + system CPU
+	// (/proc/<pid>/stat) over the run per decision, on the sluice side;
+	// NaN on the direct side, or where /proc cannot be read.
+	SluiceCPU float64
 }
 
 // PerCall is decisions per script call.
@@ -191,8 +201,8 @@ func (r WorkloadRun) AdmittedShare() float64 {
 // WorkloadSide is one side of a row: the medians over its rounds, and
 // the lowest and highest requests/s.
 type WorkloadSide struct {
-	RPS, RedisCPU, P50, P99, PerCall, AdmittedShare float64
-	MinRPS, MaxRPS                                  float64
+	RPS, RedisCPU, SluiceCPU, P50, P99, PerCall, AdmittedShare float64
+	MinRPS, MaxRPS                                             float64
 }
 
 // WorkloadRow is one workload at one depth, both sides.
@@ -228,6 +238,9 @@ func (c WorkloadConfig) label(workload string, depth int) string {
 	if workload == WorkloadAbuse {
 		return fmt.Sprintf("%s logins over their limit (%d/min), %s", thousands(float64(c.Logins)), abuseLimitPerMinute, inFlight)
 	}
+	if workload == WorkloadHot {
+		return "one hot key (default lease), " + inFlight
+	}
 	keys := "uniform"
 	if c.Keys.Zipf > 1 {
 		keys = "Zipf s = " + strconv.FormatFloat(c.Keys.Zipf, 'g', -1, 64)
@@ -253,14 +266,14 @@ func (rep *WorkloadReport) aggregate() {
 }
 
 func (rep *WorkloadReport) side(w string, d int, s Side) WorkloadSide {
-	var rps, cpu, p50, p99, per, adm []float64
+	var rps, cpu, own, p50, p99, per, adm []float64
 	for _, r := range rep.Runs {
 		if r.Workload == w && r.Depth == d && r.Side == s {
 			rps, cpu, p50, p99 = append(rps, r.RPS), append(cpu, r.RedisCPU), append(p50, r.P50), append(p99, r.P99)
-			per, adm = append(per, r.PerCall()), append(adm, r.AdmittedShare())
+			per, adm, own = append(per, r.PerCall()), append(adm, r.AdmittedShare()), append(own, r.SluiceCPU)
 		}
 	}
-	out := WorkloadSide{RPS: Median(rps), RedisCPU: Median(cpu), P50: Median(p50), P99: Median(p99),
+	out := WorkloadSide{RPS: Median(rps), RedisCPU: Median(cpu), SluiceCPU: Median(own), P50: Median(p50), P99: Median(p99),
 		PerCall: Median(per), AdmittedShare: Median(adm)}
 	if len(rps) > 0 {
 		out.MinRPS, out.MaxRPS = slices.Min(rps), slices.Max(rps)
@@ -307,7 +320,7 @@ func workloadBuckets() (map[string]limit.Bucket, error) {
 		return nil, fmt.Errorf("bench: the built-in policy: %w", err)
 	}
 	out := map[string]limit.Bucket{}
-	for w, name := range map[string]string{WorkloadTenants: "bench", WorkloadAbuse: abusePolicy, WorkloadDurable: durablePolicy} {
+	for w, name := range map[string]string{WorkloadTenants: "bench", WorkloadAbuse: abusePolicy, WorkloadDurable: durablePolicy, WorkloadHot: "bench"} {
 		b, err := set.Lookup(name).Bucket()
 		if err != nil {
 			return nil, fmt.Errorf("bench: the built-in policy %s: %w", name, err)

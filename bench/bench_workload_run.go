@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -44,9 +45,9 @@ func RunWorkloads(ctx context.Context, cfg WorkloadConfig, stdout, progress io.W
 						return rep, err
 					}
 					rep.Runs = append(rep.Runs, run)
-					w.rig.logf("[%d/%d] round %d %-7s P%-3d %-6s %8.0f req/s  p50 %s ms  p99 %s ms  redis %s µs/decision  admitted %s%%  %s decisions/call",
+					w.rig.logf("[%d/%d] round %d %-7s P%-3d %-6s %8.0f req/s  p50 %s ms  p99 %s ms  redis %s µs/decision  sluice %s µs/decision  admitted %s%%  %s decisions/call",
 						len(rep.Runs), total, round, wl, d, side, run.RPS, ms(run.P50), ms(run.P99),
-						fixed(run.RedisCPU, 1), fixed(run.AdmittedShare(), 1), fixed(run.PerCall(), 1))
+						fixed(run.RedisCPU, 1), fixed(run.SluiceCPU, 1), fixed(run.AdmittedShare(), 1), fixed(run.PerCall(), 1))
 				}
 			}
 		}
@@ -68,6 +69,14 @@ type workloads struct {
 	sluice  sluiceDoor
 	slots   []int
 	tool    string
+	// run names this invocation in every key, so that runs of another
+	// invocation on the same cluster (A B A B of two binaries) never
+	// meet its buckets, nor it theirs.
+	run string
+	// pid is the sluice child's, whose CPU the sluice side reads; ticks
+	// the kernel's clock ticks per second.
+	pid   int
+	ticks int64
 }
 
 func startWorkloads(ctx context.Context, cfg WorkloadConfig, progress io.Writer) (*workloads, error) {
@@ -75,7 +84,7 @@ func startWorkloads(ctx context.Context, cfg WorkloadConfig, progress io.Writer)
 	if err != nil {
 		return nil, err
 	}
-	w := &workloads{cfg: cfg, buckets: buckets,
+	w := &workloads{cfg: cfg, buckets: buckets, run: strconv.FormatInt(cfg.Now().UnixNano(), 36), ticks: clockTicks(),
 		tool: "one raw-RESP load generator for both sides (" + strconv.Itoa(cfg.Clients) + " callers, the depth in flight each)"}
 	if w.rig, err = newRig(ctx, rigSpec{name: "bench", binary: cfg.Binary, cluster: cfg.Cluster, policy: WorkloadPolicy}, progress); err != nil {
 		return nil, err
@@ -92,7 +101,8 @@ func startWorkloads(ctx context.Context, cfg WorkloadConfig, progress io.Writer)
 		w.close()
 		return nil, err
 	}
-	w.sluice = sluiceDoor{addr: w.rig.children[len(w.rig.children)-1].addr}
+	ch := w.rig.children[len(w.rig.children)-1]
+	w.sluice, w.pid = sluiceDoor{addr: ch.addr}, ch.pid()
 	w.rig.logf("sluice %s in front of %v; script %s on primaries %v", w.sluice.addr, w.rig.seeds, w.st.sha, w.st.primaries)
 	return w, nil
 }
@@ -118,8 +128,10 @@ func (w *workloads) keys(round int, workload string, depth int, side Side) keySo
 		k.prefix, k.keyspace, k.zipfS = abuseKeyBase, w.cfg.Logins, 0
 	case WorkloadDurable:
 		k.prefix = durableKeyBase
+	case WorkloadHot:
+		k.prefix, k.keyspace, k.zipfS = hotKeyBase, 1, 0
 	}
-	k.prefix += fmt.Sprintf(":r%d.p%d.%s:", round, depth, side)
+	k.prefix += fmt.Sprintf(":%s.r%d.p%d.%s:", w.run, round, depth, side)
 	return k
 }
 
@@ -211,11 +223,19 @@ func (w *workloads) runOne(ctx context.Context, round int, workload string, dept
 	if err != nil {
 		return run, err
 	}
+	t0, err0 := cpuTicks([]int{w.pid})
 	res, err := generate(ctx, d, k, w.cfg.Clients, depth, w.cfg.Requests, w.cfg.RunTimeout)
 	if err != nil {
 		return run, w.rig.errorf("round %d %s P%d %s: %w", round, workload, depth, side, err)
 	}
+	// sluice's CPU over the load alone: read before leasesBack polls its
+	// INFO (the leases it then returns are a few script calls).
+	t1, err1 := cpuTicks([]int{w.pid})
+	run.SluiceCPU = math.NaN()
 	if side == Sluice {
+		if err0 == nil && err1 == nil {
+			run.SluiceCPU = float64(t1-t0) * 1e6 / float64(w.ticks) / float64(res.sent)
+		}
 		w.leasesBack(ctx)
 	}
 	after, err := w.counters(ctx)

@@ -233,8 +233,13 @@ func labLatency() Lab {
 per path: the Go token bucket in this process, RL.TAKE through sluice in
 embedded mode, RL.TAKE through sluice in front of the Redis Cluster, and
 EVALSHA of sluice's script straight to the primary that owns the key.
-Prints p50 and p99 per path. Without --cluster it starts a local 3+3 Redis
-Cluster.
+Each path has a key of its own under a bucket the run never exhausts
+(capacity: warm-up + --samples; hot-key mode off), so every decision is
+the path's own: nothing is refused, so the deny cache never answers.
+Prints p50 and p99 per path with what decided them (the replies'
+decided_by), and marks a row whose own path (embedded, store) decided
+fewer than 99 % of its decisions. Without --cluster it starts a local 3+3
+Redis Cluster.
 `, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
 			rep := &LatencyLabReport{}
 			c := &rep.Config
@@ -365,13 +370,18 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	fs.StringVar(&cfg.Binary, "binary", "", "the sluice binary to start as 'sluice serve' (default: this executable; the embedded runs are always this one)")
 	peerBin := fs.String("peer-bin", "", "the peer's binary")
 	keys := fs.String("keys", "", "instead: `uniform|zipf:S` keys (S > 1, over --keyspace), one raw-RESP Go load generator for both sides, RL.TAKE through sluice vs EVALSHA to the owning primary, --pipelines requests in flight per caller, Redis CPU per decision in every row (default: redis-benchmark's uniform keys, as above)")
-	workload := fs.String("workload", "", "with the Go generator (implies --keys uniform when --keys is not given): workloads `tenants,abuse,durable` to run, tenants the --keys keys under a policy that admits everything, abuse --logins keys under 5/min, nearly every request refused, durable the tenants' keys under the same policy with durability: replica")
+	workload := fs.String("workload", "", "with the Go generator (implies --keys uniform when --keys is not given): workloads `tenants,abuse,durable,hot` to run, tenants the --keys keys under a policy that admits everything, abuse --logins keys under 5/min, nearly every request refused, durable the tenants' keys under the same policy with durability: replica, hot one key under the policy that admits everything with the default hot-key protection (lease)")
 	logins := fs.Int("logins", DefaultLogins, "keys of --workload abuse")
+	ab := fs.String("ab", "", "instead: `OLD,NEW` sluice binaries, A B A B: the README's bench table rows (uniform keys P1 and P16 by redis-benchmark; Zipf tenants, 2,000,000 keys, s = 1.1, P1 and P16; abusers P16; one hot key P16), --rounds (default 2) of each binary, --requests per run (default 50000), with Redis CPU and sluice CPU per decision, printed as a table of medians old → new")
+	abLabels := fs.String("ab-labels", "A,B", "with --ab: the two binaries' names in the table")
 	front := fs.String("front", "", "instead: drive the doors resp,http,grpc of one sluice with a Go load generator (--clients callers, --requests each, uniform keys), next to RL.TAKE by redis-benchmark and direct EVALSHA")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		cfg.NoEmbedded = !*embedded
 		if clusterS != "" {
 			cfg.Cluster = strings.Split(clusterS, ",")
+		}
+		if *ab != "" {
+			return runTableCommand(ctx, fs, cfg, *ab, *abLabels, stdout, stderr)
 		}
 		if *front != "" && *keys == "" && *workload == "" {
 			return runFrontsCommand(ctx, cfg, *front, *peer, *peerBin, stdout, stderr)
@@ -448,5 +458,26 @@ func runWorkloadsCommand(ctx context.Context, fs *flag.FlagSet, cfg Config, keys
 		wc.Warmup = cmp.Or(wc.Warmup, QuickWarmup)
 	}
 	_, err = RunWorkloads(ctx, wc, stdout, stderr)
+	return err
+}
+
+// runTableCommand is `sluice bench --ab OLD,NEW`: RunTable with the flags
+// of cfg it reads; the flags of the other modes are refused rather than
+// ignored.
+func runTableCommand(ctx context.Context, fs *flag.FlagSet, cfg Config, binaries, labels string, stdout, stderr io.Writer) error {
+	var refused []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "ab", "ab-labels", "cluster", "requests", "rounds", "clients", "out":
+		default:
+			refused = append(refused, "--"+f.Name)
+		}
+	})
+	if len(refused) > 0 {
+		return fmt.Errorf("bench: --ab runs its own rows with --cluster, --requests, --rounds, --clients and --out: %s do not apply", strings.Join(refused, ", "))
+	}
+	tc := TableConfig{Binaries: strings.Split(binaries, ","), Labels: strings.Split(labels, ","), Cluster: cfg.Cluster,
+		Requests: cfg.Requests, Rounds: cfg.Rounds, Clients: cfg.Clients, MarkdownPath: cfg.MarkdownPath}
+	_, err := RunTable(ctx, tc, stdout, stderr)
 	return err
 }

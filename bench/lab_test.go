@@ -182,12 +182,19 @@ func TestLatencyLab(t *testing.T) {
 	if len(rep.Rows) != 4 {
 		t.Fatalf("%d rows, want 4 paths", len(rep.Rows))
 	}
-	checkTable(t, md, "| Path | p50 | p99 | note |",
+	checkTable(t, md, "| Path | p50 | p99 | decided by | note |",
 		"in-process Go decision (local.Store.Do)", "RL.TAKE → sluice, embedded (no Redis)",
 		"RL.TAKE → sluice → Redis Cluster", "EVALSHA straight to the owning primary")
 	for _, r := range rep.Rows {
 		if r.Samples != 2000 || !(r.P50 > 0) || r.P99 < r.P50 {
 			t.Errorf("%s: %d samples, p50 %v, p99 %v", r.Path, r.Samples, r.P50, r.P99)
+		}
+	}
+	checkTable(t, md, "| Path | samples | max | allowed | decided_by |")
+	for i, want := range []string{"embedded", "embedded", "store", "store"} {
+		r := rep.Rows[i]
+		if r.Want != want || r.Check() != "" {
+			t.Errorf("%s: decided_by %s (%d allowed): want at least %.0f%% of %d by %s (%q)", r.Path, formatCounts(r.DecidedBy), r.Allowed, 100*MinWantShare, r.Samples, want, r.Check())
 		}
 	}
 	inproc := rep.Rows[0]
@@ -238,6 +245,29 @@ func TestPartitionLabVerdict(t *testing.T) {
 		r := PartitionLabRow{Allowed: tc.allowed, Rejected: tc.rejected, Errors: tc.errors, Cap: 250, Share: 250}
 		if got := r.Verdict(); got != tc.want {
 			t.Errorf("allowed %d rejected %d errors %d: got %q, want %q", tc.allowed, tc.rejected, tc.errors, got, tc.want)
+		}
+	}
+}
+
+func TestLatencyLabRowCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		want    string
+		samples int
+		by      map[string]int64
+		ok      bool
+	}{
+		{"store", 20_000, map[string]int64{"store": 20_000}, true},
+		{"store", 20_000, map[string]int64{"store": 19_800, "overload-closed": 200}, true},
+		{"store", 20_000, map[string]int64{"store": 19_799, "deny-cache": 201}, false},
+		{"store", 20_000, map[string]int64{"deny-cache": 19_941, "store": 59}, false},
+		{"embedded", 100, map[string]int64{"embedded": 100}, true},
+		{"store", 100, map[string]int64{"embedded": 100}, false},
+		{"store", 0, nil, false},
+	} {
+		r := LatencyLabRow{Path: "p", Samples: tc.samples, Want: tc.want, DecidedBy: tc.by}
+		if got := r.Check() == ""; got != tc.ok {
+			t.Errorf("want %s, %d samples, decided_by %s: check %q, want passing %v", tc.want, tc.samples, formatCounts(tc.by), r.Check(), tc.ok)
 		}
 	}
 }

@@ -43,8 +43,10 @@ func goldenReports(t *testing.T) map[string]interface{ Markdown() string } {
 			Strict: 2411300 * time.Microsecond, Note: "127.0.0.1:14283 promoted 1.908s after the kill"},
 	}}
 	latency := &LatencyLabReport{Config: LatencyLabConfig{}, LabRun: run, Owner: "127.0.0.1:7002", Rows: []LatencyLabRow{
-		{Path: "in-process Go decision (local.Store.Do)", Note: "no I/O", Samples: 20_000, P50: 0.00029, P99: 0.00036, Max: 0.02, Allowed: 12},
-		{Path: "RL.TAKE → sluice → Redis Cluster", Note: "two hops", Samples: 20_000, P50: 0.105, P99: 0.236, Max: 12.5, Allowed: 10},
+		{Path: "in-process Go decision (local.Store.Do)", Note: "no I/O", Samples: 20_000, P50: 0.00029, P99: 0.00036, Max: 0.02, Allowed: 12,
+			Want: "embedded", DecidedBy: map[string]int64{"embedded": 20_000}},
+		{Path: "RL.TAKE → sluice → Redis Cluster", Note: "two hops", Samples: 20_000, P50: 0.105, P99: 0.236, Max: 12.5, Allowed: 10,
+			Want: "store", DecidedBy: map[string]int64{"deny-cache": 19_941, "store": 59}},
 	}}
 	hot := &HotLabReport{Config: HotLabConfig{}, LabRun: run, Key: HotLabKey, Owner: "127.0.0.1:7001",
 		Primaries: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"}, Arms: []HotLabResult{

@@ -414,7 +414,7 @@ func TestLabWritesOnlyWithOut(t *testing.T) {
 	requireTool(t, "redis-server")
 	c := redistest.NewCluster(t, localredis.Config{})
 	seeds := strings.Join(c.Addrs(), ",")
-	const header = "| Path | p50 | p99 | note |"
+	const header = "| Path | p50 | p99 | decided by | note |"
 	lab := func(dir string, extra ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
