@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -262,4 +263,56 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// A batch whose deadline passes between "Function not found" and the
+// FUNCTION LOAD and FCALL that would follow was never run: it is not sent
+// again, its requests are overloaded (as TestExpiredBetweenPassesIsOverload
+// after NOSCRIPT), the library is not loaded for it, and nothing is spent.
+func TestExpiredAfterFunctionNotFoundIsNotReplayed(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	ctx := t.Context()
+	obs := &noScriptStall{}
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: time.Second, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := &limit.Policy{Name: "p", Limit: 10, Rate: 1, Period: time.Hour}
+	takeAll(ctx, t, s, p, p.Limit-1, []string{"warm:1", "warm:2"}) // loads the library
+	if err := s.single.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pa, err := s.policyArgs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.queue(n.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	var items []*item
+	for _, k := range []string{"between:1", "between:2"} {
+		items = append(items, &item{key: Key(k), script: pa.script, pa: pa, cost: 1, op: limit.OpTake, addr: n.Addr})
+	}
+	u := &unit{addr: n.Addr, ctx: uctx, items: items, done: make(chan struct{}), q: q, queued: time.Now().UnixNano()}
+	obs.until.Store(&uctx)
+	before := q.overloads.Load()
+	q.send([]*unit{u}, new(link)) // Function not found; the deadline passes before the reload
+	for i, it := range items {
+		if err := it.res.Err; !errors.Is(err, limit.ErrOverload) {
+			t.Errorf("item %d, run out of time after Function not found: %v, want overload", i, err)
+		}
+	}
+	if got := q.overloads.Load() - before; got != int64(len(items)) {
+		t.Errorf("counted %d overloaded, want %d", got, len(items))
+	}
+	obs.until.Store(nil)
+	if hasLibrary(ctx, t, s.single) {
+		t.Error("the library was loaded for a batch that had run out of time")
+	}
+	takeAll(ctx, t, s, p, p.Limit-1, []string{"between:1", "between:2"})
 }
