@@ -390,8 +390,9 @@ func (q *nodeQueue) heard(batch []*unit, sent time.Time, reached bool) {
 }
 
 // pipeline sends items in one round trip on l and files each reply; it
-// reports whether the node answered, and whether the batch script met
-// NOSCRIPT (the next pass sends it by EVAL; evalBatch says this pass does).
+// reports whether the node answered, and whether the batch call met
+// NOSCRIPT or "Function not found" (the next pass sends it by EVAL, or
+// after a FUNCTION LOAD; evalBatch says this pass does).
 // When the node admitted a durable spend, WAIT follows on l (replicate);
 // stalled reports that no replica acknowledged it.
 func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBatch bool) (reached, noScript, stalled bool) {
