@@ -226,7 +226,7 @@ func (s *store) stats(ctx context.Context) (map[string]nodeStats, error) {
 		}
 		f := infoFields(text)
 		var st nodeStats
-		for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro", "cmdstat_eval_ro"} {
+		for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro", "cmdstat_eval_ro", "cmdstat_fcall", "cmdstat_fcall_ro"} {
 			cs := commandStat(f[name])
 			st.scriptCalls += cs["calls"]
 			st.failed += cs["failed_calls"] + cs["rejected_calls"]

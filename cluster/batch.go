@@ -81,6 +81,7 @@ type nodeQueue struct {
 	lateReads                      atomic.Int64 // reads that timed out with the node's reply waiting (overload_read.go)
 	pipelines, commands, decisions atomic.Int64
 	noBatch                        atomic.Bool // the node refused the batch script (no script flags)
+	fn                             funcState   // the batch library on the node (function.go)
 	// unackedUntil (unix ns) is the end of the node's spell: set when a
 	// WAIT was not acknowledged, its pipelines send none until then; spell
 	// is the spell's length (ns), doubled by each probe that fails
@@ -389,8 +390,9 @@ func (q *nodeQueue) heard(batch []*unit, sent time.Time, reached bool) {
 }
 
 // pipeline sends items in one round trip on l and files each reply; it
-// reports whether the node answered, and whether the batch script met
-// NOSCRIPT (the next pass sends it by EVAL; evalBatch says this pass does).
+// reports whether the node answered, and whether the batch call met
+// NOSCRIPT or "Function not found" (the next pass sends it by EVAL, or
+// after a FUNCTION LOAD; evalBatch says this pass does).
 // When the node admitted a durable spend, WAIT follows on l (replicate);
 // stalled reports that no replica acknowledged it.
 func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBatch bool) (reached, noScript, stalled bool) {
@@ -403,14 +405,22 @@ func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBa
 	q.pipelines.Add(1)
 	q.commands.Add(int64(len(rest)))
 	var bcmd *redis.IntSliceCmd
+	var load *redis.StringCmd // FUNCTION LOAD before an FCALL (function.go)
+	fcall := batched != nil && q.useFunc()
 	if batched != nil {
 		q.commands.Add(1)
-		bcmd = batchCmd(ctx, batched, evalBatch, sc)
+		if fcall {
+			load = q.loadCmd(ctx, evalBatch)
+		}
+		bcmd = batchCmd(ctx, batched, fcall, evalBatch, sc)
 	}
 	sc.cmds = slices.Grow(sc.cmds[:0], len(rest))[:len(rest)]
 	cmds := sc.cmds
 	start := time.Now()
 	_, err := l.conn(q.client).Pipelined(ctx, func(p redis.Pipeliner) error {
+		if load != nil {
+			_ = p.Process(ctx, load)
+		}
 		if bcmd != nil {
 			_ = p.Process(ctx, bcmd)
 		}
@@ -428,8 +438,11 @@ func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBa
 		o.Pipeline(q.addr, time.Since(start), len(cmds)+min(1, len(batched)))
 	}
 	reached = true
+	if load != nil {
+		q.fileLoad(load)
+	}
 	if bcmd != nil {
-		reached, noScript = q.fileBatch(bcmd, batched, evalBatch)
+		reached, noScript = q.fileBatch(bcmd, batched, fcall, evalBatch)
 	}
 	for i, it := range rest {
 		if cmds[i].Err() == nil {

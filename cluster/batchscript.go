@@ -14,15 +14,26 @@ import (
 	"github.com/sluice-rl/sluice/lua"
 )
 
-// minBatch is the fewest single-key requests that go to the batch script.
-// Counted with callgrind on redis-server 7.0.15 (instructions are exact
-// where timings on a shared machine are not; redis-benchmark, pipeline 16,
-// fresh keys), per decision: the single-key script 90,900; the batch script
-// 126,400 for one key, 92,700 for two, 82,500 for three, 75,800 for four,
-// 66,500 for eight, 61,600 for sixteen. Each call builds the closures of
-// all four algorithms and parses its policy table again, so one or two
-// keys are cheaper one by one.
-const minBatch = 3
+// minBatch is the fewest single-key requests that go to the batch script,
+// on a node that runs scripts but not functions; minBatchFunc the fewest
+// that go to the batch library (function.go). Counted with callgrind on
+// redis-server 7.0.15 (instructions are exact where timings on a shared
+// machine are not), fresh keys, pipelines of 16 calls, 1,000 calls a
+// phase, two rounds, per decision: the single-key script 94,300–97,500;
+// the batch script (EVALSHA) 134,500–135,600 for one key, 98,500–99,300
+// for two, 85,000–88,100 for three, 79,600–80,200 for four, 70,300 for
+// eight, 64,900–65,000 for sixteen; the library (FCALL) 115,800–116,600,
+// 86,900–88,100, 79,900–80,300, 75,800–76,400, 67,000–68,400 and
+// 64,300–64,500. A script call builds the closures and tables of all
+// four algorithms again, about 18,000–20,000 instructions a call that a
+// function built once at FUNCTION LOAD; what is left a call (the policy
+// table, the call's own tables, FCALL itself) still makes one key cheaper
+// by its own script, but two already cheaper in one FCALL (87,500 against
+// 95,900 a decision) and not yet in one EVALSHA (98,900).
+const (
+	minBatch     = 3
+	minBatchFunc = 2
+)
 
 // scratch holds the slices one pipeline builds and drops when it returns:
 // the split of its items, the batch script's arguments, the commands.
@@ -78,7 +89,7 @@ func (q *nodeQueue) split(items []*item, sc *scratch) (batched, rest []*item) {
 			n++
 		}
 	}
-	if n < minBatch {
+	if n < minBatch && (n < minBatchFunc || !q.useFunc()) {
 		return nil, items
 	}
 	batched, rest = sc.batched[:0], sc.rest[:0]
@@ -97,10 +108,11 @@ func batchable(it *item) bool {
 	return it.multi == nil && it.pa != nil && !it.ask && !it.alone && !it.eval
 }
 
-// batchCmd is the call of lua.Batch for items: EVALSHA, or EVAL when the
-// node has not got the script. Each policy's numbers go once, in the table
-// at the head of ARGV, and each item names its policy by index.
-func batchCmd(ctx context.Context, items []*item, eval bool, sc *scratch) *redis.IntSliceCmd {
+// batchCmd is the call of the batch for items: FCALL of lua.BatchLibrary
+// when fcall is set (function.go), else of lua.Batch by EVALSHA, or EVAL
+// when the node has not got the script. Each policy's numbers go once, in
+// the table at the head of ARGV, and each item names its policy by index.
+func batchCmd(ctx context.Context, items []*item, fcall, eval bool, sc *scratch) *redis.IntSliceCmd {
 	// A batch holds few policies: a scan of them beats a map per batch.
 	pols := sc.pols[:0]
 	idx := slices.Grow(sc.idx[:0], len(items))[:len(items)]
@@ -113,9 +125,12 @@ func batchCmd(ctx context.Context, items []*item, eval bool, sc *scratch) *redis
 		idx[i] = j + 1
 	}
 	args := slices.Grow(sc.args[:0], 4+4*len(pols)+lua.BatchItemArgs*len(items))
-	if eval {
+	switch {
+	case fcall:
+		args = append(args, "fcall", batchLibFunc, 0)
+	case eval:
 		args = append(args, "eval", batchSrc, 0)
-	} else {
+	default:
 		args = append(args, "evalsha", batchSHA, 0)
 	}
 	args = append(args, len(pols))
@@ -133,15 +148,20 @@ func batchCmd(ctx context.Context, items []*item, eval bool, sc *scratch) *redis
 // variable allocates.
 var batchSHA, batchSrc any = lua.Batch.SHA, lua.Batch.Src
 
-// fileBatch files the reply of a batch script call: each item's decision,
-// or a mark that sends it by its own script in the next pass. It reports
-// whether the node answered, and whether it had no script (NOSCRIPT: the
-// whole batch goes again by EVAL). An error reply other than NOSCRIPT —
+// fileBatch files the reply of a batch call (by FCALL when fcall is set):
+// each item's decision, or a mark that sends it by its own script in the
+// next pass. It reports whether the node answered, and whether it had no
+// script (NOSCRIPT: the whole batch goes again by EVAL; "Function not
+// found": again by FCALL after a FUNCTION LOAD; a node that cannot run
+// functions: again by EVAL, and by the script from then on). Redis ran
+// nothing of a call it answered so, and evalSent (the call was the EVAL,
+// or followed a FUNCTION LOAD) stops a second round. An error reply other
+// than those —
 // READONLY from a demoted primary, a cluster that is down, a Redis without
 // script flags — sends every item its own way, where MOVED, ASK and the
 // connectivity list apply; a node that cannot run the script is not sent
 // it again.
-func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bool) (reached, noScript bool) {
+func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, fcall, evalSent bool) (reached, noScript bool) {
 	err := cmd.Err()
 	if err != nil {
 		q.s.observeErr(q.addr, err)
@@ -166,7 +186,19 @@ func (q *nodeQueue) fileBatch(cmd *redis.IntSliceCmd, items []*item, evalSent bo
 			}
 		}
 		return true, false
-	case redis.HasErrorPrefix(err, "NOSCRIPT") && !evalSent:
+	case fcall && funcNotFound(err) && !evalSent:
+		q.fn.loaded.Store(false)
+		for _, it := range items {
+			it.again = true
+		}
+		return true, true
+	case fcall && noFunctions(err):
+		q.functionsOff(err)
+		for _, it := range items {
+			it.again = true
+		}
+		return true, true
+	case !fcall && redis.HasErrorPrefix(err, "NOSCRIPT") && !evalSent:
 		for _, it := range items {
 			it.again = true
 		}

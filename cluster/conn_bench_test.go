@@ -70,7 +70,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 				run := func() {
 					ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 					defer cancel()
-					bcmd := batchCmd(ctx, batched, false, new(scratch))
+					bcmd := batchCmd(ctx, batched, false, false, new(scratch))
 					_, _ = pipelined(ctx, func(p redis.Pipeliner) error {
 						_ = p.Process(ctx, bcmd)
 						for i, it := range rest {

@@ -28,7 +28,7 @@ const (
 	KindClusterDown = "cluster_down" // CLUSTERDOWN, LOADING, MASTERDOWN, READONLY, BUSY, max clients: the node cannot serve now
 	KindTryAgain    = "tryagain"     // TRYAGAIN: a slot is migrating
 	KindRedirect    = "moved_ask"    // MOVED or ASK: sent to another node
-	KindNoScript    = "noscript"     // NOSCRIPT: the script is loaded and the command sent again
+	KindNoScript    = "noscript"     // NOSCRIPT or "Function not found": the script or library is loaded and the command sent again
 	KindBreakerOpen = "breaker_open" // not sent: the node's circuit breaker is open
 	KindOverload    = "overload"     // not sent, or late: the node answers, but its queue would outlast the deadline
 	KindUnacked     = "unacked"      // a durable spend no replica acknowledged in time (WAIT): answered by on_store_error
@@ -42,7 +42,7 @@ func errKind(err error) string {
 		return KindBreakerOpen
 	case errors.Is(err, ErrNotReplicated):
 		return KindUnacked
-	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+	case redis.HasErrorPrefix(err, "NOSCRIPT"), funcNotFound(err):
 		return KindNoScript
 	case redis.IsClusterDownError(err):
 		return KindClusterDown

@@ -65,22 +65,42 @@ func TestObserver(t *testing.T) {
 	ctx := context.Background()
 	p := &limit.Policy{Name: "p", Limit: 100, Rate: 1, Period: time.Hour}
 
-	// A fresh node has no script: NOSCRIPT, then EVAL, two round trips;
-	// the eight keys (at least minBatch) go in one call of the batch script.
+	// A fresh queue loads the batch library with its first batch: FUNCTION
+	// LOAD and FCALL in one round trip; the eight keys (at least minBatch)
+	// go in one call.
 	if minBatch > 8 {
 		t.Fatalf("minBatch is %d: give this test that many keys", minBatch)
 	}
 	if r := takeN(ctx, s, p, "a", "b", "c", "d", "e", "f", "g", "h")[0]; r.Err != nil {
 		t.Fatal(r.Err)
 	}
+	if got := rec.count(rec.errs, n.Addr+" "+KindNoScript); got != 0 {
+		t.Errorf("noscript errors = %d, want 0", got)
+	}
+	if got := rec.count(rec.pipelines, n.Addr); got != 1 {
+		t.Errorf("round trips = %d, want 1 (FUNCTION LOAD and FCALL)", got)
+	}
+	if got := rec.count(rec.commands, n.Addr); got != 1 {
+		t.Errorf("commands = %d, want 1", got)
+	}
+	// The node loses its functions: "Function not found", then FUNCTION
+	// LOAD and FCALL again, two more round trips.
+	rcf := redis.NewClient(&redis.Options{Addr: n.Addr})
+	defer rcf.Close()
+	if err := rcf.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := takeN(ctx, s, p, "a2", "b2", "c2", "d2", "e2", "f2", "g2", "h2")[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
 	if got := rec.count(rec.errs, n.Addr+" "+KindNoScript); got != 1 {
-		t.Errorf("noscript errors = %d, want 1", got)
+		t.Errorf("noscript errors after FUNCTION FLUSH = %d, want 1", got)
 	}
-	if got := rec.count(rec.pipelines, n.Addr); got != 2 {
-		t.Errorf("round trips = %d, want 2 (EVALSHA, then EVAL)", got)
+	if got := rec.count(rec.pipelines, n.Addr); got != 3 {
+		t.Errorf("round trips = %d, want 3 (then FCALL, FUNCTION LOAD and FCALL)", got)
 	}
-	if got := rec.count(rec.commands, n.Addr); got != 2 {
-		t.Errorf("commands = %d, want 2", got)
+	if got := rec.count(rec.commands, n.Addr); got != 3 {
+		t.Errorf("commands = %d, want 3", got)
 	}
 
 	// Each by its own script: three of each.

@@ -23,7 +23,9 @@ import (
 func TestPooledItemsNeverReachAGivenUpUnit(t *testing.T) {
 	t.Parallel()
 	n := redistest.NewSingle(t)
-	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 10 * time.Second, Pipelines: 1})
+	// PerKey: two keys go by their own script (the slow one for A) on a
+	// node that runs functions too, where two would be batched.
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 10 * time.Second, Pipelines: 1, PerKey: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestPooledItemsNeverReachAGivenUpUnit(t *testing.T) {
 			defer close(aDone)
 			actx, cancel := context.WithTimeout(ctx, 600*time.Millisecond) // sent at ~400ms, answered at ~800ms
 			defer cancel()
-			a = takeN(actx, s, slow, "a:1", "a:2") // fewer than minBatch: by their own script
+			a = takeN(actx, s, slow, "a:1", "a:2") // by their own script (PerKey)
 		}()
 		waitUntil(t, 5*time.Second, "request A never queued", func() bool { return queued(s) == 1 })
 		waitUntil(t, 5*time.Second, "request A never went out", func() bool { p, _ := totals(s); return p == p0+2 })

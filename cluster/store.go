@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -84,6 +85,9 @@ type Config struct {
 	// Observer, when set, is told of every round trip and failed command,
 	// for metrics; nil means none.
 	Observer Observer
+	// Logger hears of what a node cannot do that sluice then works around
+	// (a node without Redis Functions); nil means slog.Default().
+	Logger *slog.Logger
 	// Tracer, when set, gives each node's part of a traced batch a span
 	// (trace.go), a child of the limiter's span in the caller's context;
 	// nil, the default, is tracing off.

@@ -61,7 +61,7 @@ func batchSkewed(ctx context.Context, c redis.Scripter, items []batchItem, now, 
 		args = append(args, it.key, index[it.p], cost, op)
 	}
 	args = append(args, now/1_000_000, now%1_000_000)
-	v, err := clockedBatch.Run(ctx, c, nil, args...).Int64Slice()
+	v, err := runBatch(ctx, c, args).Int64Slice()
 	if err != nil {
 		return nil, nil, err
 	}
