@@ -115,5 +115,5 @@ local function write(key, raw, ttl)
     redis.call('DEL', key)
     return
   end
-  redis.call('SET', key, struct.pack('<c1ddd', raw[4], raw[1], raw[2], raw[3] or 0), 'PX', ttl)
+  redis.call('SET', key, struct.pack('<c1ddd', raw[4], raw[1], raw[2], raw[3] or 0), 'PX', string.format('%d', ttl))
 end
