@@ -69,7 +69,7 @@ func TestStateLayoutIsStable(t *testing.T) {
 			if form == "single" {
 				got = evalAt(ctx, rc, key, p, 1, limit.OpTake, now)
 			} else {
-				_, res, err := batchAt(ctx, rc, []batchItem{{key, p, 1, limit.OpTake}}, now)
+				_, res, err := batchAt(ctx, rc, []batchItem{{key, p, 1, limit.OpTake, 0}}, now)
 				if err != nil {
 					t.Fatal(err)
 				}
