@@ -61,8 +61,9 @@ local function read(key, id)
   return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
 end
 
--- fields returns the state an algorithm sees in raw: its fields when raw
--- carries its tag, none when raw is empty. A state another algorithm wrote
+-- fields returns the state an algorithm sees in raw when raw carries
+-- another algorithm's tag (its own tag, or none, it sees in raw as it is,
+-- see decide). A state another algorithm wrote
 -- (the key's policy changed algorithm) is never read as a fresh, full
 -- bucket: it reads as spent now, a bucket empty at now (a1..a3 are the
 -- policy's parameters: scale a3 for the buckets, limit a1 for the
@@ -70,8 +71,6 @@ end
 -- count taken just after now, which is in the current window); a pool,
 -- which starts empty anyway, as none.
 local function fields(raw, id, a1, a3, now)
-  local t = raw[4]
-  if t == tags[id] or t == nil then return raw end
   if id == 5 then return none end
   if id == 1 then return {0, now, a3} end
   if id == 2 then return {now, a1, a3} end
@@ -90,8 +89,10 @@ end
 -- state under its key reads as none (see fields).
 -- local/state.go's DecideFrom does the same.
 local function decide(alg, raw, id, a1, a2, a3, cost, op, now, from)
-  local st = fields(raw, id, a1, a3, now)
-  if op == 3 and cost >= 0 and id ~= 5 and raw[4] ~= nil and raw[4] ~= tags[id] then
+  local t = raw[4]
+  if t == nil or t == tags[id] then return alg(raw, a1, a2, a3, cost, op, now, from) end
+  local st = fields(raw, id, a1, a3, now) -- another owner's state
+  if op == 3 and cost >= 0 and id ~= 5 then
     return (alg(st, a1, a2, a3, 0, 1, now, 0)), nil
   end
   return alg(st, a1, a2, a3, cost, op, now, from)
