@@ -27,6 +27,8 @@ type batchItem struct {
 	p    *limit.Policy
 	cost int64
 	op   limit.Op
+	// from is the window a return names, or a claim's hold (lua.OpArg)
+	from int64
 }
 
 // batchAt runs one Batch call at now; for each item it returns whether the
@@ -58,7 +60,7 @@ func batchSkewed(ctx context.Context, c redis.Scripter, items []batchItem, now, 
 	}
 	for _, it := range items {
 		cost, op := lua.ScriptOp(it.op, it.cost)
-		args = append(args, it.key, index[it.p], cost, op)
+		args = append(args, it.key, index[it.p], cost, lua.OpArg(op, it.from))
 	}
 	args = append(args, now/1_000_000, now%1_000_000)
 	v, err := runBatch(ctx, c, args).Int64Slice()
@@ -85,7 +87,7 @@ func TestBatchVectors(t *testing.T) {
 	for _, tab := range append(algotest.Tables(), algotest.Table{Algorithm: "calendar-skew", Vectors: algotest.CalendarSkew}) {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
 			algotest.RunAt(t, tab.Vectors, "bvec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now, sluiceNow int64) limit.Result {
-				served, res, err := batchSkewed(ctx, node.Client(), []batchItem{{key, p, cost, op}}, now, sluiceNow)
+				served, res, err := batchSkewed(ctx, node.Client(), []batchItem{{key, p, cost, op, 0}}, now, sluiceNow)
 				if err != nil {
 					return limit.Result{Err: err}
 				}
@@ -120,7 +122,7 @@ func TestBatchAgreesWithGo(t *testing.T) {
 				k := rng.IntN(nkeys)
 				which[i] = k
 				op, cost := randomOp(rng, 1+rng.Int64N(pols[k].Limit/2+2))
-				items[i] = batchItem{keys[k], pols[k], cost, op}
+				items[i] = batchItem{keys[k], pols[k], cost, op, 0}
 			}
 			agreeBatch(ctx, t, node.Client(), items, which, states, now, fmt.Sprintf("seq %d step %d", seq, step))
 		}
@@ -198,7 +200,7 @@ func TestBatchMarksKeysOfOtherNodes(t *testing.T) {
 	mine := map[string]bool{}
 	for i := range 60 {
 		k := "sluice:{mark" + strconv.Itoa(i%20) + "}" // each key three times
-		items = append(items, batchItem{k, p, 1, limit.OpTake})
+		items = append(items, batchItem{k, p, 1, limit.OpTake, 0})
 		mine[k] = owned[keyslot.Slot(k)]
 	}
 	if len(mine) != 20 {
@@ -313,7 +315,7 @@ func TestForeignValueIsAnError(t *testing.T) {
 			if r := evalAt(ctx, rc, k, p, 1, limit.OpReturn, algotest.T0); r.Err == nil {
 				t.Errorf("%s %s: %+v, want a WRONGTYPE error", p.Algorithm, k, r)
 			}
-			served, _, err := batchAt(ctx, rc, []batchItem{{k, p, 1, limit.OpTake}, {"fine", p, 1, limit.OpTake}}, algotest.T0)
+			served, _, err := batchAt(ctx, rc, []batchItem{{k, p, 1, limit.OpTake, 0}, {"fine", p, 1, limit.OpTake, 0}}, algotest.T0)
 			if err != nil || served[0] || !served[1] {
 				t.Errorf("%s %s in a batch: served %v, err %v; want it marked and the other decided", p.Algorithm, k, served, err)
 			}

@@ -7,7 +7,8 @@
 -- spending more than there is) of at most one capacity, and never so deep
 -- that capacity - v leaves 2^53 (gcra.lua's maxd is the same bound).
 local function debt_floor(capacity)
-  return capacity - math.min(2 * capacity, 9007199254740991)
+  if capacity > 4503599627370495 then return capacity - 9007199254740991 end
+  return -capacity
 end
 
 -- spend_units decides a return (op 3), a take (0) or a peek (1) of cost

@@ -90,7 +90,7 @@ func TestCalendarAgreesWithGo(t *testing.T) {
 				t.Fatalf("%s: lua %+v, go %+v", where, got, want)
 			}
 			want, _, _ = local.DecideAt(&bst, p, cost, now, now+skew, op, 0)
-			served, got, err := batchSkewed(ctx, node.Client(), []batchItem{{"b" + key, p, cost, op}}, now, now+skew)
+			served, got, err := batchSkewed(ctx, node.Client(), []batchItem{{"b" + key, p, cost, op, 0}}, now, now+skew)
 			if err != nil {
 				t.Fatal(err)
 			}

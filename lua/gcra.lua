@@ -62,7 +62,8 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
   -- grows back would find tokens nobody gave back (the token bucket keeps
   -- the tokens present, which a shrinking limit caps, so it needs no such
   -- rule).
-  local maxd = math.min(2 * capacity, 9007199254740991)
+  local maxd = 2 * capacity
+  if maxd > 9007199254740991 then maxd = 9007199254740991 end
   local at = st[1]
   local d = st[2]
   if at == nil or d == nil then
@@ -110,15 +111,20 @@ local function gcra(st, capacity, refill, scale, cost, op, now, from)
     allowed, retry, v, write = spend_units(v, capacity, scale, limit, per_ms, cost, op)
   end
   d = capacity - v
+  local reset = math.ceil(d / per_ms)
   local new = nil
   if write and d <= 0 then
     new = false -- a TAT not ahead of now is the same as none
   elseif write then
-    -- the TAT is (at - now) + d / refill us ahead of now
-    new = {at, d, scale, math.ceil(d / per_ms) + math.ceil((at - now) / 1000) + 1000}
+    -- the TAT is (at - now) + d / refill us ahead of now (at is never behind now)
+    local ttl = reset + 1000
+    if at > now then ttl = ttl + math.ceil((at - now) / 1000) end
+    new = {at, d, scale, ttl}
   end
 
   local reply7 = 0
   if op == 2 and from ~= nil and from ~= 0 then reply7 = held end
-  return {allowed, limit, math.max(0, math.floor(v / scale)), retry, math.ceil(d / per_ms), granted, reply7}, new
+  local remaining = 0 -- whole tokens; none in debt
+  if v >= scale then remaining = math.floor(v / scale) end
+  return {allowed, limit, remaining, retry, reset, granted, reply7}, new
 end

@@ -26,8 +26,40 @@ type ostep struct {
 
 // runOwner runs steps on one key, on the Lua script in a real Redis and on
 // the Go model, and checks both say allowed as the step wants and agree
-// on every field.
+// on every field; then the same steps on another key, each a batch of one
+// of the batch script.
 func runOwner(t *testing.T, c redis.Scripter, key string, steps []ostep) {
+	t.Helper()
+	runOwnerSingle(t, c, key, steps)
+	runOwnerBatch(t, c, key+":batch", steps)
+}
+
+func runOwnerBatch(t *testing.T, c redis.Scripter, key string, steps []ostep) {
+	t.Helper()
+	ctx := context.Background()
+	var st local.State
+	got := make([]limit.Result, len(steps))
+	for i, s := range steps {
+		var from int64
+		if s.from >= 0 {
+			from = got[s.from].Window
+		}
+		_, res, err := batchAt(ctx, c, []batchItem{{key: key, p: s.p, cost: s.cost, op: s.op, from: from}}, s.at)
+		if err != nil {
+			t.Fatalf("batch step %d: %v", i, err)
+		}
+		got[i] = res[0]
+		want, _, err := local.DecideFrom(&st, s.p, s.cost, s.at, s.op, from)
+		if err != nil {
+			t.Fatalf("batch step %d: %v", i, err)
+		}
+		if got[i] != want {
+			t.Fatalf("batch step %d: Lua %+v, Go %+v", i, got[i], want)
+		}
+	}
+}
+
+func runOwnerSingle(t *testing.T, c redis.Scripter, key string, steps []ostep) {
 	t.Helper()
 	ctx := context.Background()
 	var st local.State
@@ -151,7 +183,7 @@ func TestHoldLetsNothingRefill(t *testing.T) {
 			t.Fatal(err)
 		}
 		key := "hold:" + string(alg)
-		var st local.State
+		var st, stb local.State
 		do := func(at int64, op limit.Op, cost, hold int64) limit.Result {
 			t.Helper()
 			v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, lua.OpArg(int(op), hold), at/1_000_000, at%1_000_000).Int64Slice()
@@ -162,6 +194,15 @@ func TestHoldLetsNothingRefill(t *testing.T) {
 			want, _, err := local.DecideFrom(&st, p, cost, at, op, hold)
 			if err != nil || got != want {
 				t.Fatalf("%s at %d op %d: Lua %+v, Go %+v %v", alg, at-s0, op, got, want, err)
+			}
+			// the same on another key by the batch script
+			_, res, err := batchAt(ctx, c, []batchItem{{key: key + ":batch", p: p, cost: cost, op: op, from: hold}}, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err = local.DecideFrom(&stb, p, cost, at, op, hold)
+			if err != nil || res[0] != want {
+				t.Fatalf("%s at %d op %d by the batch script: Lua %+v, Go %+v %v", alg, at-s0, op, res[0], want, err)
 			}
 			return got
 		}

@@ -52,6 +52,17 @@
 -- ttl_ms} with a TTL of reset_after_ms plus one second (the end of the next
 -- window while c > 0).
 
+-- sliding_retry_at is the first tick at which need more fits, when it does
+-- not now: full = limit x P, c and p the counts, ws the window's start in
+-- ticks.
+local function sliding_retry_at(need, full, c, p, ticks, ws)
+  local r = full - need - c * ticks
+  if p > 0 and r >= 0 then
+    return ws + ticks - math.floor(r / p) -- p x (P - e') <= r in this window
+  end
+  return ws + ticks + math.max(0, ticks - math.floor((full - need) / c)) -- in the next
+end
+
 local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
   local len = ticks * tick
   local t, start, c, p = window_at(st, len, limit, now) -- see window.lua; start in us
@@ -59,15 +70,6 @@ local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
   local e = math.floor(t / tick) - ws -- ticks elapsed, 0..P-1
   local full = limit * ticks
   local weighted = p * (ticks - e) + c * ticks
-
-  -- the first tick at which need more fits, when it does not now
-  local function retry_at(need)
-    local r = full - need - c * ticks
-    if p > 0 and r >= 0 then
-      return ws + ticks - math.floor(r / p) -- p x (P - e') <= r in this window
-    end
-    return ws + ticks + math.max(0, ticks - math.floor((full - need) / c)) -- in the next
-  end
 
   local allowed, granted, write, wait = 1, 0, false, nil
   if op ~= 3 or from == 0 or from == start then
@@ -78,7 +80,7 @@ local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
     write = true
   end
   local retry = -1
-  if wait ~= nil then retry = math.ceil((retry_at(wait * ticks) * tick - now) / 1000) end
+  if wait ~= nil then retry = math.ceil((sliding_retry_at(wait * ticks, full, c, p, ticks, ws) * tick - now) / 1000) end
   weighted = p * (ticks - e) + c * ticks
   local reset = 0
   if c > 0 then
@@ -93,5 +95,7 @@ local function sliding_window(st, limit, ticks, tick, cost, op, now, from)
     new = {start, c, p, reset + 1000}
   end
 
-  return {allowed, limit, math.max(0, math.floor((full - weighted) / ticks)), retry, reset, granted, start}, new
+  local remaining = math.floor((full - weighted) / ticks)
+  if remaining < 0 then remaining = 0 end
+  return {allowed, limit, remaining, retry, reset, granted, start}, new
 end

@@ -23,40 +23,47 @@
 -- write; the pool never had a hash, so under it a hash reads as no state.
 
 local tags = {'b', 'g', 'w', 'w', 'p', 'c'}
-local hashfields = {{'v', 't', 's'}, {'a', 'd', 'u'}, {'w', 'c', 'p'}, {'w', 'c'}}
 
--- read returns key's raw state as {tag, f1, f2, f3} ({} when it has none),
--- or nil and the error of a key this node cannot read (a key of another
--- node, a migrating slot, a cluster that is down) or that holds something
--- sluice did not write. It never raises, so that a batch can mark the key.
+-- A raw state is {f1, f2, f3, tag} ({} when the key has none): the tag
+-- last, so that an algorithm, which reads st[1..3], is handed raw itself
+-- and an algorithm's new state {f1, f2, f3, ttl_ms} becomes raw in place
+-- (see fields and after): no table is built per decision for the state.
+-- none is the raw state of every key that has none; nothing writes to it.
+local none = {}
+
+-- read returns key's raw state, or nil and the error of a key this node
+-- cannot read (a key of another node, a migrating slot, a cluster that is
+-- down) or that holds something sluice did not write. It never raises, so
+-- that a batch can mark the key.
 local function read(key, id)
   local v = redis.pcall('GET', key)
-  if type(v) == 'table' and v.err then
+  if not v then return none end
+  if type(v) == 'table' then
     if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then return nil, v end
     if redis.pcall('TYPE', key).ok == 'zset' and redis.pcall('ZSCORE', key, '!sluice:concurrency') then
-      return {'z'} -- a concurrency limit's slots (concurrency.lua): another owner's state
+      return {nil, nil, nil, 'z'} -- a concurrency limit's slots (concurrency.lua): another owner's state
     end
-    if hashfields[id] == nil then
+    local hashfields = ({{'v', 't', 's'}, {'a', 'd', 'u'}, {'w', 'c', 'p'}, {'w', 'c'}})[id]
+    if hashfields == nil then
       if redis.pcall('TYPE', key).ok ~= 'hash' then
         return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
       end
-      return {}
+      return none
     end
-    local h = redis.pcall('HMGET', key, unpack(hashfields[id]))
+    local h = redis.pcall('HMGET', key, unpack(hashfields))
     if h.err then return nil, h end
-    return {tags[id], tonumber(h[1]), tonumber(h[2]), tonumber(h[3])}
+    return {tonumber(h[1]), tonumber(h[2]), tonumber(h[3]), tags[id]}
   end
-  if not v then return {} end
-  local t = string.sub(v, 1, 1)
-  if #v ~= 25 or (t ~= 'b' and t ~= 'g' and t ~= 'w' and t ~= 'p' and t ~= 'c') then
-    return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
+  if #v == 25 then
+    local t, a, b, c = struct.unpack('<c1ddd', v)
+    if t == 'b' or t == 'g' or t == 'w' or t == 'p' or t == 'c' then return {a, b, c, t} end
   end
-  local a, b, c = struct.unpack('<ddd', v, 2)
-  return {t, a, b, c}
+  return nil, {err = 'WRONGTYPE the key holds a value that sluice did not write'}
 end
 
--- fields returns the state an algorithm sees in raw: its fields when raw
--- carries its tag, none when raw is empty. A state another algorithm wrote
+-- fields returns the state an algorithm sees in raw when raw carries
+-- another algorithm's tag (its own tag, or none, it sees in raw as it is,
+-- see decide). A state another algorithm wrote
 -- (the key's policy changed algorithm) is never read as a fresh, full
 -- bucket: it reads as spent now, a bucket empty at now (a1..a3 are the
 -- policy's parameters: scale a3 for the buckets, limit a1 for the
@@ -64,8 +71,7 @@ end
 -- count taken just after now, which is in the current window); a pool,
 -- which starts empty anyway, as none.
 local function fields(raw, id, a1, a3, now)
-  if raw[1] == tags[id] then return {raw[2], raw[3], raw[4]} end
-  if raw[1] == nil or id == 5 then return {} end
+  if id == 5 then return none end
   if id == 1 then return {0, now, a3} end
   if id == 2 then return {now, a1, a3} end
   if id == 6 then return {now + 1, a1, 0} end
@@ -83,26 +89,32 @@ end
 -- state under its key reads as none (see fields).
 -- local/state.go's DecideFrom does the same.
 local function decide(alg, raw, id, a1, a2, a3, cost, op, now, from)
-  local st = fields(raw, id, a1, a3, now)
-  if op == 3 and cost >= 0 and id ~= 5 and raw[1] ~= nil and raw[1] ~= tags[id] then
+  local t = raw[4]
+  if t == nil or t == tags[id] then return alg(raw, a1, a2, a3, cost, op, now, from) end
+  local st = fields(raw, id, a1, a3, now) -- another owner's state
+  if op == 3 and cost >= 0 and id ~= 5 then
     return (alg(st, a1, a2, a3, 0, 1, now, 0)), nil
   end
   return alg(st, a1, a2, a3, cost, op, now, from)
 end
 
 -- after returns raw as it is once an algorithm's new state (nil: unchanged,
--- false: deleted, {f1, f2, f3, ttl_ms}) is stored, and the TTL to set.
+-- false: deleted, {f1, f2, f3, ttl_ms}) is stored, and the TTL to set. The
+-- new state becomes the raw one: its ttl_ms is taken out and the tag put in
+-- its place.
 local function after(raw, id, new)
   if new == nil then return raw, nil end
-  if new == false then return {}, nil end
-  return {tags[id], new[1], new[2], new[3]}, new[4]
+  if new == false then return none, nil end
+  local ttl = new[4]
+  new[4] = tags[id]
+  return new, ttl
 end
 
 -- write stores raw for key: its value with a TTL of ttl ms, or no key.
 local function write(key, raw, ttl)
-  if raw[1] == nil then
+  if raw[4] == nil then
     redis.call('DEL', key)
     return
   end
-  redis.call('SET', key, raw[1] .. struct.pack('<ddd', raw[2], raw[3], raw[4] or 0), 'PX', ttl)
+  redis.call('SET', key, struct.pack('<c1ddd', raw[4], raw[1], raw[2], raw[3] or 0), 'PX', string.format('%d', ttl))
 end

@@ -60,8 +60,11 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
       v = v + (now - at) * refill
       at = now
     end
-    if v > capacity then v = capacity end
-    if v < debt_floor(capacity) then v = debt_floor(capacity) end -- see bucket.lua
+    if v > capacity then
+      v = capacity
+    elseif v < 0 and v < debt_floor(capacity) then -- see bucket.lua
+      v = debt_floor(capacity)
+    end
   end
   local held = 0 -- a hold in force: nothing refills before at
   if at > now then held = at end
@@ -88,14 +91,19 @@ local function token_bucket(st, capacity, refill, scale, cost, op, now, from)
   else
     allowed, retry, v, write = spend_units(v, capacity, scale, limit, per_ms, cost, op)
   end
+  local reset = math.ceil((capacity - v) / per_ms)
   local new = nil
   if write and v >= capacity then
     new = false
   elseif write then
-    new = {v, at, scale, math.ceil((capacity - v) / per_ms) + math.ceil(math.max(0, at - now) / 1000) + 1000}
+    local ttl = reset + 1000
+    if at > now then ttl = ttl + math.ceil((at - now) / 1000) end
+    new = {v, at, scale, ttl}
   end
   local reply7 = 0
   if op == 2 and from ~= nil and from ~= 0 then reply7 = held end
+  local remaining = 0 -- whole tokens; none in debt
+  if v >= scale then remaining = math.floor(v / scale) end
 
-  return {allowed, limit, math.max(0, math.floor(v / scale)), retry, math.ceil((capacity - v) / per_ms), granted, reply7}, new
+  return {allowed, limit, remaining, retry, reset, granted, reply7}, new
 end
