@@ -52,7 +52,7 @@ func TestLibraryVectors(t *testing.T) {
 	for _, tab := range append(algotest.Tables(), algotest.Table{Algorithm: "calendar-skew", Vectors: algotest.CalendarSkew}) {
 		t.Run(string(tab.Algorithm), func(t *testing.T) {
 			algotest.RunAt(t, tab.Vectors, "fvec:"+string(tab.Algorithm)+":", func(t *testing.T, key string, p *limit.Policy, cost int64, op limit.Op, now, sluiceNow int64) limit.Result {
-				served, res, err := batchSkewed(ctx, fc, []batchItem{{key, p, cost, op}}, now, sluiceNow)
+				served, res, err := batchSkewed(ctx, fc, []batchItem{{key: key, p: p, cost: cost, op: op}}, now, sluiceNow)
 				if err != nil {
 					return limit.Result{Err: err}
 				}
@@ -88,7 +88,7 @@ func TestLibraryAgreesWithGo(t *testing.T) {
 				k := rng.IntN(nkeys)
 				which[i] = k
 				op, cost := randomOp(rng, 1+rng.Int64N(pols[k].Limit/2+2))
-				items[i] = batchItem{keys[k], pols[k], cost, op}
+				items[i] = batchItem{key: keys[k], p: pols[k], cost: cost, op: op}
 			}
 			agreeBatch(ctx, t, fc, items, which, states, now, fmt.Sprintf("seq %d step %d", seq, step))
 		}
