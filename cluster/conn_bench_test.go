@@ -228,13 +228,6 @@ func (c *rawPipe) appendSingle(it *item) {
 	c.n++
 }
 
-// appendBulkInt appends x as a bulk string without redcon.AppendBulkInt's
-// temporary slice.
-func appendBulkInt(b []byte, x int64) []byte {
-	var tmp [20]byte
-	return redcon.AppendBulk(b, strconv.AppendInt(tmp[:0], x, 10))
-}
-
 var errRawReply = errors.New("unexpected reply")
 
 // maxRawLine bounds a reply's header or error line.
