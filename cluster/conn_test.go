@@ -79,10 +79,10 @@ func TestLeanWriterThroughRedis(t *testing.T) {
 	c := dialTestLean(t, &redis.Options{Addr: n.Addr, Network: "tcp"})
 	args := []any{"plain", "", "a\r\nb", "\x00\xff\x80", strings.Repeat("k", 70_000), []byte("bytes\r\n"),
 		0, -1, 42, int64(math.MaxInt64), int64(math.MinInt64), int32(-7), int8(-8), uint8(255), uint16(65535), uint32(1 << 31),
-		uint(7), uint64(math.MaxUint64), 1.5, -0.25, float32(0.1), math.Inf(1), true, false}
+		uint(7), uint64(math.MaxUint64), 1.5, -0.25, float32(0.1), math.Inf(1), true, false, nil, 3 * time.Millisecond}
 	want := []string{"plain", "", "a\r\nb", "\x00\xff\x80", strings.Repeat("k", 70_000), "bytes\r\n",
 		"0", "-1", "42", "9223372036854775807", "-9223372036854775808", "-7", "-8", "255", "65535", "2147483648",
-		"7", "18446744073709551615", "1.5", "-0.25", "0.1", "inf", "1", "0"}
+		"7", "18446744073709551615", "1.5", "-0.25", "0.10000000149011612", "+Inf", "1", "0", "", "3000000"}
 	cmd := append([]any{"eval", argsEcho, 0}, args...)
 	const copies = 5 // one pipeline of five commands
 	cmds := make([][]any, copies)

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
+	"time"
 )
 
 // The RESP of the lean connection (conn.go): a writer that encodes a
@@ -59,6 +59,8 @@ func appendCommand(b []byte, args []any) ([]byte, error) {
 // send.
 func appendArg(b []byte, a any) (_ []byte, ok bool) {
 	switch v := a.(type) {
+	case nil:
+		return appendBulk(b, ""), true
 	case string:
 		return appendBulk(b, v), true
 	case []byte:
@@ -87,10 +89,12 @@ func appendArg(b []byte, a any) (_ []byte, ok bool) {
 		return appendBulkUint(b, uint64(v)), true
 	case uint64:
 		return appendBulkUint(b, v), true
+	case time.Duration:
+		return appendBulkInt(b, int64(v)), true
 	case float64:
-		return appendBulkFloat(b, v, 64), true
+		return appendBulkFloat(b, v), true
 	case float32:
-		return appendBulkFloat(b, float64(v), 32), true
+		return appendBulkFloat(b, float64(v)), true
 	case bool:
 		if v {
 			return appendBulk(b, "1"), true
@@ -130,17 +134,9 @@ func appendBulkUint(b []byte, n uint64) []byte {
 	return append(b, '\r', '\n')
 }
 
-func appendBulkFloat(b []byte, f float64, bits int) []byte {
+func appendBulkFloat(b []byte, f float64) []byte {
 	var d [32]byte
-	var s []byte
-	switch {
-	case math.IsInf(f, 1):
-		s = append(d[:0], "inf"...)
-	case math.IsInf(f, -1):
-		s = append(d[:0], "-inf"...)
-	default:
-		s = strconv.AppendFloat(d[:0], f, 'f', -1, bits)
-	}
+	s := strconv.AppendFloat(d[:0], f, 'f', -1, 64)
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, '\r', '\n')
