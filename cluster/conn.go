@@ -39,6 +39,9 @@ type leanConn struct {
 	// cmds hold the replies of a pipeline's commands (file and fileBatch
 	// read them), reused from one pipeline to the next with their slices.
 	cmds []*redis.IntSliceCmd
+	// batch is the integers of the batch script's reply, reused likewise
+	// (fileBatch reads them before the pipeline returns).
+	batch []int64
 	// closeReg takes the connection out of the store's register of open
 	// connections (closed by Store.Close).
 	closeReg func()
@@ -51,6 +54,10 @@ const leanReadBuffer = 16 << 10
 // maxLeanBuffer bounds the write buffer a connection keeps for the next
 // pipeline: a rare huge one is left to the collector.
 const maxLeanBuffer = 1 << 20
+
+// maxReplyReuse bounds the integers of a reply buffer kept for the next
+// pipeline.
+const maxReplyReuse = 1 << 14
 
 // askingCmd is ASKING in RESP, sent before the command of a key its node
 // is importing (ASK).
@@ -254,7 +261,11 @@ func (l *link) pipelined(ctx context.Context, q *nodeQueue, b *redis.IntSliceCmd
 		return err
 	}
 	if b != nil {
-		v, err := readInts(c.r, b.Val())
+		v, err := readInts(c.r, c.batch)
+		c.batch = v[:0]
+		if cap(v) > maxReplyReuse {
+			c.batch = nil
+		}
 		b.SetVal(v)
 		b.SetErr(err)
 		if err != nil && !isRedisReply(err) {
