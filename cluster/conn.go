@@ -165,18 +165,20 @@ func (c *leanConn) close() {
 	}
 }
 
-// cmd is the i-th reply holder of a pipeline, its error cleared.
-func (c *leanConn) cmd(ctx context.Context, i int) *redis.IntSliceCmd {
+// cmd is the i-th reply holder of a pipeline, its error cleared. (A
+// holder's context is never read: the lean connection sets its own
+// deadlines.)
+func (c *leanConn) cmd(i int) *redis.IntSliceCmd {
 	for len(c.cmds) <= i {
-		c.cmds = append(c.cmds, redis.NewIntSliceCmd(ctx))
+		c.cmds = append(c.cmds, redis.NewIntSliceCmd(context.Background()))
 	}
 	cmd := c.cmds[i]
 	cmd.SetErr(nil)
 	return cmd
 }
 
-// lean is l's lean connection, dialled if l has none; nil and the error
-// when it cannot be opened (or the store is closed).
+// leanConn is l's lean connection, dialled if l has none; nil and the
+// error when it cannot be opened (or the store is closed).
 func (l *link) leanConn(ctx context.Context, q *nodeQueue) (*leanConn, error) {
 	if l.lean != nil {
 		return l.lean, nil
@@ -230,7 +232,7 @@ func (l *link) pipelined(ctx context.Context, q *nodeQueue, b *redis.IntSliceCmd
 		return err
 	}
 	for i := range rest {
-		cmds[i] = c.cmd(ctx, i)
+		cmds[i] = c.cmd(i)
 	}
 	if b != nil {
 		if c.buf, err = appendCommand(c.buf, b.Args()); err != nil {
@@ -363,10 +365,7 @@ func (q *nodeQueue) closeLinks() {
 func (s *Store) register(c *leanConn) bool {
 	s.leans.Store(c, struct{}{})
 	c.closeReg = func() { s.leans.Delete(c) }
-	if s.closed.Load() {
-		return false
-	}
-	return true
+	return !s.closed.Load() // Close sets closed before it closes the registered
 }
 
 // closeLeans closes every lean connection still open: a pipeline that

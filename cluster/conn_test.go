@@ -356,3 +356,42 @@ func TestParseInt(t *testing.T) {
 		}
 	}
 }
+
+// Store.Close closes the lean connections: the node sees its clients go.
+func TestLeanCloseClosesConnections(t *testing.T) {
+	t.Parallel()
+	n := redistest.NewSingle(t)
+	ctx := t.Context()
+	side := redis.NewClient(&redis.Options{Addr: n.Addr})
+	defer side.Close()
+	clients := func() int {
+		t.Helper()
+		list, err := side.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "\n")
+	}
+	before := clients()
+	s, err := New(Config{URL: "redis://" + n.Addr, Timeout: 5 * time.Second, Pipelines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &limit.Policy{Limit: 10, Rate: 1, Period: time.Hour}
+	if r := takeN(ctx, s, p, "close:k")[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := clients(); got <= before {
+		t.Fatalf("%d clients with the store open, %d before: the take opened no connection", got, before)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for clients() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients 10s after Close, %d before the store: a connection was left open", clients(), before)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+}
