@@ -30,7 +30,7 @@ lint: ## gofmt, go vet
 # FUZZ: every fuzz target, as package:Target
 FUZZ = server:FuzzRESP server:FuzzScanner policy:FuzzParse policy:FuzzParsePolicyJSON \
 	policy:FuzzMatch lua:FuzzLuaAgreesWithGo lua:FuzzBatchAgreesWithGo limiter:FuzzMTake \
-	cluster:FuzzKey httpfront:FuzzHTTPHandler rls:FuzzMapRequest envoycfg:FuzzParse \
+	cluster:FuzzKey cluster:FuzzReplyParser httpfront:FuzzHTTPHandler rls:FuzzMapRequest envoycfg:FuzzParse \
 	envoycfg:FuzzKeyInjective lua:FuzzCalendarAgreesWithGo internal/ratelimitheader:FuzzParseField internal/ratelimitheader:FuzzValuesParse
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)

@@ -417,22 +417,7 @@ func (q *nodeQueue) pipeline(ctx context.Context, l *link, items []*item, evalBa
 	sc.cmds = slices.Grow(sc.cmds[:0], len(rest))[:len(rest)]
 	cmds := sc.cmds
 	start := time.Now()
-	_, err := l.conn(q.client).Pipelined(ctx, func(p redis.Pipeliner) error {
-		if load != nil {
-			_ = p.Process(ctx, load)
-		}
-		if bcmd != nil {
-			_ = p.Process(ctx, bcmd)
-		}
-		for i, it := range rest {
-			if it.ask {
-				_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
-			}
-			cmds[i] = redis.NewIntSliceCmd(ctx, it.command(it.eval)...)
-			_ = p.Process(ctx, cmds[i])
-		}
-		return nil
-	})
+	err := l.pipelined(ctx, q, load, bcmd, rest, cmds)
 	l.check(err, bcmd, cmds)
 	if o := q.s.cfg.Observer; o != nil {
 		o.Pipeline(q.addr, time.Since(start), len(cmds)+min(1, len(batched)))

@@ -143,13 +143,16 @@ var goRedisVariants = []struct {
 func measure(b *testing.B, run func(), decisions float64) {
 	b.ReportAllocs()
 	run()
-	cpu0 := processCPU(b)
+	cpu0, user0 := processCPU(b), processUser(b)
 	b.ResetTimer()
 	for b.Loop() {
 		run()
 	}
 	b.StopTimer()
 	b.ReportMetric((processCPU(b)-cpu0)/float64(b.N)/decisions, "client-cpu-µs/decision")
+	// user time alone: the client's own work, without the system calls'
+	// kernel time, which swings most with the machine's load
+	b.ReportMetric((processUser(b)-user0)/float64(b.N)/decisions, "client-user-µs/decision")
 	b.ReportMetric(decisions, "decisions/op")
 }
 
@@ -160,6 +163,15 @@ func processCPU(b *testing.B) float64 {
 		b.Fatal(err)
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+}
+
+// processUser is the user CPU time of this process, in µs.
+func processUser(b *testing.B) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return float64(ru.Utime.Nano()) / 1e3
 }
 
 // rawPipe is the bare connection measured against go-redis: commands are
@@ -228,13 +240,6 @@ func (c *rawPipe) appendSingle(it *item) {
 	c.n++
 }
 
-// appendBulkInt appends x as a bulk string without redcon.AppendBulkInt's
-// temporary slice.
-func appendBulkInt(b []byte, x int64) []byte {
-	var tmp [20]byte
-	return redcon.AppendBulk(b, strconv.AppendInt(tmp[:0], x, 10))
-}
-
 var errRawReply = errors.New("unexpected reply")
 
 // maxRawLine bounds a reply's header or error line.
@@ -301,4 +306,55 @@ func (c *rawPipe) line() ([]byte, error) {
 		return nil, fmt.Errorf("%w: %q", errRawReply, l)
 	}
 	return l[:len(l)-2], nil
+}
+
+// BenchmarkStoreConn compares the store's two ways of sending a node's
+// pipelines, in one process against one redis-server: go-redis's
+// Pipelined on a Conn per slot (Config.goRedisPipes, the fallback) and the
+// lean connections of conn.go (the default). The same Do as
+// BenchmarkDoAllocs, one key and 16 keys (one call of the batch script);
+// with -count N the two alternate, so benchstat compares them on the same
+// machine load. client-cpu-µs/decision is this process's CPU (getrusage).
+func BenchmarkStoreConn(b *testing.B) {
+	node := redistest.NewSingle(b)
+	p := &limit.Policy{Limit: 1 << 40, Rate: 1_000_000_000, Period: time.Second}
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = "sc:" + strconv.Itoa(i)
+	}
+	for _, n := range []int{1, 16} {
+		for _, mode := range []struct {
+			name    string
+			goRedis bool
+		}{{"go-redis", true}, {"lean", false}} {
+			b.Run(fmt.Sprintf("keys=%d/conn=%s", n, mode.name), func(b *testing.B) {
+				s, err := New(Config{URL: "redis://" + node.Addr, Timeout: 5 * time.Second, goRedisPipes: mode.goRedis})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				if s.lean == mode.goRedis {
+					b.Fatalf("store lean = %v, want %v", s.lean, !mode.goRedis)
+				}
+				reqs := make([]limit.Request, n)
+				out := make([]limit.Result, n)
+				for i := range reqs {
+					reqs[i] = limit.Request{Cost: 1, Policy: p}
+				}
+				j := 0
+				measure(b, func() {
+					for i := range reqs {
+						reqs[i].Key = keys[j%len(keys)]
+						j++
+					}
+					s.Do(context.Background(), reqs, out)
+					for i := range out {
+						if out[i].Err != nil || !out[i].Allowed {
+							b.Fatalf("result %d: %+v", i, out[i])
+						}
+					}
+				}, float64(n))
+			})
+		}
+	}
 }

@@ -88,7 +88,7 @@ func (q *nodeQueue) replicate(ctx context.Context, l *link, items []*item) (stal
 	now := time.Now()
 	var cause error
 	switch until := q.unackedUntil.Load(); {
-	case l.c == nil:
+	case !l.open():
 		cause = errBroken
 	case until != 0 && (now.UnixNano() < until || !q.unackedUntil.CompareAndSwap(until, now.Add(q.nextSpell(false)).UnixNano())):
 		// In a spell, or another pipeline took the probe (and set the
@@ -97,13 +97,9 @@ func (q *nodeQueue) replicate(ctx context.Context, l *link, items []*item) (stal
 	default:
 		left := by.Sub(now)
 		wctx, cancel := context.WithDeadline(ctx, now.Add(left-left/10))
-		w := redis.NewIntCmd(wctx, "wait", 1, waitMs(left))
-		err := l.c.Process(wctx, w)
+		acked, err := l.wait(wctx, 1, waitMs(left))
 		cancel()
-		if broke(err) {
-			l.close()
-		}
-		if err == nil && w.Val() >= 1 {
+		if err == nil && acked >= 1 {
 			if q.unackedUntil.Load() != 0 {
 				q.unackedUntil.Store(0)
 				q.spell.Store(0)

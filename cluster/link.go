@@ -17,7 +17,8 @@ import (
 // pipeline opens another (go-redis dials, with AUTH and TLS, on its first
 // command).
 type link struct {
-	c *redis.Conn // nil until the first pipeline, and after a failure
+	c    *redis.Conn // nil until the first pipeline, and after a failure
+	lean *leanConn   // the same, when the store's pipelines are lean (conn.go)
 }
 
 // conn is l's connection, opened on client if l has none.
@@ -46,6 +47,7 @@ func (l *link) check(err error, b *redis.IntSliceCmd, cmds []*redis.IntSliceCmd)
 
 // close closes l's connection, if any.
 func (l *link) close() {
+	l.closeLean()
 	if l.c != nil {
 		_ = l.c.Close()
 		l.c = nil

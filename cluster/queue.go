@@ -117,5 +117,6 @@ func (s *Store) stopQueue(q *nodeQueue) {
 	q.mu.Unlock()
 	close(q.stop)
 	q.workers.Wait()
+	q.closeLinks()
 	_ = q.client.Close()
 }

@@ -92,6 +92,12 @@ type Config struct {
 	// (trace.go), a child of the limiter's span in the caller's context;
 	// nil, the default, is tracing off.
 	Tracer trace.Tracer
+
+	// goRedisPipes sends the per-node pipelines through go-redis (a Conn
+	// per slot) instead of the lean connections of conn.go: the fallback,
+	// for tests and measurements that compare the two. A Sentinel store
+	// always does (go-redis follows the moving primary).
+	goRedisPipes bool
 }
 
 // Store is a limit.Store on Redis. It is safe for concurrent use.
@@ -111,6 +117,10 @@ type Store struct {
 	closed   atomic.Bool
 	swept    chan struct{} // a sweep is due (cap 1): the topology may have changed
 	sweeper  sync.WaitGroup
+	// lean: the pipelines go on lean connections (conn.go), whose open
+	// ones are in leans (*leanConn → struct{}), for Close.
+	lean  bool
+	leans sync.Map
 }
 
 var _ limit.Store = (*Store)(nil)
@@ -144,6 +154,13 @@ func New(cfg Config) (*Store, error) {
 	if s.cc != nil {
 		s.sweeper.Add(1)
 		go s.sweep()
+	}
+	switch {
+	case cfg.goRedisPipes, len(cfg.SentinelAddrs) > 0:
+	case s.cc != nil:
+		s.lean = leanable(s.opts)
+	default:
+		s.lean = leanable(s.single.Options())
 	}
 	return s, nil
 }
@@ -302,6 +319,7 @@ func (s *Store) Close() error {
 	}
 	close(s.closing)
 	s.sweeper.Wait()
+	s.closeLeans()
 	s.queues.Range(func(_, v any) bool {
 		if c := v.(*nodeQueue).client; c != s.single {
 			_ = c.Close()
