@@ -82,7 +82,7 @@ func FuzzRESP(f *testing.F) {
 				readErr = err
 				break
 			}
-			done = read.n - (guard.end - guard.off)
+			done = read.n - (guard.end - guard.last)
 			for _, args := range cmds {
 				// Copies: the views are valid only until the next read.
 				cp := make([][]byte, len(args))

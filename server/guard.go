@@ -122,9 +122,9 @@ type conn struct {
 	srv *Server
 	sc  scanner
 
-	buf  []byte     // buf[:end] read from the client
-	off  int        // buf[:off] were returned as commands by the last readPipeline
+	buf  []byte     // buf[:end] read from the client; it ends with the partial request
 	end  int        //
+	last int        // where the last command readPipeline returned ends in buf
 	cmds [][][]byte // the commands of the last readPipeline, views into buf and sc.args
 	rerr error      // network error to return once the commands before it have run
 	fail string     // protocol error to report on the next readPipeline
@@ -167,14 +167,14 @@ func (c *conn) readPipeline() ([][][]byte, error) {
 		if room := c.sc.room(); room < len(p) {
 			p = p[:room]
 		}
-		partial := c.sc.state != stIdle
-		c.setReadDeadline(partial)
+		inRequest := c.sc.state != stIdle
+		c.setReadDeadline(inRequest)
 		n, err := c.Conn.Read(p)
 		if n == 0 {
 			if err == nil {
 				continue
 			}
-			if partial && errors.Is(err, os.ErrDeadlineExceeded) {
+			if inRequest && errors.Is(err, os.ErrDeadlineExceeded) {
 				err = errRequestTimeout
 			}
 			return nil, err
@@ -182,20 +182,40 @@ func (c *conn) readPipeline() ([][][]byte, error) {
 		from := c.end
 		c.end += n
 		boundary, bad := c.sc.feed(c.buf[:c.end], from)
-		if c.sc.state != stIdle && (!partial || boundary > 0) {
+		if c.sc.state != stIdle && (!inRequest || boundary > 0) {
 			c.reqStart = time.Now()
 		}
 		c.fail, c.rerr = bad, err
-		if len(c.sc.ends) > 0 {
-			c.off = boundary
-			c.cmds = c.cmds[:0]
-			lo := 0
-			for _, hi := range c.sc.ends {
-				c.cmds = append(c.cmds, c.sc.args[lo:hi:hi])
-				lo = hi
-			}
-			return c.cmds, nil
+		if len(c.sc.ends) == 0 {
+			// Blank lines, or more of a partial request: keep only that.
+			c.keepPartial()
+			continue
 		}
+		c.last = boundary
+		c.cmds = c.cmds[:0]
+		lo := 0
+		for _, hi := range c.sc.ends {
+			c.cmds = append(c.cmds, c.sc.args[lo:hi:hi])
+			lo = hi
+		}
+		return c.cmds, nil
+	}
+}
+
+// partial is how many bytes at the end of the buffer the request in
+// progress has.
+func (c *conn) partial() int {
+	if c.sc.state == stIdle {
+		return 0
+	}
+	return c.sc.n
+}
+
+// keepPartial moves the request in progress to the front of the buffer and
+// drops what was before it.
+func (c *conn) keepPartial() {
+	if n := c.partial(); n < c.end {
+		c.end = copy(c.buf, c.buf[c.end-n:c.end])
 	}
 }
 
@@ -209,10 +229,7 @@ func (c *conn) forget() {
 	if cap(c.cmds) > maxScratch || cap(c.sc.args) > maxScratch {
 		c.cmds, c.sc.args, c.sc.ends = nil, nil, nil
 	}
-	if c.off > 0 {
-		c.end = copy(c.buf, c.buf[c.off:c.end])
-		c.off = 0
-	}
+	c.keepPartial()
 	if c.end == 0 && len(c.buf) > readBufKeep {
 		c.buf = nil
 	}

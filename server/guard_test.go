@@ -248,6 +248,23 @@ func TestGuardBoundsItsBuffer(t *testing.T) {
 	}
 }
 
+// TestGuardDropsBlankLines streams blank lines, which are no command: the
+// guard must drop them as it reads, not keep them in its buffer.
+func TestGuardDropsBlankLines(t *testing.T) {
+	t.Parallel()
+	const capBytes = 1024
+	src := []byte(strings.Repeat("\r\n", 1<<20) + strings.Repeat(" ", 40) + "\n" + "PING\r\n")
+	for _, limit := range []int{0, 7, 300} {
+		got, buf, err := readAllGuarded(guarded(&chunkReader{src: src, limit: limit, rng: rand.New(rand.NewPCG(2, uint64(limit)))}, nil, capBytes))
+		if !errors.Is(err, io.EOF) || !reflect.DeepEqual(got, [][]string{{"PING"}}) {
+			t.Fatalf("reads up to %d: got %q, %v; want [[PING]], EOF", limit, got, err)
+		}
+		if buf > readBufSize {
+			t.Errorf("reads up to %d: the guard's buffer grew to %d bytes on blank lines, want <= %d", limit, buf, readBufSize)
+		}
+	}
+}
+
 // stringArgs is cmd's arguments as strings.
 func stringArgs(cmd redcon.Command) []string {
 	out := make([]string, len(cmd.Args))
