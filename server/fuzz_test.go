@@ -14,14 +14,15 @@ import (
 )
 
 // FuzzRESP feeds arbitrary client bytes through the same path as a
-// connection: the guard, redcon's reader and the command layer (with a fake
+// connection: the guard's reader and the command layer (with a fake
 // Decider). It checks that
 //
 //   - nothing panics (a recovered handler panic counts as one),
-//   - the guard never changes how redcon frames requests: the commands read
-//     behind it are those redcon reads alone from the bytes the guard let
-//     through (a prefix of them if redcon itself found a protocol error),
-//     and it lets every byte through unless it reports a violation,
+//   - the guard frames and splits requests exactly as redcon's reader
+//     does: the commands it returns are those redcon reads alone from the
+//     bytes up to the end of the last of them, redcon finds no error in
+//     those bytes, and the guard reads every byte unless it reports a
+//     violation (or QUIT ran),
 //   - every byte written back is well-formed RESP: one reply per command
 //     executed, then at most the guard's error line.
 //
@@ -65,24 +66,31 @@ func FuzzRESP(f *testing.F) {
 
 		var out bytes.Buffer
 		rng := rand.New(rand.NewPCG(uint64(len(data)), uint64(mode)))
+		read := &countingReader{r: &chunkReader{src: data, limit: limit, rng: rng}}
 		guard := &conn{
-			Conn: readerConn{r: &chunkReader{src: data, limit: limit, rng: rng}, out: &out},
+			Conn: readerConn{r: read, out: &out},
 			srv:  srv,
 			sc:   scanner{max: srv.cfg.MaxRequestBytes},
 		}
-		passed := &countingReader{r: guard}
-		rd := redcon.NewReader(passed)
 		c := srv.newConnState(&out, "fuzz", "fuzz")
-		var got []redcon.Command
-		replies := 0
+		var got [][][]byte
+		replies, done := 0, 0 // done: bytes up to the end of the last command returned
 		var readErr error
 		for !c.quit {
-			cmds, err := rd.ReadCommands()
+			cmds, err := guard.readPipeline()
 			if err != nil {
 				readErr = err
 				break
 			}
-			got = append(got, cmds...)
+			done = read.n - (guard.end - guard.last)
+			for _, args := range cmds {
+				// Copies: the views are valid only until the next read.
+				cp := make([][]byte, len(args))
+				for i, a := range args {
+					cp[i] = slices.Clone(a)
+				}
+				got = append(got, cp)
+			}
 			replies += c.exec(cmds)
 			c.flush()
 			if c.werr != nil {
@@ -90,21 +98,21 @@ func FuzzRESP(f *testing.F) {
 			}
 		}
 
-		// The reference is redcon alone on the bytes the guard let through
-		// (not on all of data: redcon alone hangs on some inputs the guard
-		// rejects, such as "*9000000000000000000\r\n"). It reads byte by
-		// byte, since redcon drops the commands that share a read with a
-		// malformed one.
-		want, _ := readAll(redcon.NewReader(iotest.OneByteReader(bytes.NewReader(data[:passed.n]))))
-		if len(got) > len(want) || !slices.EqualFunc(got, want[:len(got)], sameArgs) {
-			t.Fatalf("the guard changed the framing:\nguarded %q\nalone   %q", argsOf(got), argsOf(want))
+		// The reference is redcon alone on the bytes up to the last command
+		// returned (not on all of data: redcon alone hangs on some inputs
+		// the guard rejects, such as "*9000000000000000000\r\n"). It reads
+		// byte by byte, since redcon drops the commands that share a read
+		// with a malformed one.
+		want, err := readAll(redcon.NewReader(iotest.OneByteReader(bytes.NewReader(data[:done]))))
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("redcon alone fails on bytes the guard accepted: %v\nguarded %q", err, got)
+		}
+		if !slices.EqualFunc(got, argsOf(want), func(a, b [][]byte) bool { return slices.EqualFunc(a, b, bytes.Equal) }) {
+			t.Fatalf("the guard read other commands than redcon:\nguarded %q\nalone   %q", got, argsOf(want))
 		}
 		var v violation
-		if !c.quit && (errors.Is(readErr, io.EOF) || errors.As(readErr, &v)) && len(got) != len(want) {
-			t.Fatalf("commands lost (%v):\nguarded %q\nalone   %q", readErr, argsOf(got), argsOf(want))
-		}
-		if !c.quit && errors.Is(readErr, io.EOF) && passed.n != len(data) {
-			t.Fatalf("the guard passed %d of %d bytes without a violation", passed.n, len(data))
+		if !c.quit && errors.Is(readErr, io.EOF) && read.n != len(data) {
+			t.Fatalf("the guard read %d of %d bytes without a violation", read.n, len(data))
 		}
 
 		br := bufio.NewReader(&out)
@@ -146,10 +154,6 @@ func readAll(rd *redcon.Reader) ([]redcon.Command, error) {
 		}
 		all = append(all, cmds...)
 	}
-}
-
-func sameArgs(a, b redcon.Command) bool {
-	return slices.EqualFunc(a.Args, b.Args, bytes.Equal)
 }
 
 func argsOf(cmds []redcon.Command) [][][]byte {

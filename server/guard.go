@@ -1,36 +1,42 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tidwall/redcon"
 )
 
-// The guard sits between the network and redcon. redcon buffers a request
-// until it is complete and has no limit of its own ("*1\r\n$999999999\r\n"
-// makes it wait for a gigabyte), so every connection's Read runs the bytes
-// through scanner, which follows RESP and inline framing and fails the
-// connection once one request would exceed MaxRequestBytes.
+// The guard is the RESP door's reader: every connection's bytes go through
+// its scanner once, which follows RESP and inline framing, fails the
+// connection once one request would exceed MaxRequestBytes, and records
+// each whole request's arguments as it goes; the dispatcher runs them as
+// they are, views into the connection's read buffer (valid until its next
+// read), so a request is parsed once and copied never. (Before, redcon's
+// reader parsed every request a second time behind the guard, copied it
+// and allocated its argument slice: two allocations a command.)
 //
-// The guard also hands redcon data that ends on a request boundary whenever
-// a read holds one: a partial request at the end of a read is held back and
-// returned by the next Read. redcon grows its buffer (and never compacts it)
-// whenever it is full and ends in a partial request, so without this a client
-// streaming pipelined commands at unaligned offsets grows the buffer without
-// bound; with it, redcon consumes its buffer completely between requests and
-// resets it, so it stays below about 2 × (4 KiB + MaxRequestBytes).
+// The read buffer holds the request in progress from its first byte: after
+// a pipeline has run, what follows its last whole request moves to the
+// front, and the buffer grows only while one partial request fills it, to
+// MaxRequestBytes + 1 at most; one larger than readBufKeep is dropped once
+// the connection has nothing partial. A client streaming pipelined
+// commands at unaligned offsets therefore never grows it, and no request,
+// however it is cut into reads, makes it hold more than about
+// MaxRequestBytes + 4 KiB.
 //
-// Read deadlines are the guard's too, not redcon's (whose idle close is one
-// deadline per pipeline): between requests a read may wait IdleTimeout, and
-// a request must be complete within RequestTimeout of its first byte. Every
-// write must be taken by the client within WriteTimeout.
+// Read deadlines are the guard's: between requests a read may wait
+// IdleTimeout, and a request must be complete within RequestTimeout of its
+// first byte. Every write must be taken by the client within WriteTimeout.
 
 // listener wraps the net.Listener given to Serve: it enforces MaxClients,
-// wraps every connection in the guard, and on Shutdown keeps Accept from
-// returning (which would make redcon close every connection at once) until
+// wraps every connection in the guard, and on Shutdown keeps next from
+// returning (which would make Serve close every connection at once) until
 // in-flight pipelines have finished.
 type listener struct {
 	net.Listener
@@ -45,12 +51,12 @@ func newListener(ln net.Listener, s *Server) *listener {
 	return &listener{Listener: ln, srv: s, release: make(chan struct{}), rejecters: make(chan struct{}, maxRejecters)}
 }
 
-// releaseAccept lets a waiting Accept return net.ErrClosed.
+// releaseAccept lets a waiting next return net.ErrClosed.
 func (l *listener) releaseAccept() { l.once.Do(func() { close(l.release) }) }
 
-// Accept returns the next connection within MaxClients; those over it are
+// next returns the next connection within MaxClients; those over it are
 // answered -ERR max number of clients reached and closed here.
-func (l *listener) Accept() (net.Conn, error) {
+func (l *listener) next() (*conn, error) {
 	s := l.srv
 	for {
 		nc, err := l.Listener.Accept()
@@ -60,7 +66,7 @@ func (l *listener) Accept() (net.Conn, error) {
 				return nil, net.ErrClosed
 			}
 			if !errors.Is(err, net.ErrClosed) {
-				// Out of file descriptors and the like: redcon retries at
+				// Out of file descriptors and the like: Serve retries at
 				// once, so slow its loop down.
 				time.Sleep(acceptBackoff)
 			}
@@ -103,24 +109,26 @@ func (l *listener) reject(nc net.Conn) {
 // acceptBackoff is the pause after a failed Accept.
 const acceptBackoff = 50 * time.Millisecond
 
-// violation is the error a guarded Read returns when the client broke the
-// protocol or a limit; redcon then closes the connection.
+// violation is the error readPipeline returns when the client broke the
+// protocol or a limit; the server then closes the connection.
 type violation string
 
 func (v violation) Error() string { return string(v) }
 
-// conn is one guarded client connection. Read and Write are called only by
-// redcon's connection goroutine; Close may be called from any goroutine.
+// conn is one guarded client connection. readPipeline and Write are called
+// only by the connection's goroutine; Close may be called from any goroutine.
 type conn struct {
 	net.Conn
 	srv *Server
 	sc  scanner
 
-	held []byte // scanned bytes held back for the next Read
-	buf  []byte // backing array of held
-	rerr error  // network error to return once held is drained
-	fail string // protocol error to report on the next Read
-	sent bool   // fail was written to the client
+	buf  []byte     // buf[:end] read from the client; it ends with the partial request
+	end  int        //
+	last int        // where the last command readPipeline returned ends in buf
+	cmds [][][]byte // the commands of the last readPipeline, views into buf and sc.args
+	rerr error      // network error to return once the commands before it have run
+	fail string     // protocol error to report on the next readPipeline
+	sent bool       // fail was written to the client
 
 	reqStart time.Time // when the first byte of the partial request arrived
 	deadline time.Time // the read deadline set on Conn
@@ -129,54 +137,118 @@ type conn struct {
 	closed atomic.Bool
 }
 
-// Read returns the client's bytes as the scanner allows them; see the
-// comment at the top of this file.
-func (c *conn) Read(p []byte) (int, error) {
-	if len(c.held) > 0 {
-		n := copy(p, c.held)
-		c.held = c.held[n:]
-		return n, nil
-	}
-	if c.fail != "" {
-		return 0, c.reject()
-	}
-	if c.rerr != nil {
-		return 0, c.rerr
-	}
-	// Never read past the cap of the request in progress: a request that
-	// will not fit is cut off within MaxRequestBytes + 1 of its bytes.
-	if room := c.sc.room(); room < len(p) {
-		p = p[:room]
-	}
-	partial := c.sc.state != stIdle
-	c.setReadDeadline(partial)
-	n, err := c.Conn.Read(p)
-	if n == 0 {
-		if partial && errors.Is(err, os.ErrDeadlineExceeded) {
-			err = errRequestTimeout
+// Read buffer sizes: a connection's buffer starts at readBufSize and one
+// that grew beyond readBufKeep is dropped once nothing partial is in it.
+const (
+	readBufSize = 4 << 10
+	readBufKeep = 64 << 10
+)
+
+// readPipeline returns the whole requests of the next read that holds at
+// least one, each as its arguments. They stay valid until the next call,
+// which reuses the buffer they point into. A request broken or over a
+// limit is answered with its error line and ends the connection, after the
+// whole requests before it have been returned; so does a network error.
+func (c *conn) readPipeline() ([][][]byte, error) {
+	c.forget()
+	for {
+		if c.fail != "" {
+			return nil, c.reject()
 		}
-		return 0, err
-	}
-	boundary, bad := c.sc.feed(p[:n])
-	if c.sc.state != stIdle && (!partial || boundary > 0) {
-		c.reqStart = time.Now()
-	}
-	if bad != "" {
-		c.fail = bad
-		if boundary == 0 {
-			return 0, c.reject()
+		if c.rerr != nil {
+			return nil, c.rerr
 		}
-		// Let redcon answer the complete requests first; the violation is
-		// reported on the next Read.
-		return boundary, nil
+		if c.end == len(c.buf) {
+			c.grow()
+		}
+		p := c.buf[c.end:]
+		// Never read past the cap of the request in progress: a request that
+		// will not fit is cut off within MaxRequestBytes + 1 of its bytes.
+		if room := c.sc.room(); room < len(p) {
+			p = p[:room]
+		}
+		inRequest := c.sc.state != stIdle
+		c.setReadDeadline(inRequest)
+		n, err := c.Conn.Read(p)
+		if n == 0 {
+			if err == nil {
+				continue
+			}
+			if inRequest && errors.Is(err, os.ErrDeadlineExceeded) {
+				err = errRequestTimeout
+			}
+			return nil, err
+		}
+		from := c.end
+		c.end += n
+		boundary, bad := c.sc.feed(c.buf[:c.end], from)
+		if c.sc.state != stIdle && (!inRequest || boundary > 0) {
+			c.reqStart = time.Now()
+		}
+		c.fail, c.rerr = bad, err
+		if len(c.sc.ends) == 0 {
+			// Blank lines, or more of a partial request: keep only that.
+			c.keepPartial()
+			continue
+		}
+		c.last = boundary
+		c.cmds = c.cmds[:0]
+		lo := 0
+		for _, hi := range c.sc.ends {
+			c.cmds = append(c.cmds, c.sc.args[lo:hi:hi])
+			lo = hi
+		}
+		return c.cmds, nil
 	}
-	if boundary > 0 && boundary < n {
-		c.held = append(c.buf[:0], p[boundary:n]...)
-		c.buf = c.held
-		c.rerr = err
-		return boundary, nil
+}
+
+// partial is how many bytes at the end of the buffer the request in
+// progress has.
+func (c *conn) partial() int {
+	if c.sc.state == stIdle {
+		return 0
 	}
-	return n, err
+	return c.sc.n
+}
+
+// keepPartial moves the request in progress to the front of the buffer and
+// drops what was before it.
+func (c *conn) keepPartial() {
+	if n := c.partial(); n < c.end {
+		c.end = copy(c.buf, c.buf[c.end-n:c.end])
+	}
+}
+
+// forget drops the commands of the last readPipeline: the partial request
+// after them moves to the front of the buffer.
+func (c *conn) forget() {
+	clear(c.cmds)
+	c.cmds = c.cmds[:0]
+	clear(c.sc.args)
+	c.sc.args, c.sc.ends = c.sc.args[:0], c.sc.ends[:0]
+	if cap(c.cmds) > maxScratch || cap(c.sc.args) > maxScratch {
+		c.cmds, c.sc.args, c.sc.ends = nil, nil, nil
+	}
+	c.keepPartial()
+	if c.end == 0 && len(c.buf) > readBufKeep {
+		c.buf = nil
+	}
+	if c.sc.state == stIdle && cap(c.sc.marks) > maxScratch {
+		c.sc.marks = nil
+	}
+}
+
+// grow makes room in a full buffer, which then holds one partial request
+// from its first byte (at most MaxRequestBytes of it): twice the size, up
+// to the request's cap and the byte that would break it.
+func (c *conn) grow() {
+	if c.buf == nil {
+		c.buf = make([]byte, readBufSize)
+		return
+	}
+	buf := make([]byte, max(len(c.buf)+1, min(2*len(c.buf), c.sc.max+1)))
+	copy(buf, c.buf[:c.end])
+	c.buf = buf
 }
 
 // errRequestTimeout ends a connection whose request took longer than
@@ -250,17 +322,31 @@ func (c *conn) Close() error {
 // byte across reads, the way redcon's reader splits them: a request starting
 // with '*' is a RESP multibulk ("*<n>\r\n" then n times "$<len>\r\n<data>\r\n"),
 // anything else is an inline command ending at '\n'. It is stricter than
-// redcon (digits only, no sign), never more lenient, so the two never
-// disagree on where a request ends.
+// redcon (digits only, no sign), never more lenient, and splits inline
+// commands with redcon's own parser, so the two never disagree on where a
+// request ends or what its arguments are (FuzzRESP checks both).
 type scanner struct {
 	max    int // MaxRequestBytes
 	state  uint8
 	n      int // bytes of the current request so far
 	num    int // the count or bulk length being parsed
 	digits int
-	args   int // bulks still expected
+	bulks  int // bulks still expected
 	data   int // payload bytes of the current bulk still expected
 	seps   int // separators of the current inline command
+
+	// marks are the offset (from the request's first byte) and length of
+	// each bulk of the request in progress.
+	marks []int
+	// argsOut holds the arguments of the whole requests fed since it was
+	// emptied: request i's are args[ends[i-1]:ends[i]].
+	argsOut
+}
+
+// argsOut is where a scanner puts the requests it completes.
+type argsOut struct {
+	args [][]byte
+	ends []int
 }
 
 // room is how many more bytes the request in progress may have, plus the
@@ -292,12 +378,16 @@ const (
 // of "a a a ..." would cost it a gigabyte.
 const inlineCost = 4
 
-// feed scans b, the next bytes from the client. It returns the offset just
-// past the last request that ends in b (0 if none does) and, if b breaks the
-// protocol or a limit, the error text; scanning stops there, and boundary is
-// then where the offending request starts (or 0 if it started before b).
-func (s *scanner) feed(b []byte) (boundary int, bad string) {
-	for i := 0; i < len(b); i++ {
+// feed scans buf[from:], the next bytes from the client, after buf[:from],
+// which holds (at least) the request in progress from its first byte. The
+// arguments of every request that ends in it are appended to s.args, as
+// views into buf (for inline commands, copies). It returns the offset in
+// buf just past the last request that ends in buf[from:] (0 if none does)
+// and, if those bytes break the protocol or a limit, the error text;
+// scanning stops there, and the requests before stay in s.args.
+func (s *scanner) feed(buf []byte, from int) (boundary int, bad string) {
+	b := buf
+	for i := from; i < len(b); i++ {
 		if s.state == stIdle {
 			if n := s.whole(b[i:]); n > 0 {
 				i += n - 1
@@ -327,10 +417,42 @@ func (s *scanner) feed(b []byte) (boundary int, bad string) {
 			return boundary, bad
 		}
 		if end {
+			if bad := s.complete(b[i+1-s.n : i+1]); bad != "" {
+				return boundary, bad
+			}
 			boundary = i + 1
 		}
 	}
 	return boundary, ""
+}
+
+// complete appends the arguments of req, a whole request the byte-by-byte
+// scan ended, to s.args: its bulks' marks, or what redcon makes of an
+// inline command. A line of spaces (or empty) is no command, as for redcon.
+func (s *scanner) complete(req []byte) (bad string) {
+	if req[0] == '*' {
+		for k := 0; k < len(s.marks); k += 2 {
+			at, size := s.marks[k], s.marks[k+1]
+			s.args = append(s.args, req[at:at+size:at+size])
+		}
+		s.ends = append(s.ends, len(s.args))
+		return ""
+	}
+	line := req[:len(req)-1]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	if len(bytes.Trim(line, " ")) == 0 {
+		return ""
+	}
+	cmd, err := redcon.Parse(req)
+	if err != nil {
+		// Unbalanced quotes, the one error of redcon's inline parser.
+		return "ERR " + err.Error()
+	}
+	s.args = append(s.args, cmd.Args...)
+	s.ends = append(s.ends, len(s.args))
+	return ""
 }
 
 // step scans one byte of a request outside a bulk's payload (which feed
@@ -341,6 +463,7 @@ func (s *scanner) step(ch byte) (end bool, bad string) {
 	case stIdle:
 		if ch == '*' {
 			s.state, s.num, s.digits = stCount, 0, 0
+			s.marks = s.marks[:0]
 			return false, ""
 		}
 		s.state, s.seps = stInline, 0
@@ -365,7 +488,7 @@ func (s *scanner) step(ch byte) (end bool, bad string) {
 		if ch != '\n' {
 			return false, errProtoMultiBulk
 		}
-		s.state, s.args = stDollar, s.num
+		s.state, s.bulks = stDollar, s.num
 	case stDollar:
 		if ch != '$' {
 			return false, errProtoExpected + string(printable(ch)) + "'"
@@ -382,6 +505,7 @@ func (s *scanner) step(ch byte) (end bool, bad string) {
 			return false, errProtoBulk
 		}
 		s.data = s.num
+		s.marks = append(s.marks, s.n, s.num)
 		s.state = stDataCR
 		if s.data > 0 {
 			s.state = stData
@@ -395,9 +519,9 @@ func (s *scanner) step(ch byte) (end bool, bad string) {
 		if ch != '\n' {
 			return false, errProtoBulk
 		}
-		s.args--
+		s.bulks--
 		s.state = stDollar
-		if s.args == 0 {
+		if s.bulks == 0 {
 			s.state = stIdle
 			return true, ""
 		}
@@ -407,10 +531,11 @@ func (s *scanner) step(ch byte) (end bool, bad string) {
 
 // whole returns the length of the multibulk request at the start of b if
 // all of it is in b and the byte-by-byte scan below would accept it with no
-// error, else 0, and then the byte-by-byte scan decides. It is the common
-// case (whole requests from a client's write) at a fraction of the cost: a
-// few comparisons per header instead of a state change per byte, which
-// made feed the largest single cost of sluice at pipeline 16 (11 % of its
+// error, and appends its arguments to s.args; else it returns 0, appends
+// nothing, and the byte-by-byte scan decides. It is the common case (whole
+// requests from a client's write) at a fraction of the cost: a few
+// comparisons per header instead of a state change per byte, which made
+// feed the largest single cost of sluice at pipeline 16 (11 % of its
 // instructions under callgrind). It applies feed's bounds: a count of at
 // most max/6 and a request of at most max bytes (which is also feed's
 // bound on each bulk length: its bulk must end within max); it gives up
@@ -423,22 +548,29 @@ func (s *scanner) whole(b []byte) int {
 	if i < 0 || count < 1 || count > s.max/6 {
 		return 0
 	}
+	first := len(s.args)
 	for range count {
 		if i >= len(b) || b[i] != '$' {
+			s.args = s.args[:first]
 			return 0
 		}
 		size, end := wholeNumber(b, i+1)
 		if end < 0 || size > s.max {
+			s.args = s.args[:first]
 			return 0
 		}
 		i = end + size + 2 // past the data and its CRLF
 		if i > len(b) || b[i-2] != '\r' || b[i-1] != '\n' {
+			s.args = s.args[:first]
 			return 0
 		}
+		s.args = append(s.args, b[end:end+size:end+size])
 	}
 	if i > s.max {
+		s.args = s.args[:first]
 		return 0
 	}
+	s.ends = append(s.ends, len(s.args))
 	return i
 }
 

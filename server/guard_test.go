@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,25 +56,86 @@ func TestScanner(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Whole, then byte by byte: the state must carry across reads.
-			s := scanner{max: max}
-			boundary, bad := s.feed([]byte(tt.in))
+			boundary, bad, _ := feedWhole(max, tt.in)
 			if boundary != tt.boundary || bad != tt.bad {
 				t.Errorf("feed = %d, %q; want %d, %q", boundary, bad, tt.boundary, tt.bad)
 			}
-			s = scanner{max: max}
-			last, gotBad := 0, ""
-			for i := range len(tt.in) {
-				b, bad := s.feed([]byte{tt.in[i]})
-				if b == 1 {
-					last = i + 1
-				}
-				if bad != "" {
-					gotBad = bad
-					break
-				}
-			}
+			last, gotBad, _ := feedBytes(max, tt.in)
 			if last != tt.boundary || gotBad != tt.bad {
 				t.Errorf("byte by byte = %d, %q; want %d, %q", last, gotBad, tt.boundary, tt.bad)
+			}
+		})
+	}
+}
+
+// feedWhole feeds in to a scanner in one read and returns what it
+// returned and the commands it completed.
+func feedWhole(max int, in string) (boundary int, bad string, cmds [][]string) {
+	s := scanner{max: max}
+	boundary, bad = s.feed([]byte(in), 0)
+	return boundary, bad, scanned(&s)
+}
+
+// feedBytes feeds in to a scanner a byte at a time, as reads appended to
+// one buffer, which never takes the fast path for whole requests, and
+// returns the last boundary, the error and the commands completed.
+func feedBytes(max int, in string) (last int, bad string, cmds [][]string) {
+	s := scanner{max: max}
+	buf := []byte(in)
+	for i := range len(buf) {
+		b, bad := s.feed(buf[:i+1], i)
+		if b == i+1 {
+			last = i + 1
+		}
+		if bad != "" {
+			return last, bad, scanned(&s)
+		}
+	}
+	return last, "", scanned(&s)
+}
+
+// scanned is the commands in s.args, as strings.
+func scanned(s *scanner) [][]string {
+	var cmds [][]string
+	lo := 0
+	for _, hi := range s.ends {
+		cmd := []string{}
+		for _, a := range s.args[lo:hi] {
+			cmd = append(cmd, string(a))
+		}
+		cmds = append(cmds, cmd)
+		lo = hi
+	}
+	return cmds
+}
+
+// TestScannerArgs checks the arguments the scanner finds, fed whole (the
+// fast path) and a byte at a time.
+func TestScannerArgs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want [][]string
+	}{
+		{"multibulk", "*3\r\n$7\r\nRL.TAKE\r\n$1\r\nk\r\n$2\r\n10\r\n", [][]string{{"RL.TAKE", "k", "10"}}},
+		{"empty and binary bulks", "*3\r\n$4\r\nECHO\r\n$0\r\n\r\n$4\r\n\r\n\x00\n\r\n", [][]string{{"ECHO", "", "\r\n\x00\n"}}},
+		{"pipeline and a partial", "*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n*1\r\n$4\r\nPI", [][]string{{"PING"}, {"ECHO", "hi"}}},
+		{"inline", "RL.TAKE k 1\r\nPING\n", [][]string{{"RL.TAKE", "k", "1"}, {"PING"}}},
+		{"inline quotes", "ECHO \"a b\" 'c\\n' \"\"\r\n", [][]string{{"ECHO", "a b", "c\n", ""}}},
+		{"blank lines are no command", "\r\n   \r\n\nPING\r\n", [][]string{{"PING"}}},
+		{"inline then multibulk", "PING\r\n*1\r\n$4\r\nPING\r\n", [][]string{{"PING"}, {"PING"}}},
+		{"commands before a violation", "PING\r\n*1\r\n$x\r\n", [][]string{{"PING"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, got := feedWhole(256, tt.in)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("whole: got %q, want %q", got, tt.want)
+			}
+			_, _, got = feedBytes(256, tt.in)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("byte by byte: got %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -125,17 +187,31 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// redconBuffer is the size of redcon's read buffer, read by reflection: the
-// number the guard exists to bound.
-func redconBuffer(rd *redcon.Reader) int {
-	return reflect.ValueOf(rd).Elem().FieldByName("buf").Len()
+// readAllGuarded reads every command the guard returns from c, as strings,
+// and the largest its read buffer grew.
+func readAllGuarded(c *conn) (cmds [][]string, maxBuf int, err error) {
+	for {
+		got, err := c.readPipeline()
+		maxBuf = max(maxBuf, len(c.buf))
+		if err != nil {
+			return cmds, maxBuf, err
+		}
+		for _, args := range got {
+			cmd := make([]string, len(args))
+			for i, a := range args {
+				cmd[i] = string(a)
+			}
+			cmds = append(cmds, cmd)
+		}
+	}
 }
 
-// TestGuardBoundsRedconBuffer streams valid pipelined commands, small and
-// near the size cap, through the guard into redcon's reader, exactly as a
-// connection does, and checks that redcon's buffer stays bounded. Without
-// the guard, redcon grows it to the size of the whole stream.
-func TestGuardBoundsRedconBuffer(t *testing.T) {
+// TestGuardBoundsItsBuffer streams valid pipelined commands, small and
+// near the size cap, through the guard at random read sizes, exactly as a
+// connection does, and checks that it returns the commands redcon's reader
+// finds alone and that its buffer stays below MaxRequestBytes + 4 KiB.
+// (redcon alone grows its buffer to the size of the whole stream.)
+func TestGuardBoundsItsBuffer(t *testing.T) {
 	t.Parallel()
 	const capBytes = 64 << 10
 	small := "*3\r\n$7\r\nRL.TAKE\r\n$5\r\nkey:1\r\n$1\r\n1\r\n"
@@ -147,28 +223,55 @@ func TestGuardBoundsRedconBuffer(t *testing.T) {
 			src = append(src, big...)
 		}
 	}
-	count := func(r io.Reader) (cmds, maxBuf int) {
-		rd := redcon.NewReader(r)
-		for {
-			got, err := rd.ReadCommands()
-			if err != nil {
-				return cmds, maxBuf
-			}
-			cmds += len(got)
-			maxBuf = max(maxBuf, redconBuffer(rd))
-		}
-	}
 	for _, limit := range []int{0, 300, 6000, 70000} {
-		want, unguarded := count(&chunkReader{src: src, limit: limit, rng: rand.New(rand.NewPCG(1, uint64(limit)))})
-		got, buf := count(guarded(&chunkReader{src: src, limit: limit, rng: rand.New(rand.NewPCG(1, uint64(limit)))}, nil, capBytes))
-		if got != want {
-			t.Errorf("reads up to %d: guarded reader saw %d commands, redcon alone %d", limit, got, want)
+		rng := func() *rand.Rand { return rand.New(rand.NewPCG(1, uint64(limit))) }
+		want, err := readAll(redcon.NewReader(&chunkReader{src: src, limit: limit, rng: rng()}))
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("redcon alone: %v", err)
 		}
-		if bound := 2 * (4096 + capBytes); buf > bound {
-			t.Errorf("reads up to %d: redcon's buffer grew to %d bytes behind the guard, want <= %d", limit, buf, bound)
+		got, buf, err := readAllGuarded(guarded(&chunkReader{src: src, limit: limit, rng: rng()}, nil, capBytes))
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("reads up to %d: guarded: %v", limit, err)
 		}
-		t.Logf("reads up to %d: redcon buffer %d bytes behind the guard, %d without", limit, buf, unguarded)
+		if len(got) != len(want) {
+			t.Fatalf("reads up to %d: the guard returned %d commands, redcon alone %d", limit, len(got), len(want))
+		}
+		for i := range got {
+			if !slices.Equal(got[i], stringArgs(want[i])) {
+				t.Fatalf("reads up to %d: command %d is %.40q, redcon reads %.40q", limit, i, got[i], stringArgs(want[i]))
+			}
+		}
+		if bound := capBytes + 4096; buf > bound {
+			t.Errorf("reads up to %d: the guard's buffer grew to %d bytes, want <= %d", limit, buf, bound)
+		}
+		t.Logf("reads up to %d: %d commands, the guard's buffer at most %d bytes", limit, len(got), buf)
 	}
+}
+
+// TestGuardDropsBlankLines streams blank lines, which are no command: the
+// guard must drop them as it reads, not keep them in its buffer.
+func TestGuardDropsBlankLines(t *testing.T) {
+	t.Parallel()
+	const capBytes = 1024
+	src := []byte(strings.Repeat("\r\n", 1<<20) + strings.Repeat(" ", 40) + "\n" + "PING\r\n")
+	for _, limit := range []int{0, 7, 300} {
+		got, buf, err := readAllGuarded(guarded(&chunkReader{src: src, limit: limit, rng: rand.New(rand.NewPCG(2, uint64(limit)))}, nil, capBytes))
+		if !errors.Is(err, io.EOF) || !reflect.DeepEqual(got, [][]string{{"PING"}}) {
+			t.Fatalf("reads up to %d: got %q, %v; want [[PING]], EOF", limit, got, err)
+		}
+		if buf > readBufSize {
+			t.Errorf("reads up to %d: the guard's buffer grew to %d bytes on blank lines, want <= %d", limit, buf, readBufSize)
+		}
+	}
+}
+
+// stringArgs is cmd's arguments as strings.
+func stringArgs(cmd redcon.Command) []string {
+	out := make([]string, len(cmd.Args))
+	for i, a := range cmd.Args {
+		out[i] = string(a)
+	}
+	return out
 }
 
 // endless is a reader of prefix followed by fill bytes forever; it counts
@@ -210,11 +313,10 @@ func TestGuardCutsOff(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			rd := redcon.NewReader(guarded(tt.src, &out, max))
-			_, err := rd.ReadCommands()
+			_, err := guarded(tt.src, &out, max).readPipeline()
 			var v violation
 			if !errors.As(err, &v) || string(v) != tt.want {
-				t.Fatalf("ReadCommands error = %v, want %q", err, tt.want)
+				t.Fatalf("readPipeline error = %v, want %q", err, tt.want)
 			}
 			if got := out.String(); got != "-"+tt.want+"\r\n" {
 				t.Errorf("client got %q", got)
@@ -297,8 +399,8 @@ func TestOversizedStreamIsCutOff(t *testing.T) {
 }
 
 // FuzzScanner checks that feeding a read whole, where whole requests take
-// the scanner's fast path, finds the same last boundary and the same error
-// as feeding it a byte at a time, which never does.
+// the scanner's fast path, finds the same last boundary, the same error
+// and the same arguments as feeding it a byte at a time, which never does.
 func FuzzScanner(f *testing.F) {
 	for _, seed := range []string{
 		"*1\r\n$4\r\nPING\r\n",
@@ -315,22 +417,13 @@ func FuzzScanner(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		const max = 256
-		s := scanner{max: max}
-		boundary, bad := s.feed([]byte(in))
-		s = scanner{max: max}
-		last, slowBad := 0, ""
-		for i := range len(in) {
-			b, bad := s.feed([]byte{in[i]})
-			if b == 1 {
-				last = i + 1
-			}
-			if bad != "" {
-				slowBad = bad
-				break
-			}
-		}
+		boundary, bad, cmds := feedWhole(max, in)
+		last, slowBad, slowCmds := feedBytes(max, in)
 		if boundary != last || bad != slowBad {
 			t.Fatalf("whole read: %d, %q; byte by byte: %d, %q", boundary, bad, last, slowBad)
+		}
+		if !reflect.DeepEqual(cmds, slowCmds) {
+			t.Fatalf("whole read: %q; byte by byte: %q", cmds, slowCmds)
 		}
 	})
 }

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -42,7 +40,6 @@ type connState struct {
 	out []byte
 
 	// Scratch reused by every pipeline of this connection.
-	cmds    []redcon.Command
 	slots   []slot
 	reqs    []limit.Request
 	results []limit.Result
@@ -84,12 +81,12 @@ func (s *Server) newConnState(w io.Writer, addr, laddr string) *connState {
 // It returns the number of replies made. Replies are left in c.out for
 // flush, except that whenever c.out exceeds MaxOutputBytes it is written out
 // at once, so a pipeline of large replies never buffers more than that.
-func (c *connState) exec(cmds []redcon.Command) (replies int) {
+func (c *connState) exec(cmds [][][]byte) (replies int) {
 	c.slots = c.slots[:0]
 	c.reqs = c.reqs[:0]
 	decided := 0
 	for i := range cmds {
-		args := cmds[i].Args
+		args := cmds[i]
 		sl := slot{req: -1}
 		cmd, err := c.resolve(args)
 		if cmd != nil && c.lastCmd.Load() != cmd {
@@ -181,9 +178,8 @@ func (c *connState) release() {
 	clear(c.slots)
 	clear(c.reqs)
 	clear(c.results)
-	clear(c.cmds)
 	if cap(c.slots) > maxScratch {
-		c.slots, c.reqs, c.results, c.cmds = nil, nil, nil, nil
+		c.slots, c.reqs, c.results = nil, nil, nil
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -329,19 +328,42 @@ func (s *Server) Serve(ln net.Listener) error {
 	defer close(s.served)
 
 	addr := ln.Addr()
-	rs := redcon.NewServerNetwork(addr.Network(), addr.String(), s.handle, s.accept, s.closed)
-	rs.AcceptError = func(err error) { s.log.Warn("accept failed", "err", err) }
-	// No rs.SetIdleClose: the guard sets read deadlines itself, for
-	// IdleTimeout and RequestTimeout both.
 	s.log.Info("serving RESP", "addr", addr.String(), "tls", s.cfg.TLS != nil)
-	err := rs.Serve(gl)
+	err := s.acceptLoop(gl)
 	if s.closing.Load() {
 		return ErrServerClosed
 	}
-	if err == nil {
-		err = net.ErrClosed
-	}
 	return fmt.Errorf("server: %w", err)
+}
+
+// acceptLoop serves every connection gl accepts on a goroutine of its own
+// until gl is closed (or released by Shutdown); then it closes gl and every
+// connection still open and returns why it stopped.
+func (s *Server) acceptLoop(gl *listener) error {
+	defer func() {
+		_ = gl.Close()
+		s.mu.Lock()
+		for c := range s.clients {
+			_ = c.w.(io.Closer).Close()
+		}
+		s.mu.Unlock()
+	}()
+	for {
+		gc, err := gl.next()
+		if errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		if err != nil {
+			s.log.Warn("accept failed", "err", err)
+			continue
+		}
+		c := s.newConnState(gc, gc.RemoteAddr().String(), gc.LocalAddr().String())
+		s.mu.Lock()
+		s.clients[c] = struct{}{}
+		s.mu.Unlock()
+		s.log.Debug("client connected", "id", c.id, "addr", c.addr)
+		go s.serveConn(gc, c)
+	}
 }
 
 // Addr returns the address the server listens on, or nil before Serve.
@@ -427,41 +449,34 @@ func (s *Server) end() {
 	}
 }
 
-// accept sets up a connection's state; redcon calls it for every
-// connection the listener returns.
-func (s *Server) accept(conn redcon.Conn) bool {
-	laddr := ""
-	if nc := conn.NetConn(); nc != nil {
-		laddr = nc.LocalAddr().String()
+// serveConn runs the pipelines of one connection until it ends.
+func (s *Server) serveConn(gc *conn, c *connState) {
+	var err error
+	defer func() {
+		_ = gc.Close()
+		s.mu.Lock()
+		delete(s.clients, c)
+		s.mu.Unlock()
+		s.logClosed(c, err)
+	}()
+	for {
+		var cmds [][][]byte
+		if cmds, err = gc.readPipeline(); err != nil {
+			return
+		}
+		if !s.pipeline(c, cmds) {
+			return
+		}
 	}
-	c := s.newConnState(conn.NetConn(), conn.RemoteAddr(), laddr)
-	conn.SetContext(c)
-	s.mu.Lock()
-	s.clients[c] = struct{}{}
-	s.mu.Unlock()
-	s.log.Debug("client connected", "id", c.id, "addr", c.addr)
-	return true
 }
 
-// closed forgets a connection; err is why it ended (nil for EOF).
-func (s *Server) closed(conn redcon.Conn, err error) {
-	c, _ := conn.Context().(*connState)
-	if c == nil {
-		return
-	}
-	s.mu.Lock()
-	delete(s.clients, c)
-	s.mu.Unlock()
+// logClosed logs why a connection ended.
+func (s *Server) logClosed(c *connState, err error) {
 	var v violation
 	switch {
-	case err != nil && strings.HasPrefix(err.Error(), "Protocol error: "):
-		// redcon's own protocol errors (its error type is unexported);
-		// it has answered them already.
-		s.errReplies.Add(1)
-		s.log.Debug("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
 	case errors.As(err, &v):
 		s.log.Debug("client closed for protocol violation", "id", c.id, "addr", c.addr, "err", err)
-	case err != nil && !errors.Is(err, net.ErrClosed):
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 		s.log.Debug("client disconnected", "id", c.id, "addr", c.addr, "err", err)
 	default:
 		s.log.Debug("client disconnected", "id", c.id, "addr", c.addr)
@@ -480,44 +495,35 @@ func (s *Server) clientList() []*connState {
 	return list
 }
 
-// handle is redcon's handler. redcon calls it for the first command it
-// parsed from a read; the rest of that read's pipeline is taken here, so
-// all of it is executed, batched and answered together.
-func (s *Server) handle(conn redcon.Conn, first redcon.Command) {
-	c, ok := conn.Context().(*connState)
-	if !ok {
-		conn.Close()
-		return
-	}
+// pipeline executes the commands of one read together (batched and
+// answered together) and writes their replies. It reports whether the
+// connection goes on: not after QUIT, a failed write or a panic, nor once
+// Shutdown has begun.
+func (s *Server) pipeline(c *connState, cmds [][][]byte) (more bool) {
 	start := time.Now()
-	c.cmds = append(append(c.cmds[:0], first), conn.ReadPipeline()...)
-	n := len(c.cmds)
 	if !s.begin() {
-		conn.Close()
-		return
+		return false
 	}
 	defer s.end()
 	defer func() {
 		if r := recover(); r != nil {
 			s.recovered(r, "pipeline")
-			conn.WriteError(string(errInternal))
-			conn.Close()
+			c.out = redcon.AppendError(c.out[:0], string(errInternal))
+			c.flush()
+			more = false
 		}
 	}()
-	c.exec(c.cmds)
+	c.exec(cmds)
 	// Write before the pipeline stops counting as in flight: Shutdown
-	// closes connections as soon as nothing is. redcon's own writer stays
-	// empty, so its flush after this returns writes nothing.
+	// closes connections as soon as nothing is.
 	c.flush()
 	if s.cfg.OnPipeline != nil {
-		s.cfg.OnPipeline(time.Since(start), n)
+		s.cfg.OnPipeline(time.Since(start), len(cmds))
 	}
 	if errors.Is(c.werr, os.ErrDeadlineExceeded) {
 		s.log.Debug("client closed: replies not read within WriteTimeout", "id", c.id, "addr", c.addr)
 	}
-	if c.quit || c.werr != nil {
-		conn.Close()
-	}
+	return !c.quit && c.werr == nil
 }
 
 // recovered logs and counts a recovered panic.
