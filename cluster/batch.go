@@ -70,7 +70,14 @@ type nodeQueue struct {
 	// to a worker goroutine and back. Each slot is a connection of its
 	// own (link), taken with the slot and put back with it.
 	slots   chan *link
-	waiting atomic.Int64 // units a worker holds while it waits for a slot
+	waiting atomic.Int64 // units a worker, a head or its seat holds while they wait for a slot
+	seats   seats        // the caller at the head of the queue, if any (head.go)
+
+	// How units went out: sent by their own caller to an idle node
+	// (inline), or at the head of the queue (headSent pipelines, of which
+	// handedOff were handed to a goroutine by the deadline rule), or
+	// boarded a head's seat (passengers), or were queued for a worker.
+	inline, headSent, handedOff, passengers, queuedUnits atomic.Int64
 
 	last                           atomic.Int64 // unix ns of the last pipeline sent
 	answered                       atomic.Int64 // unix ns of the last pipeline the node answered
@@ -127,9 +134,12 @@ func (s *Store) queue(addr string) (*nodeQueue, error) {
 
 // submit hands u to its node's queue. When inline is set and the node is
 // idle — nothing queued and a pipeline slot free — the caller sends u
-// itself, here, and u is done when submit returns; else u is queued for a
-// worker, and when the queue is full submit waits, at most until u's
-// deadline (the caller then answers unavailable).
+// itself, here, and u is done when submit returns. When inline is set and
+// the node's slots are busy with nothing queued, the caller heads the
+// queue: it waits for a slot and sends u with what came meanwhile
+// (head.go). Else u boards the head's seat, or is queued for a worker; when
+// the queue is full submit waits, at most until u's deadline (the caller
+// then answers unavailable).
 func (s *Store) submit(u *unit, inline bool) error {
 	for {
 		q, err := s.queue(u.addr)
@@ -143,18 +153,15 @@ func (s *Store) submit(u *unit, inline bool) error {
 		}
 		now := time.Now()
 		u.q, u.queued = q, now.UnixNano()
-		if inline && len(q.ch) == 0 {
+		if inline && len(q.ch) == 0 && !q.seatOpen() {
 			select {
 			case l := <-q.slots:
 				// Under the read lock, so that a sweep cannot close the
 				// client while this pipeline uses it.
-				q.last.Store(now.UnixNano())
+				q.inline.Add(1)
 				q.backlog.Add(int64(len(u.items)))
-				q.send([]*unit{u}, l)
-				q.backlog.Add(-int64(len(u.items)))
-				q.slots <- l
+				q.sendOwn(u, []*unit{u}, l)
 				q.mu.RUnlock()
-				close(u.done)
 				return nil
 			default:
 			}
@@ -164,6 +171,18 @@ func (s *Store) submit(u *unit, inline bool) error {
 			return err
 		}
 		q.backlog.Add(int64(len(u.items)))
+		if inline && len(q.ch) == 0 {
+			if st, ok := q.lead(u); ok {
+				err := q.head(st)
+				q.mu.RUnlock()
+				return err
+			}
+		}
+		if q.board(u) {
+			q.mu.RUnlock()
+			return nil
+		}
+		q.queuedUnits.Add(1)
 		select {
 		case q.ch <- u:
 		case <-u.ctx.Done():
