@@ -78,6 +78,10 @@ type nodeQueue struct {
 	// handedOff were handed to a goroutine by the deadline rule), or
 	// boarded a head's seat (passengers), or were queued for a worker.
 	inline, headSent, handedOff, passengers, queuedUnits atomic.Int64
+	// parks counts the waits of the store's own goroutines, each a
+	// wake-up later: a worker that found nothing queued or no slot free,
+	// a head that found no slot free.
+	parks atomic.Int64
 
 	last                           atomic.Int64 // unix ns of the last pipeline sent
 	answered                       atomic.Int64 // unix ns of the last pipeline the node answered
@@ -160,7 +164,7 @@ func (s *Store) submit(u *unit, inline bool) error {
 				// client while this pipeline uses it.
 				q.inline.Add(1)
 				q.backlog.Add(int64(len(u.items)))
-				q.sendOwn(u, []*unit{u}, l)
+				q.sendOwn(u, []*unit{u}, l, nil)
 				q.mu.RUnlock()
 				return nil
 			default:
@@ -198,6 +202,9 @@ func (q *nodeQueue) work() {
 	batch := make([]*unit, 0, 64)
 	for {
 		var u *unit
+		if len(q.ch) == 0 {
+			q.parks.Add(1)
+		}
 		select {
 		case u = <-q.ch:
 		case <-q.s.closing:
@@ -212,6 +219,9 @@ func (q *nodeQueue) work() {
 		// A slot first, then the rest of the queue: what queues while the
 		// node's pipelines are busy goes out together.
 		q.waiting.Add(1)
+		if len(q.slots) == 0 {
+			q.parks.Add(1)
+		}
 		l := <-q.slots
 		q.waiting.Add(-1)
 		batch = append(batch[:0], u)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,10 +33,12 @@ import (
 //     breaker, the overload model and the late-read look hear of the
 //     pipeline as of any other.
 type seat struct {
-	head  *unit
-	units []*unit // the passengers, in arrival order
-	n     int     // the items of head and passengers
+	units []*unit // the head, then the passengers in arrival order
+	n     int     // their items
 }
+
+// seatPool keeps seats and their slices from one head to the next.
+var seatPool = sync.Pool{New: func() any { return &seat{units: make([]*unit, 0, 16)} }}
 
 // headGrace is how far past its own deadline a caller that sends its
 // pipeline itself may be held, as a share of Timeout: the pipeline waits
@@ -43,18 +46,23 @@ type seat struct {
 // while that is at most Timeout/headGrace later than its own.
 const headGrace = 8
 
-// seats guards a node queue's open seat: at most one at a time.
+// seats is a node queue's open seat: at most one at a time. The pointer
+// is read without the lock (seatOpen); it is set, and a seat's units
+// changed, under it.
 type seats struct {
 	mu   sync.Mutex
-	open *seat // nil: no caller waits at the head of the queue
+	open atomic.Pointer[seat] // nil: no caller waits at the head of the queue
 }
 
 // board puts u on q's open seat if there is one with room: u is then the
 // head's to send (or to hand to the queue). It reports whether u boarded.
 func (q *nodeQueue) board(u *unit) bool {
+	if q.seats.open.Load() == nil {
+		return false
+	}
 	q.seats.mu.Lock()
 	defer q.seats.mu.Unlock()
-	st := q.seats.open
+	st := q.seats.open.Load()
 	if st == nil || st.n+len(u.items) > int(q.batchLimit.Load()) {
 		return false
 	}
@@ -66,38 +74,44 @@ func (q *nodeQueue) board(u *unit) bool {
 }
 
 // seatOpen reports whether a caller waits at the head of q's queue.
-func (q *nodeQueue) seatOpen() bool {
-	q.seats.mu.Lock()
-	defer q.seats.mu.Unlock()
-	return q.seats.open != nil
-}
+func (q *nodeQueue) seatOpen() bool { return q.seats.open.Load() != nil }
 
 // lead opens a seat for u, whose caller then waits for a slot and sends;
 // false when a seat is open already.
 func (q *nodeQueue) lead(u *unit) (*seat, bool) {
-	q.seats.mu.Lock()
-	defer q.seats.mu.Unlock()
-	if q.seats.open != nil {
+	if q.seats.open.Load() != nil {
 		return nil, false
 	}
-	st := &seat{head: u, n: len(u.items)}
-	q.seats.open = st
+	q.seats.mu.Lock()
+	defer q.seats.mu.Unlock()
+	if q.seats.open.Load() != nil {
+		return nil, false
+	}
+	st := seatPool.Get().(*seat)
+	st.units, st.n = append(st.units[:0], u), len(u.items)
+	q.seats.open.Store(st)
 	q.waiting.Add(1)
 	return st, true
 }
 
-// close closes the seat: no unit boards it after this. It returns the
-// passengers.
+// closeSeat closes the seat: no unit boards it after this. It returns its
+// units, the head first.
 func (q *nodeQueue) closeSeat(st *seat) []*unit {
 	q.seats.mu.Lock()
 	defer q.seats.mu.Unlock()
-	if q.seats.open == st {
-		q.seats.open = nil
+	q.seats.open.CompareAndSwap(st, nil)
+	q.waiting.Add(-int64(len(st.units)))
+	return st.units
+}
+
+// putSeat returns st to the pool once nothing reads its units.
+func putSeat(st *seat, units []*unit) {
+	if cap(units) > 256 {
+		return
 	}
-	units := st.units
-	st.units = nil
-	q.waiting.Add(-int64(1 + len(units)))
-	return units
+	clear(units)
+	st.units, st.n = units[:0], 0
+	seatPool.Put(st)
 }
 
 // head is the caller of u at the head of q's queue, under q.mu's read
@@ -106,18 +120,21 @@ func (q *nodeQueue) closeSeat(st *seat) []*unit {
 // above. It returns ErrClosed when the Store closes meanwhile; else u is
 // done or handed to a sender, and its caller waits for it.
 func (q *nodeQueue) head(st *seat) error {
-	u := st.head
+	u := st.units[0]
 	var l *link
+	if len(q.slots) == 0 {
+		q.parks.Add(1)
+	}
 	select {
 	case l = <-q.slots:
 	case <-u.ctx.Done():
 	case <-q.s.closing:
 	}
-	units := q.closeSeat(st)
+	batch := q.closeSeat(st)
 	if l == nil {
 		// No slot in time: the passengers go to the workers' queue, and the
 		// head is answered as a unit that expired there.
-		for _, p := range units {
+		for _, p := range batch[1:] {
 			select {
 			case q.ch <- p:
 			case <-p.ctx.Done(): // its waiter answers it: late
@@ -125,6 +142,7 @@ func (q *nodeQueue) head(st *seat) error {
 			case <-q.s.closing:
 			}
 		}
+		putSeat(st, batch)
 		q.backlog.Add(-int64(len(u.items)))
 		if err := u.ctx.Err(); err != nil {
 			q.expired(u, err)
@@ -133,8 +151,6 @@ func (q *nodeQueue) head(st *seat) error {
 		}
 		return ErrClosed
 	}
-	batch := make([]*unit, 0, 1+len(units))
-	batch = append(append(batch, u), units...)
 	n := st.n
 drain:
 	for limit := int(q.batchLimit.Load()); n < limit; {
@@ -147,31 +163,40 @@ drain:
 		}
 	}
 	q.headSent.Add(1)
-	q.sendOwn(u, batch, l)
+	q.sendOwn(u, batch, l, st)
 	return nil
 }
 
 // sendOwn sends batch, headed by u, on l, the link of the slot the caller
 // holds, from the caller's goroutine when the deadline rule lets it hold
 // the caller until the pipeline's deadline; else from a goroutine of its
-// own, and the caller waits for u as for a queued unit.
-func (q *nodeQueue) sendOwn(u *unit, batch []*unit, l *link) {
+// own (counted with the workers, whom a sweep waits for), and the caller
+// waits for u as for a queued unit. st, if not nil, is the seat batch
+// came from, pooled again once batch is sent.
+func (q *nodeQueue) sendOwn(u *unit, batch []*unit, l *link, st *seat) {
 	now := time.Now()
 	if !q.mayHold(u, batch, now) {
 		q.handedOff.Add(1)
-		go q.sendHeld(batch, l, now)
+		q.workers.Add(1)
+		go func() {
+			defer q.workers.Done()
+			q.sendHeld(batch, l, now, st)
+		}()
 		return
 	}
-	q.sendHeld(batch, l, now)
+	q.sendHeld(batch, l, now, st)
 }
 
 // sendHeld sends batch on l, puts l's slot back and answers the batch.
-func (q *nodeQueue) sendHeld(batch []*unit, l *link, now time.Time) {
+func (q *nodeQueue) sendHeld(batch []*unit, l *link, now time.Time, st *seat) {
 	q.last.Store(now.UnixNano())
 	k := q.send(batch, l)
 	q.slots <- l
 	for _, p := range batch[k:] {
 		q.finish(p)
+	}
+	if st != nil {
+		putSeat(st, batch)
 	}
 }
 
