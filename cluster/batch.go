@@ -177,7 +177,7 @@ func (s *Store) submit(u *unit, inline bool) error {
 		q.backlog.Add(int64(len(u.items)))
 		if inline && len(q.ch) == 0 {
 			if st, ok := q.lead(u); ok {
-				err := q.head(st)
+				err := q.head(u, st)
 				q.mu.RUnlock()
 				return err
 			}

@@ -11,10 +11,11 @@ import (
 // a slot itself, and the units that come for the node meanwhile board the
 // seat instead of the queue, up to the pipeline's size limit. When a slot
 // frees, the head sends itself and its passengers as one pipeline, on its
-// own goroutine, as a worker would: what waits for a worker costs a
-// goroutine wake-up to hand the unit over (the worker parked on the queue)
-// and often a second (the worker parked again for a slot), each a futex
-// call at pipeline 1, where a node's slots are nearly always busy.
+// own goroutine, as a worker would. At pipeline 1, where a node's slots
+// are nearly always busy, nearly every unit used to go to a worker: the
+// head's own unit is then answered without a hand-off, the workers park
+// less, and the pipelines are larger (docs/performance.md, "The head of
+// the queue sends the pipeline", has the figures).
 //
 // The deadline rule. A pipeline waits for the latest deadline of what it
 // carries (Timeout at least, sendNow), so that a request near its end
@@ -94,14 +95,14 @@ func (q *nodeQueue) lead(u *unit) (*seat, bool) {
 	return st, true
 }
 
-// closeSeat closes the seat: no unit boards it after this. It returns its
-// units, the head first.
-func (q *nodeQueue) closeSeat(st *seat) []*unit {
+// closeSeat closes the seat: no unit boards it after this, and its head
+// alone reads it. It returns its units, the head first, and their items.
+func (q *nodeQueue) closeSeat(st *seat) ([]*unit, int) {
 	q.seats.mu.Lock()
 	defer q.seats.mu.Unlock()
 	q.seats.open.CompareAndSwap(st, nil)
 	q.waiting.Add(-int64(len(st.units)))
-	return st.units
+	return st.units, st.n
 }
 
 // putSeat returns st to the pool once nothing reads its units.
@@ -119,8 +120,7 @@ func putSeat(st *seat, units []*unit) {
 // else is queued, up to the pipeline's size limit) by the deadline rule
 // above. It returns ErrClosed when the Store closes meanwhile; else u is
 // done or handed to a sender, and its caller waits for it.
-func (q *nodeQueue) head(st *seat) error {
-	u := st.units[0]
+func (q *nodeQueue) head(u *unit, st *seat) error {
 	var l *link
 	if len(q.slots) == 0 {
 		q.parks.Add(1)
@@ -130,7 +130,7 @@ func (q *nodeQueue) head(st *seat) error {
 	case <-u.ctx.Done():
 	case <-q.s.closing:
 	}
-	batch := q.closeSeat(st)
+	batch, n := q.closeSeat(st)
 	if l == nil {
 		// No slot in time: the passengers go to the workers' queue, and the
 		// head is answered as a unit that expired there.
@@ -151,7 +151,6 @@ func (q *nodeQueue) head(st *seat) error {
 		}
 		return ErrClosed
 	}
-	n := st.n
 drain:
 	for limit := int(q.batchLimit.Load()); n < limit; {
 		select {
