@@ -65,7 +65,7 @@ func BenchmarkDoAllocs(b *testing.B) {
 	b.Run("callers=16", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(8) // 16 goroutines on 2 cores
-		cpu0 := processCPU(b)
+		cpu0, sched0, u0 := processCPU(b), readSched(b), unitsOf(s)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			reqs := []limit.Request{{Cost: 1, Policy: p}}
@@ -80,5 +80,7 @@ func BenchmarkDoAllocs(b *testing.B) {
 		})
 		b.StopTimer()
 		b.ReportMetric((processCPU(b)-cpu0)/float64(b.N), "client-cpu-µs/decision")
+		reportSched(b, sched0, float64(b.N))
+		reportUnits(b, s, u0, float64(b.N))
 	})
 }

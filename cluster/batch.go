@@ -70,7 +70,18 @@ type nodeQueue struct {
 	// to a worker goroutine and back. Each slot is a connection of its
 	// own (link), taken with the slot and put back with it.
 	slots   chan *link
-	waiting atomic.Int64 // units a worker holds while it waits for a slot
+	waiting atomic.Int64 // units a worker, a head or its seat holds while they wait for a slot
+	seats   seats        // the caller at the head of the queue, if any (head.go)
+
+	// How units went out: sent by their own caller to an idle node
+	// (inline), or at the head of the queue (headSent pipelines, of which
+	// handedOff were handed to a goroutine by the deadline rule), or
+	// boarded a head's seat (passengers), or were queued for a worker.
+	inline, headSent, handedOff, passengers, queuedUnits atomic.Int64
+	// parks counts the waits of the store's own goroutines, each a
+	// wake-up later: a worker that found nothing queued or no slot free,
+	// a head that found no slot free.
+	parks atomic.Int64
 
 	last                           atomic.Int64 // unix ns of the last pipeline sent
 	answered                       atomic.Int64 // unix ns of the last pipeline the node answered
@@ -128,9 +139,12 @@ func (s *Store) queue(addr string) (*nodeQueue, error) {
 
 // submit hands u to its node's queue. When inline is set and the node is
 // idle — nothing queued and a pipeline slot free — the caller sends u
-// itself, here, and u is done when submit returns; else u is queued for a
-// worker, and when the queue is full submit waits, at most until u's
-// deadline (the caller then answers unavailable).
+// itself, here, and u is done when submit returns. When inline is set and
+// the node's slots are busy with nothing queued, the caller heads the
+// queue: it waits for a slot and sends u with what came meanwhile
+// (head.go). Else u boards the head's seat, or is queued for a worker; when
+// the queue is full submit waits, at most until u's deadline (the caller
+// then answers unavailable).
 func (s *Store) submit(u *unit, inline bool) error {
 	for {
 		q, err := s.queue(u.addr)
@@ -144,18 +158,15 @@ func (s *Store) submit(u *unit, inline bool) error {
 		}
 		now := time.Now()
 		u.q, u.queued = q, now.UnixNano()
-		if inline && len(q.ch) == 0 {
+		if inline && len(q.ch) == 0 && !q.seatOpen() {
 			select {
 			case l := <-q.slots:
 				// Under the read lock, so that a sweep cannot close the
 				// client while this pipeline uses it.
-				q.last.Store(now.UnixNano())
+				q.inline.Add(1)
 				q.backlog.Add(int64(len(u.items)))
-				q.send([]*unit{u}, l)
-				q.backlog.Add(-int64(len(u.items)))
-				q.slots <- l
+				q.sendOwn(u, []*unit{u}, l, nil)
 				q.mu.RUnlock()
-				close(u.done)
 				return nil
 			default:
 			}
@@ -165,6 +176,18 @@ func (s *Store) submit(u *unit, inline bool) error {
 			return err
 		}
 		q.backlog.Add(int64(len(u.items)))
+		if inline && len(q.ch) == 0 {
+			if st, ok := q.lead(u); ok {
+				err := q.head(u, st)
+				q.mu.RUnlock()
+				return err
+			}
+		}
+		if q.board(u) {
+			q.mu.RUnlock()
+			return nil
+		}
+		q.queuedUnits.Add(1)
 		select {
 		case q.ch <- u:
 		case <-u.ctx.Done():
@@ -180,6 +203,9 @@ func (q *nodeQueue) work() {
 	batch := make([]*unit, 0, 64)
 	for {
 		var u *unit
+		if len(q.ch) == 0 {
+			q.parks.Add(1)
+		}
 		select {
 		case u = <-q.ch:
 		case <-q.s.closing:
@@ -194,6 +220,9 @@ func (q *nodeQueue) work() {
 		// A slot first, then the rest of the queue: what queues while the
 		// node's pipelines are busy goes out together.
 		q.waiting.Add(1)
+		if len(q.slots) == 0 {
+			q.parks.Add(1)
+		}
 		l := <-q.slots
 		q.waiting.Add(-1)
 		batch = append(batch[:0], u)

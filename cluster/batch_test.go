@@ -86,7 +86,11 @@ func TestConcurrentCallersSharePipelines(t *testing.T) {
 
 // BenchmarkStore is the cluster store against a real 3+3 cluster: many
 // goroutines, each one RL.TAKE per Do, as concurrent connections at
-// pipeline 1 would send; uniform keys and one hot key.
+// pipeline 1 would send; uniform keys and one hot key. Besides ns/op it
+// reports the client's CPU per decision (getrusage), script calls per
+// pipeline, and how the units went out: sent by their own caller (an idle
+// node's, or the head of a busy one's queue, head.go) or queued for a
+// worker.
 func BenchmarkStore(b *testing.B) {
 	c := redistest.NewCluster(b, localredis.Config{})
 	s, err := New(Config{Addrs: c.Addrs(), Timeout: 5 * time.Second})
@@ -95,27 +99,49 @@ func BenchmarkStore(b *testing.B) {
 	}
 	defer s.Close()
 	p := &limit.Policy{Limit: 1 << 40, Rate: 1_000_000_000, Period: time.Second}
-	for _, keys := range []int{1_000_000, 1} {
-		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
-			p0, c0 := totals(s)
+	for _, tc := range []struct {
+		name        string
+		keys, perDo int
+	}{
+		{"keys=1000000", 1_000_000, 1},
+		{"keys=1", 1, 1},
+		{"keys=1000000/per-Do=16", 1_000_000, 16}, // as connections at pipeline 16: a Do reaches every node
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p0, c0, d0 := allTotals(s)
+			u0 := unitsOf(s)
 			b.SetParallelism(25) // 50 goroutines on 2 cores
 			b.ReportAllocs()
+			cpu0, sched0 := processCPU(b), readSched(b)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				out := make([]limit.Result, 1)
-				req := []limit.Request{{Cost: 1, Policy: p}}
+				out := make([]limit.Result, tc.perDo)
+				reqs := make([]limit.Request, tc.perDo)
+				for i := range reqs {
+					reqs[i] = limit.Request{Cost: 1, Policy: p}
+				}
 				i := 0
 				for pb.Next() {
-					req[0].Key = "bench:" + strconv.Itoa(i*7919%keys)
-					i++
-					s.Do(context.Background(), req, out)
-					if out[0].Err != nil || !out[0].Allowed {
-						b.Fatalf("%+v", out[0])
+					for j := range reqs {
+						reqs[j].Key = "bench:" + strconv.Itoa(i*7919%tc.keys)
+						i++
+					}
+					s.Do(context.Background(), reqs, out)
+					for j := range out {
+						if out[j].Err != nil || !out[j].Allowed {
+							b.Fatalf("%+v", out[j])
+						}
 					}
 				}
 			})
-			p1, c1 := totals(s)
+			b.StopTimer()
+			decisions := float64(b.N * tc.perDo)
+			b.ReportMetric((processCPU(b)-cpu0)/decisions, "client-cpu-µs/decision")
+			reportSched(b, sched0, decisions)
+			p1, c1, d1 := allTotals(s)
 			b.ReportMetric(float64(c1-c0)/float64(max(1, p1-p0)), "cmds/pipeline")
+			b.ReportMetric(float64(d1-d0)/float64(max(1, p1-p0)), "decisions/pipeline")
+			reportUnits(b, s, u0, decisions)
 		})
 	}
 }
