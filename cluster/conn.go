@@ -208,23 +208,7 @@ func (l *link) leanConn(ctx context.Context, q *nodeQueue) (*leanConn, error) {
 // when that error is not an error reply.
 func (l *link) pipelined(ctx context.Context, q *nodeQueue, load *redis.StringCmd, b *redis.IntSliceCmd, rest []*item, cmds []*redis.IntSliceCmd) error {
 	if !q.s.lean {
-		_, err := l.conn(q.client).Pipelined(ctx, func(p redis.Pipeliner) error {
-			if load != nil {
-				_ = p.Process(ctx, load)
-			}
-			if b != nil {
-				_ = p.Process(ctx, b)
-			}
-			for i, it := range rest {
-				if it.ask {
-					_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
-				}
-				cmds[i] = redis.NewIntSliceCmd(ctx, it.command(it.eval)...)
-				_ = p.Process(ctx, cmds[i])
-			}
-			return nil
-		})
-		return err
+		return l.pipelinedGoRedis(ctx, q, load, b, rest, cmds)
 	}
 	c, err := l.leanConn(ctx, q)
 	if err != nil {
@@ -238,32 +222,10 @@ func (l *link) pipelined(ctx context.Context, q *nodeQueue, load *redis.StringCm
 	for i := range rest {
 		cmds[i] = c.cmd(i)
 	}
-	if load != nil {
-		if c.buf, err = appendCommand(c.buf, load.Args()); err != nil {
-			c.buf = c.buf[:0]
-			failLoad(err, load)
-			failCmds(err, b, cmds)
-			return err
-		}
-	}
-	if b != nil {
-		if c.buf, err = appendCommand(c.buf, b.Args()); err != nil {
-			c.buf = c.buf[:0]
-			failLoad(err, load)
-			failCmds(err, b, cmds)
-			return err
-		}
-	}
-	for _, it := range rest {
-		if it.ask {
-			c.buf = append(c.buf, askingCmd...)
-		}
-		if c.buf, err = appendCommand(c.buf, it.command(it.eval)); err != nil {
-			c.buf = c.buf[:0]
-			failLoad(err, load)
-			failCmds(err, b, cmds)
-			return err
-		}
+	if err := c.appendPipeline(load, b, rest); err != nil {
+		failLoad(err, load)
+		failCmds(err, b, cmds)
+		return err
 	}
 	d, _ := ctx.Deadline()
 	if err := c.write(d); err != nil {
@@ -273,6 +235,61 @@ func (l *link) pipelined(ctx context.Context, q *nodeQueue, load *redis.StringCm
 		return err
 	}
 	c.setReadDeadline(d)
+	return l.readPipeline(c, load, b, rest, cmds)
+}
+
+// pipelinedGoRedis is pipelined through go-redis's Pipelined, on the
+// slot's go-redis Conn.
+func (l *link) pipelinedGoRedis(ctx context.Context, q *nodeQueue, load *redis.StringCmd, b *redis.IntSliceCmd, rest []*item, cmds []*redis.IntSliceCmd) error {
+	_, err := l.conn(q.client).Pipelined(ctx, func(p redis.Pipeliner) error {
+		if load != nil {
+			_ = p.Process(ctx, load)
+		}
+		if b != nil {
+			_ = p.Process(ctx, b)
+		}
+		for i, it := range rest {
+			if it.ask {
+				_ = p.Process(ctx, redis.NewCmd(ctx, "asking"))
+			}
+			cmds[i] = redis.NewIntSliceCmd(ctx, it.command(it.eval)...)
+			_ = p.Process(ctx, cmds[i])
+		}
+		return nil
+	})
+	return err
+}
+
+// appendPipeline writes the pipeline's commands into c's buffer: the
+// FUNCTION LOAD and the batch call when not nil, then each item's own
+// script (ASKING first where it.ask). On an error the buffer is emptied.
+func (c *leanConn) appendPipeline(load *redis.StringCmd, b *redis.IntSliceCmd, rest []*item) error {
+	var err error
+	if load != nil {
+		c.buf, err = appendCommand(c.buf, load.Args())
+	}
+	if b != nil && err == nil {
+		c.buf, err = appendCommand(c.buf, b.Args())
+	}
+	for _, it := range rest {
+		if err != nil {
+			break
+		}
+		if it.ask {
+			c.buf = append(c.buf, askingCmd...)
+		}
+		c.buf, err = appendCommand(c.buf, it.command(it.eval))
+	}
+	if err != nil {
+		c.buf = c.buf[:0]
+	}
+	return err
+}
+
+// readPipeline reads the replies of what appendPipeline wrote, in order,
+// into load, b and cmds, and returns the first error; a failure that is
+// not an error reply closes the connection and fails what is left.
+func (l *link) readPipeline(c *leanConn, load *redis.StringCmd, b *redis.IntSliceCmd, rest []*item, cmds []*redis.IntSliceCmd) error {
 	var first error
 	broken := func(err error) error {
 		l.closeLean()

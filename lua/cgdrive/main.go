@@ -68,138 +68,173 @@ func run(port, calls int, dir, phases string) error {
 	}
 	fmt.Printf("callgrind files in %s\n", dir)
 	out := filepath.Join(dir, "cg.out")
+	cmd, rc, err := startCallgrind(port, dir, out)
+	if err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer rc.Close()
+	list := standard()
+	if phases != "" {
+		list = strings.Split(phases, ",")
+	}
+	fmt.Printf("%-36s %12s %10s\n", "phase", "instr/call", "instr/dec")
+	for i, ph := range list {
+		if err := runPhase(rc, strconv.Itoa(cmd.Process.Pid), out, i+1, ph, calls); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startCallgrind starts redis-server under callgrind on loopback port and
+// waits until it answers.
+func startCallgrind(port int, dir, out string) (*exec.Cmd, *redis.Client, error) {
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=processCommand",
 		"--callgrind-out-file="+out, "redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir)
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	pid := strconv.Itoa(cmd.Process.Pid)
-	ctx := context.Background()
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), ReadTimeout: 30 * time.Second})
-	defer rc.Close()
-	for i := 0; ; i++ {
-		if rc.Ping(ctx).Err() == nil {
-			break
-		}
+	for i := 0; rc.Ping(context.Background()).Err() != nil; i++ {
 		if i > 600 {
-			return fmt.Errorf("redis-server under valgrind did not answer")
+			rc.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, nil, fmt.Errorf("redis-server under valgrind did not answer")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	list := standard()
-	if phases != "" {
-		list = strings.Split(phases, ",")
+	return cmd, rc, nil
+}
+
+// phase is one alg:form:n:keys of the command line.
+type phase struct {
+	form, keys string // single | batch; cold | warm
+	n          int    // keys per call
+	a          *lua.Args
+	s          *lua.Script
+	next       int // the last cold key handed out
+}
+
+func parsePhase(ph string) (*phase, error) {
+	f := strings.Split(ph, ":")
+	if len(f) != 4 {
+		return nil, fmt.Errorf("phase %q: want alg:form:n:keys", ph)
 	}
-	dumps := 0
-	fmt.Printf("%-36s %12s %10s\n", "phase", "instr/call", "instr/dec")
-	for _, ph := range list {
-		f := strings.Split(ph, ":")
-		if len(f) != 4 {
-			return fmt.Errorf("phase %q: want alg:form:n:keys", ph)
+	n, err := strconv.Atoi(f[2])
+	if err != nil {
+		return nil, err
+	}
+	p := &limit.Policy{Algorithm: limit.Algorithm(f[0]), Limit: 1_000_000, Rate: 1_000_000, Period: time.Second}
+	if p.Algorithm == limit.TokenBucket {
+		p.Algorithm = ""
+	}
+	a, err := lua.ArgsFor(p)
+	if err != nil {
+		return nil, err
+	}
+	s := a.Script
+	if f[1] == "batch" {
+		s = lua.Batch
+	}
+	return &phase{form: f[1], keys: f[3], n: n, a: &a, s: s}, nil
+}
+
+func (p *phase) key(i int) string {
+	if p.keys == "warm" {
+		return "sluice:{user:" + strconv.Itoa(i) + "}"
+	}
+	p.next++
+	return "sluice:{user:" + strconv.Itoa(p.next) + "}"
+}
+
+// send sends m calls in one pipeline and checks that every decision was
+// decided and admitted, as the policy wants.
+func (p *phase) send(ctx context.Context, rc *redis.Client, m int) error {
+	a := p.a
+	cmds, err := rc.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for range m {
+			if p.form == "single" {
+				pl.EvalSha(ctx, p.s.SHA, []string{p.key(0)}, a.A[0], a.A[1], a.A[2], 1, 0)
+				continue
+			}
+			args := []any{1, a.ID, a.A[0], a.A[1], a.A[2]}
+			for i := range p.n {
+				args = append(args, p.key(i), 1, 1, 0)
+			}
+			pl.EvalSha(ctx, p.s.SHA, nil, args...)
 		}
-		n, err := strconv.Atoi(f[2])
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	step := lua.ReplyInts
+	if p.form == "batch" {
+		step = 1 + lua.ReplyInts
+	}
+	for _, c := range cmds {
+		v, err := c.(*redis.Cmd).Int64Slice()
 		if err != nil {
 			return err
 		}
-		p := &limit.Policy{Algorithm: limit.Algorithm(f[0]), Limit: 1_000_000, Rate: 1_000_000, Period: time.Second}
-		if p.Algorithm == limit.TokenBucket {
-			p.Algorithm = ""
-		}
-		a, err := lua.ArgsFor(p)
-		if err != nil {
-			return err
-		}
-		if err := rc.FlushAll(ctx).Err(); err != nil {
-			return err
-		}
-		s := a.Script
-		if f[1] == "batch" {
-			s = lua.Batch
-		}
-		if err := rc.ScriptLoad(ctx, s.Src).Err(); err != nil {
-			return err
-		}
-		next := 0
-		key := func(i int) string {
-			if f[3] == "warm" {
-				return "sluice:{user:" + strconv.Itoa(i) + "}"
+		for i := 0; i+step <= len(v); i += step {
+			if v[i] != 1 || p.form == "batch" && v[i+1] != 1 {
+				return fmt.Errorf("reply %v: a decision not served or not admitted", v[i:i+step])
 			}
-			next++
-			return "sluice:{user:" + strconv.Itoa(next) + "}"
 		}
-		send := func(m int) error {
-			cmds, err := rc.Pipelined(ctx, func(pl redis.Pipeliner) error {
-				for range m {
-					if f[1] == "single" {
-						pl.EvalSha(ctx, s.SHA, []string{key(0)}, a.A[0], a.A[1], a.A[2], 1, 0)
-						continue
-					}
-					args := []any{1, a.ID, a.A[0], a.A[1], a.A[2]}
-					for i := range n {
-						args = append(args, key(i), 1, 1, 0)
-					}
-					pl.EvalSha(ctx, s.SHA, nil, args...)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			// every decision was decided and admitted, as the policy wants
-			for _, c := range cmds {
-				v, err := c.(*redis.Cmd).Int64Slice()
-				if err != nil {
-					return err
-				}
-				step := lua.ReplyInts
-				if f[1] == "batch" {
-					step = 1 + lua.ReplyInts
-				}
-				for i := 0; i+step <= len(v); i += step {
-					if v[i] != 1 || f[1] == "batch" && v[i+1] != 1 {
-						return fmt.Errorf("reply %v: a decision not served or not admitted", v[i:i+step])
-					}
-				}
-				if len(v) != step*n && (f[1] == "batch" || len(v) != step) {
-					return fmt.Errorf("reply of %d integers, want %d", len(v), step*n)
-				}
-			}
-			return nil
+		if len(v) != step*p.n && (p.form == "batch" || len(v) != step) {
+			return fmt.Errorf("reply of %d integers, want %d", len(v), step*p.n)
 		}
-		// warm-up: every key of a warm phase exists, the script's code is hot
-		if err := send(10); err != nil {
+	}
+	return nil
+}
+
+// runPhase counts one phase: warm-up, zero the counters, calls, dump, and
+// prints instructions per call and per decision.
+func runPhase(rc *redis.Client, pid, out string, dump int, ph string, calls int) error {
+	ctx := context.Background()
+	p, err := parsePhase(ph)
+	if err != nil {
+		return err
+	}
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		return err
+	}
+	if err := rc.ScriptLoad(ctx, p.s.Src).Err(); err != nil {
+		return err
+	}
+	// warm-up: every key of a warm phase exists, the script's code is hot
+	if err := p.send(ctx, rc, 10); err != nil {
+		return fmt.Errorf("%s: %w", ph, err)
+	}
+	if err := exec.Command("callgrind_control", "-z", pid).Run(); err != nil {
+		return fmt.Errorf("callgrind_control -z: %w", err)
+	}
+	for done := 0; done < calls; done += 50 {
+		if err := p.send(ctx, rc, min(50, calls-done)); err != nil {
 			return fmt.Errorf("%s: %w", ph, err)
 		}
-		if err := exec.Command("callgrind_control", "-z", pid).Run(); err != nil {
-			return fmt.Errorf("callgrind_control -z: %w", err)
-		}
-		for done := 0; done < calls; done += 50 {
-			if err := send(min(50, calls-done)); err != nil {
-				return fmt.Errorf("%s: %w", ph, err)
-			}
-		}
-		if err := exec.Command("callgrind_control", "-d", pid).Run(); err != nil {
-			return fmt.Errorf("callgrind_control -d: %w", err)
-		}
-		dumps++
-		file := fmt.Sprintf("%s.%d", out, dumps)
-		var total int64
-		for i := 0; ; i++ {
-			total, err = totals(file)
-			if err == nil {
-				break
-			}
-			if i > 300 {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		os.Rename(file, filepath.Join(dir, strings.ReplaceAll(ph, ":", "_")+".cg"))
-		fmt.Printf("%-36s %12d %10d\n", ph, total/int64(calls), total/int64(calls*n))
 	}
+	if err := exec.Command("callgrind_control", "-d", pid).Run(); err != nil {
+		return fmt.Errorf("callgrind_control -d: %w", err)
+	}
+	file := fmt.Sprintf("%s.%d", out, dump)
+	var total int64
+	for i := 0; ; i++ {
+		if total, err = totals(file); err == nil {
+			break
+		}
+		if i > 300 {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	os.Rename(file, filepath.Join(filepath.Dir(out), strings.ReplaceAll(ph, ":", "_")+".cg"))
+	fmt.Printf("%-36s %12d %10d\n", ph, total/int64(calls), total/int64(calls*p.n))
 	return nil
 }
 
