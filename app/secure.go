@@ -136,6 +136,7 @@ func (c *Config) newStore(cfg cluster.Config, auth *RedisAuth) (*cluster.Store, 
 	cfg.MaxTimeout = max(c.Timeout, policy.MaxTimeout)
 	auth.set(&cfg)
 	cfg.Tracer = c.tracer
+	cfg.Logger = c.Logger // nil: slog.Default(), as the App
 	s, err := cluster.New(cfg)
 	if err != nil {
 		return nil, redactErr(err, cfg.URL)
