@@ -333,7 +333,7 @@ func (n *nemesis) inject(ctx context.Context, kind string, hold time.Duration) e
 		// its replicas killed with it (Cluster.RestartEmpty), so that none
 		// takes its place: it comes back empty, they resync from it
 		f := n.begin(kind, p.Addr, slots)
-		lost := n.w.runtimePoliciesOn(slots)
+		lost := n.w.overridesOn(slots) // a primary restarted empty there loses them with the rest of its data
 		if err := n.eu.RestartEmpty(ctx, p); err != nil {
 			return err
 		}
@@ -403,6 +403,7 @@ func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
 	// primary wrote from the moment HoldReplication began killing its link,
 	// not only from when it returned.
 	heldBack := time.Now()
+	held := n.w.overridesOn(slots) // the runtime policies the replica keeps, when p holds their hash
 	release, err := n.eu.HoldReplication(ctx, p)
 	if err != nil {
 		return err
@@ -415,12 +416,14 @@ func (n *nemesis) kill(ctx context.Context, hold time.Duration) error {
 	n.log.mu.Lock()
 	f.HeldBack, f.From = heldBack, time.Now()
 	n.log.mu.Unlock()
+	atKill := n.w.overridesOn(slots)
 	if err := release(); err != nil {
 		return err
 	}
 	if err := n.eu.Takeover(ctx, rep); err != nil {
 		return err
 	}
+	n.w.revertRuntimePolicies(held, atKill, f.From, time.Now())
 	sleepCtx(ctx, hold)
 	if err := p.Restart(ctx); err != nil {
 		return err
@@ -587,19 +590,67 @@ func (n *nemesis) summary(t *testing.T, excess []Excess) {
 	}
 }
 
-// runtimePoliciesOn returns the runtime policies in force (RL.POLICY SET)
-// when the hash that holds them (cluster.PoliciesKey) is on one of slots:
-// a primary restarted empty there loses them with the rest of its data.
-func (w *world) runtimePoliciesOn(slots [][2]int) map[string]Variant {
+// overridesOn is a copy of the runtime policies in force when their hash
+// (cluster.PoliciesKey) is on one of slots (never nil then, even with none
+// in force), else nil.
+func (w *world) overridesOn(slots [][2]int) map[string]Variant {
 	s := keyslot.Slot(cluster.PoliciesKey)
 	for _, r := range slots {
 		if r[0] <= s && s <= r[1] {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			return maps.Clone(w.overrides)
+			out := maps.Clone(w.overrides)
+			if out == nil {
+				out = map[string]Variant{}
+			}
+			return out
 		}
 	}
 	return nil
+}
+
+// revertRuntimePolicies records that a replica that took over in [from,
+// to] holds the runtime policies as they were when its replication was held
+// back (held), not as they were at the kill (atKill): an RL.POLICY SET or
+// DEL between the two is undone (seen: a DEL of the iteration's restore
+// undone, the previous iteration's override in force again). Only a name
+// that nothing changed since the kill is put back; instances see it from
+// from, and the undone one may last until their next sync after to.
+func (w *world) revertRuntimePolicies(held, atKill map[string]Variant, from, to time.Time) {
+	if held == nil || atKill == nil {
+		return // the policies' hash is not on the killed primary
+	}
+	w.change(func() {
+		if w.overrides == nil {
+			w.overrides = map[string]Variant{}
+		}
+		for name := range unionOf(held, atKill) {
+			was, inHeld := held[name]
+			killed, inKill := atKill[name]
+			if inHeld == inKill && was == killed {
+				continue // not changed in the held-back window
+			}
+			if cur, ok := w.overrides[name]; ok != inKill || cur != killed {
+				continue // changed again since the kill: that write is the new primary's
+			}
+			if inHeld {
+				w.overrides[name] = was
+			} else {
+				delete(w.overrides, name)
+			}
+		}
+	}, from, to, runtimeProp)
+}
+
+func unionOf(a, b map[string]Variant) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 // loseRuntimePolicies records that the runtime policies of lost went with
