@@ -106,11 +106,18 @@ func TestBatchVectors(t *testing.T) {
 func TestBatchAgreesWithGo(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
+	randomBatchesAgree(t, node.Client(), rand.New(rand.NewPCG(7, 8)), "bagree:")
+}
+
+// randomBatchesAgree sends 60 sequences of 15 random batches through c
+// (the batch script, or the library by FCALL) and checks each against the
+// Go model (agreeBatch).
+func randomBatchesAgree(t *testing.T, c redis.Scripter, rng *rand.Rand, prefix string) {
+	t.Helper()
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(7, 8))
 	for seq := range 60 {
 		nkeys := 1 + rng.IntN(6)
-		keys, pols := randomKeys(rng, "bagree:"+strconv.Itoa(seq)+":", nkeys)
+		keys, pols := randomKeys(rng, prefix+strconv.Itoa(seq)+":", nkeys)
 		states := make([]local.State, nkeys)
 		now := algotest.T0
 		for step := range 15 {
@@ -122,9 +129,9 @@ func TestBatchAgreesWithGo(t *testing.T) {
 				k := rng.IntN(nkeys)
 				which[i] = k
 				op, cost := randomOp(rng, 1+rng.Int64N(pols[k].Limit/2+2))
-				items[i] = batchItem{keys[k], pols[k], cost, op, 0}
+				items[i] = batchItem{key: keys[k], p: pols[k], cost: cost, op: op}
 			}
-			agreeBatch(ctx, t, node.Client(), items, which, states, now, fmt.Sprintf("seq %d step %d", seq, step))
+			agreeBatch(ctx, t, c, items, which, states, now, fmt.Sprintf("seq %d step %d", seq, step))
 		}
 	}
 }

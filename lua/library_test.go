@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/algotest"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/lua"
 )
 
@@ -71,29 +69,8 @@ func TestLibraryVectors(t *testing.T) {
 func TestLibraryAgreesWithGo(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
-	ctx := context.Background()
-	fc := viaFunction{node.Client()}
-	rng := rand.New(rand.NewPCG(17, 18))
-	for seq := range 60 {
-		nkeys := 1 + rng.IntN(6)
-		keys, pols := randomKeys(rng, "fagree:"+strconv.Itoa(seq)+":", nkeys)
-		states := make([]local.State, nkeys)
-		now := algotest.T0
-		for step := range 15 {
-			now += stepFor(rng, pols)
-			n := 1 + rng.IntN(40)
-			items := make([]batchItem, n)
-			which := make([]int, n)
-			for i := range items {
-				k := rng.IntN(nkeys)
-				which[i] = k
-				op, cost := randomOp(rng, 1+rng.Int64N(pols[k].Limit/2+2))
-				items[i] = batchItem{key: keys[k], p: pols[k], cost: cost, op: op}
-			}
-			agreeBatch(ctx, t, fc, items, which, states, now, fmt.Sprintf("seq %d step %d", seq, step))
-		}
-	}
-	assertFunctionRan(ctx, t, node.Client())
+	randomBatchesAgree(t, viaFunction{node.Client()}, rand.New(rand.NewPCG(17, 18)), "fagree:")
+	assertFunctionRan(context.Background(), t, node.Client())
 }
 
 // assertFunctionRan fails unless the node ran the test library's function
