@@ -120,9 +120,9 @@ func TestAdjustLLMPatternOnCluster(t *testing.T) {
 	}
 }
 
-// The README's RL.ADJUST session (the LLM pattern), replayed as the main
-// session is.
-func TestReadmeAdjustSession(t *testing.T) {
+// The RL.ADJUST session of docs/commands.md (the LLM pattern), replayed as
+// the README's session is.
+func TestAdjustDocSession(t *testing.T) {
 	t.Parallel()
-	replaySession(t, "adjust")
+	replaySession(t, "docs/commands.md", "adjust-test: config", "adjust-test: session")
 }

@@ -166,29 +166,30 @@ func TestCalendarQuotaEmbedded(t *testing.T) {
 	}
 }
 
-// The README's calendar session, typed into redis-cli against the binary
-// on the README's calendar config: every line as the README's, except
-// that a time is the time to the next midnight in the config's zone when
-// the session starts (less at most the session's duration), where the
-// README shows it at 15:00.
-func TestReadmeCalendarSession(t *testing.T) {
+// The calendar session of docs/configuration.md, typed into redis-cli
+// against the binary on the page's calendar config: every line as the
+// page's, except that a time is the time to the next midnight in the
+// config's zone when the session starts (less at most the session's
+// duration), where the page shows it at 15:00.
+func TestCalendarDocSession(t *testing.T) {
 	t.Parallel()
 	cli := requireTool(t, "redis-cli")
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	const page = "docs/configuration.md"
+	raw, err := os.ReadFile(filepath.Join(repoRoot, page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(raw)
-	config := strings.Join(readmeBlock(t, readme, "calendar-config"), "\n") + "\n"
+	text := string(raw)
+	config := strings.Join(docBlock(t, text, "calendar-test: config"), "\n") + "\n"
 	m := regexp.MustCompile(`timezone: (\S+)`).FindStringSubmatch(config)
 	if m == nil {
-		t.Fatal("the README's calendar config names no timezone")
+		t.Fatal(page + ": the calendar config names no timezone")
 	}
 	loc, err := time.LoadLocation(m[1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, cmds, want := parseSession(t, readmeBlock(t, readme, "calendar-session"))
+	args, cmds, want := parseSession(t, docBlock(t, text, "calendar-test: session"))
 	s := startSluice(t, "--config", writeConfig(t, config))
 	host, port := hostPort(t, s.Addr)
 	cmd := exec.Command(cli, append(withPort(args, host, port), "--no-raw")...)
@@ -202,15 +203,15 @@ func TestReadmeCalendarSession(t *testing.T) {
 	left := strconv.FormatInt(ceilMs(nextMidnight(start, loc).Sub(start)), 10)
 	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(got) != len(want) {
-		t.Fatalf("redis-cli printed %d lines, the README has %d:\n%s", len(got), len(want), out)
+		t.Fatalf("redis-cli printed %d lines, %s has %d:\n%s", len(got), page, len(want), out)
 	}
 	for i, w := range want {
-		if w.ms { // the README's time, as the session gets it now
+		if w.ms { // the page's time, as the session gets it now
 			n := integerRE.FindStringSubmatch(w.text)
 			w.text = strings.TrimSuffix(w.text, n[2]) + left
 		}
 		if !checkSessionLine(w, got[i], slack) {
-			t.Errorf("after %q: want %q (a time within %d ms below), redis-cli printed %q", w.cmd, w.text, slack, got[i])
+			t.Errorf("after %q: %s has %q (a time within %d ms below), redis-cli printed %q", w.cmd, page, w.text, slack, got[i])
 		}
 	}
 }

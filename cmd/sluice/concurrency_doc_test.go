@@ -12,49 +12,23 @@ import (
 	"time"
 )
 
-// docBlock returns the lines of the fenced block after <!-- marker --> in
-// text.
-func docBlock(t *testing.T, text, marker string) []string {
-	t.Helper()
-	i := strings.Index(text, "<!-- "+marker+" -->")
-	if i < 0 {
-		t.Fatalf("no <!-- %s -->", marker)
-	}
-	lines := strings.Split(text[i:], "\n")[1:]
-	if len(lines) == 0 || !strings.HasPrefix(lines[0], "```") {
-		t.Fatalf("<!-- %s --> is not followed by a fenced block", marker)
-	}
-	for j := 1; j < len(lines); j++ {
-		if strings.HasPrefix(lines[j], "```") {
-			return lines[1:j]
-		}
-	}
-	t.Fatalf("the block after <!-- %s --> is not closed", marker)
-	return nil
-}
-
 var tokenLineRE = regexp.MustCompile(`^7\) "([0-9a-f]{32})"$`)
 
-// The RL.ACQUIRE sessions of docs/concurrency.md and the README, typed into
-// redis-cli one command at a time against the binary on the page's config:
+// The RL.ACQUIRE session of docs/concurrency.md, typed into redis-cli one
+// command at a time against the binary on the page's config:
 // every line must be the page's, a time within the session's duration
 // below it, and `<token>` stands for the last token the session printed
 // (in a reply line, for any 32 hex digits).
 func TestConcurrencyDocSessions(t *testing.T) {
 	t.Parallel()
 	cli := requireTool(t, "redis-cli")
-	for _, page := range []string{"docs/concurrency.md", "README.md"} {
-		t.Run(page, func(t *testing.T) {
-			t.Parallel()
-			raw, err := os.ReadFile(filepath.Join(repoRoot, page))
-			if err != nil {
-				t.Fatal(err)
-			}
-			config := strings.Join(docBlock(t, string(raw), "concurrency-test: config"), "\n") + "\n"
-			s := startSluice(t, "--config", writeConfig(t, config))
-			replaySlots(t, cli, s.Addr, docBlock(t, string(raw), "concurrency-test: session"))
-		})
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/concurrency.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	config := strings.Join(docBlock(t, string(raw), "concurrency-test: config"), "\n") + "\n"
+	s := startSluice(t, "--config", writeConfig(t, config))
+	replaySlots(t, cli, s.Addr, docBlock(t, string(raw), "concurrency-test: session"))
 }
 
 // replaySlots runs a session block (see TestConcurrencyDocSessions).

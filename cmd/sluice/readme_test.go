@@ -15,35 +15,36 @@ import (
 	"time"
 )
 
-// The docs are tested as go-redis tests its doctests: the README's
-// redis-cli session is replayed against the binary, and every link and
-// repository path the docs name must exist, so neither can go stale.
+// The docs are tested as go-redis tests its doctests: the redis-cli
+// sessions of the README and the docs pages are replayed against the
+// binary, and every link and repository path the docs name must exist, so
+// neither can go stale.
 
 // repoRoot is the repository, seen from this package's directory.
 const repoRoot = "../.."
 
-// readmeBlock returns the lines of the fenced block that follows the
-// comment <!-- readme-test: name --> in the README.
-func readmeBlock(t *testing.T, readme, name string) []string {
+// docBlock returns the lines of the fenced block that follows the comment
+// <!-- marker --> in a page's text (blank lines may come between them).
+func docBlock(t *testing.T, text, marker string) []string {
 	t.Helper()
-	marker := "<!-- readme-test: " + name + " -->"
-	i := strings.Index(readme, marker)
+	comment := "<!-- " + marker + " -->"
+	i := strings.Index(text, comment)
 	if i < 0 {
-		t.Fatalf("README.md has no %s", marker)
+		t.Fatalf("no %s", comment)
 	}
-	lines := strings.Split(readme[i+len(marker):], "\n")
+	lines := strings.Split(text[i+len(comment):], "\n")
 	start := -1
 	for j, l := range lines {
 		switch {
 		case start < 0 && strings.HasPrefix(l, "```"):
 			start = j + 1
 		case start < 0 && strings.TrimSpace(l) != "":
-			t.Fatalf("README.md: %s is followed by %q, want a fenced block", marker, l)
+			t.Fatalf("%s is followed by %q, want a fenced block", comment, l)
 		case start >= 0 && strings.HasPrefix(l, "```"):
 			return lines[start:j]
 		}
 	}
-	t.Fatalf("README.md: the block after %s is not closed", marker)
+	t.Fatalf("the block after %s is not closed", comment)
 	return nil
 }
 
@@ -104,9 +105,9 @@ func withPort(args []string, host, port string) []string {
 	return out
 }
 
-// checkSessionLine compares one printed line with the README's. A time
-// may be lower than the README's by at most slackMs: the README shows it
-// as a session typed in one go gets it.
+// checkSessionLine compares one printed line with the page's. A time may
+// be lower than the page's by at most slackMs: the page shows it as a
+// session typed in one go gets it.
 func checkSessionLine(w sessionLine, got string, slackMs int64) bool {
 	if !w.ms {
 		return got == w.text
@@ -128,27 +129,28 @@ func checkSessionLine(w sessionLine, got string, slackMs int64) bool {
 // within the session's own duration.
 func TestReadmeSession(t *testing.T) {
 	t.Parallel()
-	replaySession(t, "session")
+	replaySession(t, "README.md", "readme-test: config", "readme-test: session")
 }
 
-// replaySession replays the README's session block name as
-// TestReadmeSession says, on a binary of its own.
-func replaySession(t *testing.T, name string) {
+// replaySession replays the session block after <!-- session --> of page
+// (README.md or docs/X.md) as TestReadmeSession says, on a binary of its
+// own started on the page's config block, the one after <!-- config -->.
+func replaySession(t *testing.T, page, config, session string) {
 	cli := requireTool(t, "redis-cli")
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	raw, err := os.ReadFile(filepath.Join(repoRoot, page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(raw)
-	if !strings.Contains(readme, "serve --config sluice.yaml") {
+	text := string(raw)
+	if page == "README.md" && !strings.Contains(text, "serve --config sluice.yaml") {
 		t.Fatal("README.md no longer says to start `sluice serve --config sluice.yaml` for the session")
 	}
-	config := strings.Join(readmeBlock(t, readme, "config"), "\n") + "\n"
-	args, cmds, want := parseSession(t, readmeBlock(t, readme, name))
+	cfg := strings.Join(docBlock(t, text, config), "\n") + "\n"
+	args, cmds, want := parseSession(t, docBlock(t, text, session))
 	if len(cmds) == 0 || len(want) == 0 {
-		t.Fatal("the session has no command or no reply")
+		t.Fatalf("%s: the session has no command or no reply", page)
 	}
-	s := startSluice(t, "--config", writeConfig(t, config))
+	s := startSluice(t, "--config", writeConfig(t, cfg))
 	host, port := hostPort(t, s.Addr)
 
 	// Without a terminal redis-cli prints raw replies; --no-raw makes it
@@ -170,7 +172,7 @@ func replaySession(t *testing.T, name string) {
 	}
 	for i, w := range want {
 		if i >= len(got) {
-			t.Errorf("after %q: README line %q, redis-cli printed nothing more", w.cmd, w.text)
+			t.Errorf("after %q: %s has %q, redis-cli printed nothing more", w.cmd, page, w.text)
 			break
 		}
 		if !checkSessionLine(w, got[i], slack) {
@@ -178,11 +180,11 @@ func replaySession(t *testing.T, name string) {
 			if w.ms {
 				tol = " (a time: within " + strconv.FormatInt(slack, 10) + " ms below it)"
 			}
-			t.Errorf("after %q: README line %q%s, redis-cli printed %q", w.cmd, w.text, tol, got[i])
+			t.Errorf("after %q: %s has %q%s, redis-cli printed %q", w.cmd, page, w.text, tol, got[i])
 		}
 	}
 	if len(got) > len(want) {
-		t.Errorf("redis-cli printed %d lines more than the README: %q", len(got)-len(want), got[len(want):])
+		t.Errorf("redis-cli printed %d lines more than %s: %q", len(got)-len(want), page, got[len(want):])
 	}
 	if t.Failed() {
 		t.Logf("redis-cli printed:\n%s", out)
