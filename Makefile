@@ -8,8 +8,9 @@ MODULE = github.com/sluice-rl/sluice
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
-build: ## build ./sluice
+build: ## build ./sluice (the server) and ./sluice-lab (bench, labs, cluster up|down)
 	$(GO) build -o sluice ./cmd/sluice
+	$(GO) build -o sluice-lab ./cmd/sluice-lab
 
 # deploy/compose runs alone, after the rest: its image builds and eight
 # containers beside the cluster tests made their 50ms store timeouts late.
@@ -39,23 +40,23 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $${FUZZTIME:-60s} ./$${t%%:*}; \
 	done
 
-soak: ## sluice lab soak, 3 minutes of load with faults
-	$(GO) run ./cmd/sluice lab soak
+soak: build ## sluice-lab soak, 3 minutes of load with faults
+	./sluice-lab soak
 
 check-long: ## the cross-layer checker with the nemesis (internal/layercheck TestLayersNemesis) for LAYERCHECK_DURATION (default 10m), every violation recorded
 	LAYERCHECK_DURATION=$${LAYERCHECK_DURATION:-10m} LAYERCHECK_KEEPGOING=1 $(GO) test -count=1 -v -run '^TestLayersNemesis$$' -timeout 30m ./internal/layercheck
 
-bench-table: ## the README's bench table, A B A B of the sluice binaries OLD= and NEW= (scripts/bench-table.sh; ARGS= more flags)
+bench-table: ## the README's bench table by sluice-lab bench --ab, A B A B of the sluice binaries OLD= and NEW= (scripts/bench-table.sh; ARGS= more flags)
 	scripts/bench-table.sh $(OLD) $(NEW) $(ARGS)
 
 ci: ## what CI runs
 	.ci/run
 
-cluster-up: ## a local 3+3 Redis Cluster on ports 7000-7005
-	$(GO) run ./cmd/sluice cluster up
+cluster-up: ## sluice-lab cluster up: a local 3+3 Redis Cluster on ports 7000-7005
+	$(GO) run ./cmd/sluice-lab cluster up
 
-cluster-down: ## stop it
-	$(GO) run ./cmd/sluice cluster down
+cluster-down: ## sluice-lab cluster down: stop it
+	$(GO) run ./cmd/sluice-lab cluster down
 
 # VERSION: the release's version, stamped into the binaries (main.version)
 # and their file names; by default what git describe says of the checkout.

@@ -58,7 +58,7 @@ var DefaultScenarios = []Scenario{Uniform, Hot}
 // off, so that the hot scenario measures the store path (uniform keys, under
 // "bench", have the default hot block, which they never reach). The timeout is long so that a loaded store answers
 // instead of the failure policy; Run checks that it did.
-const Policy = `# written by sluice bench: policies that admit essentially everything
+const Policy = `# written by sluice-lab bench: policies that admit essentially everything
 timeout: 1s
 policies:
   - name: bench-lease
@@ -114,8 +114,9 @@ type Config struct {
 	// the hot-lease scenario have Policy's bench-lease policy.
 	SluiceAddr string
 
-	// Binary is the sluice binary to start; "" means this executable
-	// (os.Executable), which is right for `sluice bench`.
+	// Binary is the sluice binary to start; "" means the one beside this
+	// executable, else one built from the checkout, else sluice on PATH
+	// (sluiceBinary).
 	Binary string
 
 	// NoEmbedded leaves out the embedded side. By default Run also starts

@@ -25,7 +25,7 @@ func requireTool(t *testing.T, name string) {
 	}
 }
 
-// TestBenchQuickEndToEnd runs `sluice bench --quick` as users do: a real
+// TestBenchQuickEndToEnd runs `sluice-lab bench --quick` as users do: a real
 // cluster, a real sluice child, redis-benchmark, about 20,000 requests in
 // all. It checks the shape of what comes out and that nothing is left
 // running, never how fast anything was.
@@ -34,9 +34,12 @@ func TestBenchQuickEndToEnd(t *testing.T) {
 		requireTool(t, tool)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("building sluice: %v\n%s", err, out)
+	// sluice-lab starts the sluice beside it, as after make build.
+	bin := filepath.Join(dir, "sluice-lab")
+	for _, pkg := range []string{"../cmd/sluice", "../cmd/sluice-lab"} {
+		if out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
 	}
 	md, svg := filepath.Join(dir, "out", "r.md"), filepath.Join(dir, "out", "r.svg")
 
@@ -47,10 +50,13 @@ func TestBenchQuickEndToEnd(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("sluice bench: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+		t.Fatalf("sluice-lab bench: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
 	}
 	progress := stderr.String()
 	t.Logf("progress:\n%s", progress)
+	if want := filepath.Join(dir, "sluice") + " serve"; !strings.Contains(progress, want) {
+		t.Errorf("sluice-lab bench did not start the sluice beside it (%s):\n%s", want, progress)
+	}
 
 	for _, want := range []string{"| uniform | 1 | 2,000 |", "| uniform | 4 | 2,000 |", "| hot | 1 | 2,000 |", "| hot | 4 | 2,000 |",
 		"--cluster -h 127.0.0.1", "'sluice:{tag}:__rand_int__'", "RL.TAKE key:__rand_int__ 1", "'sluice:{hot}'"} {
@@ -114,7 +120,7 @@ func TestBenchQuickEndToEnd(t *testing.T) {
 	for _, pid := range pids {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err == nil && !bytes.Contains(stat, []byte(") Z ")) {
-			t.Errorf("pid %d still runs after sluice bench: %s", pid, stat)
+			t.Errorf("pid %d still runs after sluice-lab bench: %s", pid, stat)
 		}
 	}
 }

@@ -26,7 +26,7 @@ const (
 // each, next to redis-benchmark's RL.TAKE through the same sluice and
 // EVALSHA straight at the shards, all in one run.
 type FrontConfig struct {
-	Binary         string   // sluice; "" means this executable
+	Binary         string   // sluice; "" means sluiceBinary's
 	Cluster        []string // seeds of a running cluster; nil starts one
 	RedisBenchmark string
 	Doors          []string // DoorRESP, DoorHTTP, DoorGRPC

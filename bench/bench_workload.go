@@ -54,7 +54,7 @@ const (
 // WorkloadPolicy is the policy file of RunWorkloads' sluice, with no hot
 // block: "bench-abuse" (5 a minute) for the abuse workload's keys, then
 // Policy's catch-all "bench", which admits essentially everything.
-var WorkloadPolicy = policyFile("written by sluice bench --keys/--workload: abuse keys at 5/min, everything else admitted, durable keys once a replica has them", time.Second,
+var WorkloadPolicy = policyFile("written by sluice-lab bench --keys/--workload: abuse keys at 5/min, everything else admitted, durable keys once a replica has them", time.Second,
 	labPolicy{name: abusePolicy, match: abuseKeyBase + ":*", limit: abuseLimitPerMinute, rate: abuseLimitPerMinute, period: time.Minute, onError: "closed"},
 	labPolicy{name: durablePolicy, match: durableKeyBase + ":*", limit: 1_000_000_000, rate: 1_000_000_000, onError: "closed", durability: "replica"},
 	labPolicy{name: "bench", match: "*", limit: 1_000_000_000, rate: 1_000_000_000, onError: "closed"})
@@ -90,7 +90,7 @@ func (k KeyDist) String() string {
 // WorkloadConfig says what RunWorkloads measures; zero fields take the
 // defaults in their comments.
 type WorkloadConfig struct {
-	Binary     string   // sluice; "" means this executable
+	Binary     string   // sluice; "" means sluiceBinary's
 	Cluster    []string // seeds of a running cluster; nil starts a 3+3 one
 	Keys       KeyDist  // the tenants' keys; zero: uniform
 	Workloads  []string // WorkloadTenants, WorkloadAbuse; nil: tenants
@@ -284,11 +284,11 @@ func (rep *WorkloadReport) side(w string, d int, s Side) WorkloadSide {
 // Spread is "min–max" requests/s of a side over its rounds.
 func (s WorkloadSide) Spread() string { return thousands(s.MinRPS) + "–" + thousands(s.MaxRPS) }
 
-// Command is the `sluice bench` command line that reproduces the report
+// Command is the `sluice-lab bench` command line that reproduces the report
 // on the cluster it ran on (without --cluster when the rig started one).
 func (rep *WorkloadReport) Command() string {
 	c := rep.Config
-	parts := []string{"sluice bench"}
+	parts := []string{"sluice-lab bench"}
 	if len(c.Cluster) > 0 {
 		parts = append(parts, "--cluster "+strings.Join(c.Cluster, ","))
 	}

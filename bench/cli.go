@@ -11,11 +11,11 @@ import (
 	"strings"
 )
 
-// The command lines of `sluice bench` and `sluice lab <experiment>`, as
-// flags declared on a flag set the command owns: cmd/sluice makes the set,
+// The command lines of `sluice-lab bench` and `sluice-lab <experiment>`, as
+// flags declared on a flag set the command owns: cmd/sluice-lab makes the set,
 // parses it and prints. Here are every experiment's usage text and flags,
 // one Lab function each (labHot … labRegions), each flag defaulting to the
-// experiment's config default, and BenchFlags for `sluice bench`: the
+// experiment's config default, and BenchFlags for `sluice-lab bench`: the
 // surface the README documents, in one place.
 
 // Markdowner is what an experiment returns: a report with its text.
@@ -25,7 +25,7 @@ type Markdowner interface{ Markdown() string }
 // progress.
 type LabFunc func(ctx context.Context, progress io.Writer) (Markdowner, error)
 
-// Lab is one experiment of `sluice lab` as its command line sees it: its
+// Lab is one experiment of `sluice-lab` as its command line sees it: its
 // name, one line for the list of commands (About), the paragraph of its -h
 // (Usage) and Flags, which declares the experiment's own flags on fs, each
 // with the experiment's default as its default, and returns the run for
@@ -37,7 +37,7 @@ type Lab struct {
 	Flags func(fs *flag.FlagSet) (LabFunc, error)
 }
 
-// Labs are the experiments of `sluice lab`, in the order its usage lists
+// Labs are the experiments of `sluice-lab`, in the order its usage lists
 // them.
 func Labs() []Lab {
 	return []Lab{labHot(), labSoak(), labGlobal(), labPartition(), labRestart(), labLatency(), labOverload(), labRegions()}
@@ -102,7 +102,7 @@ func commaInts(v []int) string {
 	return strings.Join(parts, ",")
 }
 
-// labHot is `sluice lab hot`.
+// labHot is `sluice-lab hot`.
 func labHot() Lab {
 	return Lab{Name: "hot", About: "one hot key through two sluice instances, once per hot-key mode (strict, split, lease)",
 		Usage: `The hot-tenant experiment: one key (hot:tenant) at the machine's top rate
@@ -112,7 +112,8 @@ on_store_error closed, hot threshold 1000 requests/s per instance, split 8).
 Prints requests/s, p99, admitted against the budget (limit + rate × elapsed)
 and the decided_by counts as a markdown table. Without --cluster it starts a
 local 3+3 Redis Cluster (needs redis-server and redis-cli on PATH); it starts
-this binary as 'sluice serve' for each instance and stops it after each mode.
+the sluice binary as 'sluice serve' for each instance and stops it after
+each mode.
 `, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
 			rep := &HotLabReport{}
 			c := &rep.Config
@@ -133,7 +134,7 @@ this binary as 'sluice serve' for each instance and stops it after each mode.
 		}}
 }
 
-// labSoak is `sluice lab soak`.
+// labSoak is `sluice-lab soak`.
 func labSoak() Lab {
 	return Lab{Name: "soak", About: "minutes of mixed load and faults; sluice's goroutines, RSS and open files",
 		Usage: `Mixed keys (a hot leased key and keys of every on_store_error) under load
@@ -158,7 +159,7 @@ where they started once the load is gone, and prints them as a table.
 		}}
 }
 
-// labGlobal is `sluice lab global`.
+// labGlobal is `sluice-lab global`.
 func labGlobal() Lab {
 	return Lab{Name: "global", About: "is the limit global? 1 sluice, 2 sluices on the cluster, 2 embedded sluices",
 		Usage: `The seed lab's experiment 1: one tenant key, a token bucket of capacity 100
@@ -168,7 +169,7 @@ mode (each its own in-process bucket), for --duration each. Prints allowed,
 rejected, expected (100 + 50 × elapsed, one shared bucket) and a verdict
 computed from their ratio as a markdown table. Without --cluster it starts
 a local 3+3 Redis Cluster (redis-server and redis-cli on PATH); it starts
-this binary as 'sluice serve' for each process.
+the sluice binary as 'sluice serve' for each process.
 `, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
 			rep := &GlobalLabReport{}
 			c := &rep.Config
@@ -180,7 +181,7 @@ this binary as 'sluice serve' for each process.
 		}}
 }
 
-// labPartition is `sluice lab partition`.
+// labPartition is `sluice-lab partition`.
 func labPartition() Lab {
 	return Lab{Name: "partition", About: "the owning primary frozen (SIGSTOP) under load, once per on_store_error",
 		Usage: `The seed lab's experiment 2: 2 sluice processes in front of a local 3+3
@@ -202,7 +203,7 @@ own cluster (it must signal a node).
 		}}
 }
 
-// labRestart is `sluice lab restart`.
+// labRestart is `sluice-lab restart`.
 func labRestart() Lab {
 	return Lab{Name: "restart", About: "SCRIPT FLUSH, a restart, a failover of the owning primary under load",
 		Usage: `The seed lab's "survives a Redis restart": 2 sluice processes in front of a
@@ -226,7 +227,7 @@ its own cluster (it must kill a node).
 		}}
 }
 
-// labLatency is `sluice lab latency`.
+// labLatency is `sluice-lab latency`.
 func labLatency() Lab {
 	return Lab{Name: "latency", About: "p50/p99 of one decision: in process, embedded, through the cluster, EVALSHA",
 		Usage: `The seed lab's latency table: one client, one decision at a time, --samples
@@ -250,7 +251,7 @@ Redis Cluster.
 		}}
 }
 
-// labOverload is `sluice lab overload`.
+// labOverload is `sluice-lab overload`.
 func labOverload() Lab {
 	return Lab{Name: "overload", About: "50 → 5,000 redis-benchmark clients through one sluice and straight at the shards; one tenant in the surge",
 		Usage: `A surge is not an outage: one sluice process (policy timeout --timeout) in
@@ -287,7 +288,7 @@ largest count). Without --cluster it starts a local 3+3 Redis Cluster
 		}}
 }
 
-// labRegions is `sluice lab regions`.
+// labRegions is `sluice-lab regions`.
 func labRegions() Lab {
 	return Lab{Name: "regions", About: "two regions and a home 80 ms away: one synchronous store vs per-region budgets reconciled in the background; a shift of demand; a region cut off",
 		Usage: `Issue 15's experiment: three local Redis Clusters (regions eu and us, 3
@@ -304,7 +305,7 @@ second around the shift and how long the allocation took to follow it, the
 allocation counters, then eu cut off from home for --cut while us is not:
 what eu admitted against its floor plus what it held, the error replies and
 what it admitted once home returned. Needs redis-server and redis-cli on
-PATH; starts this binary as 'sluice serve' for every process.
+PATH; starts the sluice binary as 'sluice serve' for every process.
 `, Flags: func(fs *flag.FlagSet) (LabFunc, error) {
 			rep := &RegionsLabReport{}
 			c := &rep.Config
@@ -326,21 +327,22 @@ PATH; starts this binary as 'sluice serve' for every process.
 		}}
 }
 
-// BenchUsage is what `sluice bench -h` prints above its flags.
-const BenchUsage = `usage: sluice bench [flags]
+// BenchUsage is what `sluice-lab bench -h` prints above its flags.
+const BenchUsage = `usage: sluice-lab bench [flags]
 
 Runs redis-benchmark against sluice (RL.TAKE), against a second sluice in
 embedded mode (RL.TAKE decided in process: the front end's ceiling) and
 straight at the Redis Cluster shards (EVALSHA of the same script, same
 policy), alternating, and prints a markdown table; --out and --svg write it
 and an SVG chart to files. Without --cluster it starts a local 3+3 Redis
-Cluster; without --sluice it starts this binary as 'sluice serve'; the
-embedded sluice is always this binary. Needs redis-benchmark (and
-redis-server, redis-cli) on PATH.
+Cluster; without --sluice it starts the sluice binary (--binary, else the
+one beside sluice-lab, else one built from the checkout, else sluice on
+PATH) as 'sluice serve', and the embedded sluice is that binary too. Needs
+redis-benchmark (and redis-server, redis-cli) on PATH.
 
 `
 
-// BenchFlags declares the flags of `sluice bench` on fs and returns the
+// BenchFlags declares the flags of `sluice-lab bench` on fs and returns the
 // run for once fs is parsed: Run, or RunFronts with --front, each printing
 // its report to stdout (and to --out) and its progress to stderr.
 func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
@@ -352,7 +354,7 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	)
 	fs.StringVar(&clusterS, "cluster", "", "seed nodes host:port[,…] of a running Redis Cluster (default: start one)")
 	fs.StringVar(&cfg.SluiceAddr, "sluice", "", "host:port of a running sluice in front of --cluster whose policy admits everything (default: start one)")
-	embedded := fs.Bool("embedded", true, "also measure this binary in embedded mode, the front end's ceiling")
+	embedded := fs.Bool("embedded", true, "also measure the sluice binary in embedded mode, the front end's ceiling")
 	fs.IntVar(&cfg.Requests, "requests", 0, "requests per run, redis-benchmark -n (default 200000 at pipeline 1, 1000000 deeper; 2000 with --quick; 200000 at every depth with --keys or --workload)")
 	fs.IntVar(&cfg.Clients, "clients", DefaultClients, "parallel connections, redis-benchmark -c")
 	fs.StringVar(&pipelines, "pipelines", "1,16", "pipeline depths to sweep, redis-benchmark -P")
@@ -367,7 +369,7 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	fs.StringVar(&cfg.RedisBenchmark, "redis-benchmark", "redis-benchmark", "the redis-benchmark binary")
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", DefaultRunTimeout, "bound of one redis-benchmark run")
 	peer := fs.String("peer", "", "with --front: also drive a peer limiter on this machine: gubernator, or ratelimit (envoyproxy/ratelimit on the same cluster, driven like the grpc door); its binary from --peer-bin, PATH, or built once with go install into the user cache")
-	fs.StringVar(&cfg.Binary, "binary", "", "the sluice binary to start as 'sluice serve' (default: this executable; the embedded runs are always this one)")
+	fs.StringVar(&cfg.Binary, "binary", "", "the sluice binary to start as 'sluice serve', the embedded runs too (default: the sluice beside this executable, else one built from the checkout, else sluice on PATH)")
 	peerBin := fs.String("peer-bin", "", "the peer's binary")
 	keys := fs.String("keys", "", "instead: `uniform|zipf:S` keys (S > 1, over --keyspace), one raw-RESP Go load generator for both sides, RL.TAKE through sluice vs EVALSHA to the owning primary, --pipelines requests in flight per caller, Redis CPU per decision in every row (default: redis-benchmark's uniform keys, as above)")
 	workload := fs.String("workload", "", "with the Go generator (implies --keys uniform when --keys is not given): workloads `tenants,abuse,durable,hot` to run, tenants the --keys keys under a policy that admits everything, abuse --logins keys under 5/min, nearly every request refused, durable the tenants' keys under the same policy with durability: replica, hot one key under the policy that admits everything with the default hot-key protection (lease)")
@@ -401,7 +403,7 @@ func BenchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	}
 }
 
-// runFrontsCommand is `sluice bench --front doors`: the flags of cfg that
+// runFrontsCommand is `sluice-lab bench --front doors`: the flags of cfg that
 // RunFronts reads, its report printed and written to --out.
 func runFrontsCommand(ctx context.Context, cfg Config, doors, peer, peerBin string, stdout, stderr io.Writer) error {
 	fc := FrontConfig{Binary: cfg.Binary, Cluster: cfg.Cluster, RedisBenchmark: cfg.RedisBenchmark, Clients: cfg.Clients, Requests: cfg.Requests,
@@ -424,7 +426,7 @@ func runFrontsCommand(ctx context.Context, cfg Config, doors, peer, peerBin stri
 	return nil
 }
 
-// runWorkloadsCommand is `sluice bench --keys … --workload …`: RunWorkloads
+// runWorkloadsCommand is `sluice-lab bench --keys … --workload …`: RunWorkloads
 // with the flags of cfg it reads; the flags of the redis-benchmark runs
 // that would mean nothing here are refused rather than ignored.
 func runWorkloadsCommand(ctx context.Context, fs *flag.FlagSet, cfg Config, keys, workload string, logins int, stdout, stderr io.Writer) error {
@@ -461,7 +463,7 @@ func runWorkloadsCommand(ctx context.Context, fs *flag.FlagSet, cfg Config, keys
 	return err
 }
 
-// runTableCommand is `sluice bench --ab OLD,NEW`: RunTable with the flags
+// runTableCommand is `sluice-lab bench --ab OLD,NEW`: RunTable with the flags
 // of cfg it reads; the flags of the other modes are refused rather than
 // ignored.
 func runTableCommand(ctx context.Context, fs *flag.FlagSet, cfg Config, binaries, labels string, stdout, stderr io.Writer) error {

@@ -22,7 +22,7 @@
 // (INFO commandstats), so a benchmark cannot quietly measure fallback
 // answers or one shard.
 //
-// RunLab runs the experiments of `sluice lab` on one rig: it starts the
+// RunLab runs the experiments of `sluice-lab` on one rig: it starts the
 // cluster (or takes the user's), writes the policy file, starts and stops
 // the sluice processes, drives the load (drive) and collects the replies,
 // and renders the report from templates/<lab>.md.tmpl. A lab file holds
@@ -43,9 +43,9 @@
 //   - report_*.go, the one report writer: the labs' Markdown templates and
 //     the number formats they use (report_render.go), the SVG chart
 //     (report_svg.go).
-//   - cli.go, the command lines of `sluice bench` and every `sluice lab`
-//     experiment, declared on the flag set cmd/sluice parses.
-//   - bench*.go, `sluice bench`: Run and its report (bench.go,
+//   - cli.go, the command lines of `sluice-lab bench` and every `sluice-lab`
+//     experiment, declared on the flag set cmd/sluice-lab parses.
+//   - bench*.go, `sluice-lab bench`: Run and its report (bench.go,
 //     bench_config.go, bench_report.go); RunFronts, the doors driven side by
 //     side (bench_fronts*.go); RunWorkloads, `--keys uniform|zipf:S` and
 //     `--workload tenants,abuse`: one raw-RESP load generator drives RL.TAKE
@@ -54,7 +54,7 @@
 //   - lab_<name>*.go, one experiment each (a large one in several files,
 //     all named for it).
 //   - results/, the checked-in reports, each written by its command with
-//     --out bench/results/<name>.md (and `sluice bench --svg
+//     --out bench/results/<name>.md (and `sluice-lab bench --svg
 //     bench/results/results.svg`).
 //
 // One package, not sub-packages: every experiment uses the rig's and the

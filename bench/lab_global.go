@@ -15,7 +15,7 @@ const (
 	DefaultGlobalLabWorkers     = 16        // per process
 )
 
-// GlobalLabConfig says what `sluice lab global` measures. The zero value is the seed
+// GlobalLabConfig says what `sluice-lab global` measures. The zero value is the seed
 // lab's experiment 1: capacity 100, refill 50/s, 16 goroutines per process
 // each sending one RL.TAKE at a time for 10 s per row, against a new local
 // cluster.
@@ -23,7 +23,7 @@ type GlobalLabConfig struct {
 	// Cluster are seed nodes (host:port) of a running Redis Cluster; nil
 	// starts a 3+3 cluster and stops it at the end.
 	Cluster []string
-	// Binary is the sluice binary; "" means this executable.
+	// Binary is the sluice binary; "" means sluiceBinary's.
 	Binary string
 	// Duration is the load of each row; 0 means 10s. MaxRequests bounds
 	// the requests of each row; 0 means 2,000,000.
@@ -100,7 +100,7 @@ func (r GlobalLabRow) Verdict() string {
 	return "cap holds"
 }
 
-// GlobalLabReport is `sluice lab global`: the experiment (run) and what it measured.
+// GlobalLabReport is `sluice-lab global`: the experiment (run) and what it measured.
 type GlobalLabReport struct {
 	Config GlobalLabConfig
 	Rows   []GlobalLabRow

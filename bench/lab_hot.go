@@ -76,7 +76,7 @@ const (
 // DefaultHotLabModes are the arms of HotLabConfig.Modes' zero value.
 var DefaultHotLabModes = []HotLabMode{LabStrict, LabSplit, LabLease}
 
-// HotLabConfig says what `sluice lab hot` measures. The zero value is the
+// HotLabConfig says what `sluice-lab hot` measures. The zero value is the
 // experiment of the hot-tenant issue against a new local cluster: two
 // sluice instances, 25 goroutines each sending pipelines of 16 RL.TAKE of
 // one key for 5 s, once per arm.
@@ -87,7 +87,8 @@ type HotLabConfig struct {
 	Cluster []string
 
 	// Binary is the sluice binary started for each instance; "" means
-	// this executable (os.Executable), which is right for `sluice lab`.
+	// sluiceBinary's: the one beside sluice-lab, else one built from the
+	// checkout, else sluice on PATH.
 	Binary string
 
 	// Modes are the arms, run in this order; nil means strict, split,
@@ -178,7 +179,7 @@ func (rep *HotLabReport) config() labConfig { return &rep.Config }
 
 // PolicyYAML is the policy file of one arm.
 func (cfg HotLabConfig) PolicyYAML(m HotLabMode) string {
-	return policyFile("written by sluice lab hot: the "+string(m)+" arm", cfg.Timeout, labPolicy{
+	return policyFile("written by sluice-lab hot: the "+string(m)+" arm", cfg.Timeout, labPolicy{
 		name: "tenant", match: "*", limit: cfg.Limit, rate: cfg.Rate, period: cfg.Period, onError: "closed",
 		hot: string(m.Hot()), threshold: cfg.Threshold, split: cfg.Split,
 	})
@@ -405,7 +406,7 @@ func (r *HotLabResult) fill(ld loadResult, cfg HotLabConfig) {
 	r.P99 = Percentile(ld.lat, 99)
 }
 
-// HotLabReport is `sluice lab hot`: the experiment (run) and what it measured.
+// HotLabReport is `sluice-lab hot`: the experiment (run) and what it measured.
 type HotLabReport struct {
 	Config    HotLabConfig // with every default applied
 	Key       string       // the one key

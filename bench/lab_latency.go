@@ -21,7 +21,7 @@ const (
 	latencyLabWarmup         = 500
 )
 
-// LatencyLabConfig says what `sluice lab latency` measures. The zero value: 20,000
+// LatencyLabConfig says what `sluice-lab latency` measures. The zero value: 20,000
 // sequential decisions from one client on each path, against a new local
 // cluster, under a bucket the run never exhausts, so that every decision
 // is a trip to the path the row names (the store for the cluster rows):
@@ -30,7 +30,7 @@ type LatencyLabConfig struct {
 	// Cluster are seed nodes (host:port) of a running Redis Cluster; nil
 	// starts a 3+3 cluster and stops it at the end.
 	Cluster []string
-	// Binary is the sluice binary; "" means this executable.
+	// Binary is the sluice binary; "" means sluiceBinary's.
 	Binary string
 	// Limit and Rate (per second) are the bucket; 0 means the warm-up plus
 	// Samples (every decision of a row admitted, each row its own key) and
@@ -109,7 +109,7 @@ func (r LatencyLabRow) Verdict() string {
 	return fmt.Sprintf("%s%% %s", fixed(100*r.WantShare(), 1), r.Want)
 }
 
-// LatencyLabReport is `sluice lab latency`: the experiment (run) and what it measured.
+// LatencyLabReport is `sluice-lab latency`: the experiment (run) and what it measured.
 type LatencyLabReport struct {
 	Config LatencyLabConfig
 	Owner  string

@@ -45,7 +45,7 @@ var (
 	DefaultOverloadLabTenantClients = []int{50, 5000}
 )
 
-// OverloadLabConfig says what `sluice lab overload` measures. The zero
+// OverloadLabConfig says what `sluice-lab overload` measures. The zero
 // value: one sluice with `timeout: 100ms` in front of a new local 3+3
 // cluster, redis-benchmark at 50, 200, 1,000, 3,000 and 5,000 clients,
 // 200,000 requests a step and side; the one-tenant case at 50 and 5,000.
@@ -53,7 +53,7 @@ type OverloadLabConfig struct {
 	// Cluster are seed nodes (host:port) of a running Redis Cluster; nil
 	// starts a 3+3 cluster and stops it at the end.
 	Cluster []string
-	// Binary is the sluice binary; "" means this executable.
+	// Binary is the sluice binary; "" means sluiceBinary's.
 	// RedisBenchmark is the redis-benchmark binary; "" means the one on
 	// PATH.
 	Binary, RedisBenchmark string
@@ -118,7 +118,7 @@ func (c *OverloadLabConfig) rig() rigSpec {
 // overloadPolicy is the issue's config: the one tenant first (first match
 // wins), a catch-all that never rejects by its bucket after it.
 func overloadPolicy(timeout time.Duration) string {
-	return policyFile("written by sluice lab overload", timeout,
+	return policyFile("written by sluice-lab overload", timeout,
 		labPolicy{name: "tenant", match: "tenant:*", limit: overloadTenantLimit, rate: overloadTenantRate, onError: "open"},
 		labPolicy{name: "uniform", match: "*", limit: overloadUniformLimit, rate: overloadUniformLimit, onError: "closed"})
 }
@@ -295,7 +295,7 @@ func (r OverloadTenantRow) Verdict() string {
 	return fmt.Sprintf("over: %.1f× the budget", r.Ratio())
 }
 
-// OverloadLabReport is `sluice lab overload`: the experiment (run) and
+// OverloadLabReport is `sluice-lab overload`: the experiment (run) and
 // what it measured.
 type OverloadLabReport struct {
 	Config OverloadLabConfig
@@ -324,7 +324,7 @@ func (rep *OverloadLabReport) Markdown() string { return render("overload", rep)
 
 // run drives redis-benchmark at each client count through one sluice
 // (RL.TAKE key:__rand_int__ 1) and straight at the shards (--cluster
-// EVALSHA of sluice's script, as `sluice bench` does), reading sluice's
+// EVALSHA of sluice's script, as `sluice-lab bench` does), reading sluice's
 // INFO and the primaries' around each run; then the one tenant key at
 // each tenant count, on a fresh key each.
 func (rep *OverloadLabReport) run(ctx context.Context, rig *rig) error {

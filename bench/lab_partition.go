@@ -30,13 +30,13 @@ const (
 // failed over and the experiment stays a partition.
 const partitionNodeTimeout = 60 * time.Second
 
-// PartitionLabConfig says what `sluice lab partition` measures. The zero value is the
+// PartitionLabConfig says what `sluice-lab partition` measures. The zero value is the
 // seed lab's experiment 2 on sluice: two sluice processes, the primary
 // owning the tenant paused (SIGSTOP) for 3 s while 4 goroutines per process
 // and policy send RL.TAKE, once for each on_store_error. It always starts
 // its own cluster: it must signal a node.
 type PartitionLabConfig struct {
-	// Binary is the sluice binary; "" means this executable.
+	// Binary is the sluice binary; "" means sluiceBinary's.
 	Binary string
 	// Pause is how long the primary stays stopped, and the load runs; 0
 	// means 3s. MaxRequests bounds the requests of each policy; 0 means
@@ -98,7 +98,7 @@ func (cfg PartitionLabConfig) policyYAML() string {
 		}
 		ps = append(ps, p)
 	}
-	return policyFile("written by sluice lab partition", cfg.Timeout, ps...)
+	return policyFile("written by sluice-lab partition", cfg.Timeout, ps...)
 }
 
 // shareBudget is what the local fallback buckets of every instance admit
@@ -149,7 +149,7 @@ func (r PartitionLabRow) Verdict() string {
 	return fmt.Sprintf("over its share: %.2f× the cap", float64(r.Allowed)/r.Cap)
 }
 
-// PartitionLabReport is `sluice lab partition`: the experiment (run) and what it measured.
+// PartitionLabReport is `sluice-lab partition`: the experiment (run) and what it measured.
 type PartitionLabReport struct {
 	Config PartitionLabConfig
 	Owner  string // the paused primary

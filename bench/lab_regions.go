@@ -52,7 +52,7 @@ const (
 	regionsInstances = 2
 )
 
-// RegionsLabConfig says what `sluice lab regions` measures. The zero value
+// RegionsLabConfig says what `sluice-lab regions` measures. The zero value
 // is the issue's experiment: three local clusters (regions eu and us, 3
 // primaries each without replicas; home, 3 primaries with a replica each)
 // with 80 ms of round trip between each region and home, two sluice
@@ -61,7 +61,7 @@ const (
 // 30/70 halfway through a 60 s run; a purely regional baseline of 20 s;
 // eu stalled from home for 10 s.
 type RegionsLabConfig struct {
-	// Binary is the sluice binary; "" means this executable.
+	// Binary is the sluice binary; "" means sluiceBinary's.
 	Binary string
 	// RTT is the round trip between a region and home, added by delay
 	// proxies in front of every home node; 0 means 80ms.
@@ -143,7 +143,7 @@ const (
 	RegionsAsync    = "per-region + async reconcile"
 )
 
-// RegionsLabReport is `sluice lab regions`: the experiment and what it
+// RegionsLabReport is `sluice-lab regions`: the experiment and what it
 // measured.
 type RegionsLabReport struct {
 	Config RegionsLabConfig

@@ -46,7 +46,7 @@ type regionsWorld struct {
 	policies map[string]string // path by setup
 }
 
-// run is `sluice lab regions`: the three setups under the same shifting
+// run is `sluice-lab regions`: the three setups under the same shifting
 // load, then eu cut off from home.
 func (rep *RegionsLabReport) run(ctx context.Context, rig *rig) error {
 	c := rep.Config
@@ -169,7 +169,7 @@ func (rep *RegionsLabReport) world(ctx context.Context, rig *rig) (*regionsWorld
 // scope: global with the floor in the per-region one.
 func regionsPolicy(setup string, c RegionsLabConfig, storeTimeout time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# written by sluice lab regions: %s\n", setup)
+	fmt.Fprintf(&b, "# written by sluice-lab regions: %s\n", setup)
 	if setup == RegionsSync {
 		// Every decision crosses to home: the deadline must exceed the
 		// round trip, or every request would go to on_store_error.

@@ -30,14 +30,14 @@ const (
 // for a restart: long enough that its replica is not promoted meanwhile.
 const restartHoldTimeout = 60 * time.Second
 
-// RestartLabConfig says what `sluice lab restart` measures. The zero value: two
+// RestartLabConfig says what `sluice-lab restart` measures. The zero value: two
 // sluice processes, 4 goroutines each sending RL.TAKE of one key, through
 // three events on the key's primary: SCRIPT FLUSH, a SIGKILL and restart
 // (empty, 1 s down, no failover) and a SIGKILL with the replica promoted
 // (cluster-node-timeout 1 s). It always starts its own cluster: it must
 // kill a node.
 type RestartLabConfig struct {
-	// Binary is the sluice binary; "" means this executable.
+	// Binary is the sluice binary; "" means sluiceBinary's.
 	Binary string
 	// Down is how long the killed primary stays down before its restart;
 	// 0 means 1s. Window is the least time the load runs after each event;
@@ -118,7 +118,7 @@ func (r RestartLabRow) Verdict() string {
 	return "no error reply"
 }
 
-// RestartLabReport is `sluice lab restart`: the experiment (run) and what it measured.
+// RestartLabReport is `sluice-lab restart`: the experiment (run) and what it measured.
 type RestartLabReport struct {
 	Config RestartLabConfig
 	Key    string

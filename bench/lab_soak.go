@@ -24,7 +24,7 @@ const (
 
 // SoakConfig configures Soak. Zero values mean the defaults in brackets.
 type SoakConfig struct {
-	Binary   string        // the sluice binary (os.Executable())
+	Binary   string        // the sluice binary; "" means sluiceBinary's
 	Duration time.Duration // total run [3m]
 	Sample   time.Duration // between samples [10s]
 	Fault    time.Duration // between faults [20s]

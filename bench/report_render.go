@@ -83,7 +83,7 @@ func errorCell(n int64, first string) string {
 }
 
 // reportTemplateFiles are the reports, one markdown template each (a lab,
-// sluice bench, bench --front, the soak): the words and the tables are
+// sluice-lab bench, bench --front, the soak): the words and the tables are
 // there, the numbers come from the report.
 //
 //go:embed templates/*.md.tmpl

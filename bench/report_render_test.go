@@ -93,7 +93,7 @@ func TestLabMarkdownGolden(t *testing.T) {
 	}
 }
 
-// otherReports are the reports of sluice bench, bench --front, bench --keys and the
+// otherReports are the reports of sluice-lab bench, bench --front, bench --keys and the
 // soak, which do not go through RunLab, each with every kind of cell.
 func otherReports() map[string]interface{ Markdown() string } {
 	bench := sampleReport()
@@ -122,7 +122,7 @@ func otherReports() map[string]interface{ Markdown() string } {
 	return map[string]interface{ Markdown() string }{"bench": bench, "bench-lease": lease, "fronts": fronts, "soak": soak, "workload": sampleWorkloadReport()}
 }
 
-// The reports of sluice bench, bench --front and the soak, byte for byte,
+// The reports of sluice-lab bench, bench --front and the soak, byte for byte,
 // like the labs'.
 func TestOtherMarkdownGolden(t *testing.T) {
 	t.Parallel()

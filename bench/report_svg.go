@@ -50,7 +50,7 @@ func (r *Report) SVG() string {
 	w(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
 	w(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s font-size="12" fill="%s">`+"\n",
 		width, height, width, height, svgFontStack, colorText)
-	w(`<title>sluice bench: requests per second, sluice vs direct EVALSHA</title>` + "\n")
+	w(`<title>sluice-lab bench: requests per second, sluice vs direct EVALSHA</title>` + "\n")
 	w(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	w(`<text x="%d" y="30" font-size="17" font-weight="bold">%s</text>`+"\n", svgLeft,
 		esc("Requests per second: RL.TAKE through sluice vs EVALSHA straight at the shard"))

@@ -42,7 +42,7 @@ type rigSpec struct {
 	// name is the experiment's, "lab global": it starts progress lines
 	// and errors, and names the policy file.
 	name string
-	// binary is the sluice binary; "" means this executable.
+	// binary is the sluice binary; "" means sluiceBinary's.
 	binary string
 	// cluster are the seeds of a running cluster; nil starts a 3+3
 	// cluster with cluster-node-timeout nodeTimeout (0: localredis's
@@ -129,18 +129,18 @@ func newRig(ctx context.Context, spec rigSpec, progress io.Writer) (*rig, error)
 		progress = io.Discard
 	}
 	r := &rig{name: spec.name, bin: spec.binary, seeds: spec.cluster, progress: progress, sluice: "unknown"}
-	if r.bin == "" {
-		var err error
-		if r.bin, err = os.Executable(); err != nil {
-			return nil, r.errorf("finding the sluice binary: %w", err)
-		}
-	}
 	file := strings.ReplaceAll(r.name, " ", "-")
 	dir, err := os.MkdirTemp("", "sluice-"+file+"-")
 	if err != nil {
 		return nil, r.errorf("%w", err)
 	}
 	r.dir = dir
+	if r.bin == "" {
+		if r.bin, err = sluiceBinary(ctx, dir, r.logf); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, r.errorf("%w", err)
+		}
+	}
 	if len(r.seeds) == 0 {
 		r.logf("starting a Redis Cluster (3 primaries, 3 replicas, cluster-node-timeout %v)", cmp.Or(spec.nodeTimeout, 5*time.Second))
 		rc, err := localredis.Start(ctx, localredis.Config{NodeTimeout: spec.nodeTimeout, Log: linePrefix{progress, r.name + ": "}})
@@ -324,7 +324,7 @@ type labPolicy struct {
 // which the default lease would take a hammered key away from); timeout
 // and share 0 are not written (the defaults).
 func seedPolicy(lab string, timeout time.Duration, limit, rate int64, onError string, share float64) string {
-	return policyFile("written by sluice lab "+lab, timeout,
+	return policyFile("written by sluice-lab "+lab, timeout,
 		labPolicy{name: "acme", match: "*", limit: limit, rate: rate, onError: onError, localShare: share, hot: "off"})
 }
 

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,7 +18,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -193,34 +195,6 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-func TestClusterUpDown(t *testing.T) {
-	t.Parallel()
-	requireTool(t, "redis-server")
-	dir := t.TempDir()
-	out, err := exec.Command(binary, "cluster", "up", "--dir", dir, "--port", "0").Output()
-	if err != nil {
-		t.Fatalf("cluster up: %v", err)
-	}
-	m := regexp.MustCompile(`--cluster (\S+)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("cluster up printed %q", out)
-	}
-	t.Cleanup(func() { _ = exec.Command(binary, "cluster", "down", "--dir", dir).Run() })
-	s := startSluice(t, "--cluster", string(m[1]))
-	if r, err := take(context.Background(), s.client(t), "up", 1); err != nil || r.DecidedBy != "store" {
-		t.Fatalf("through sluice cluster up: %+v %v", r, err)
-	}
-	if out, err := exec.Command(binary, "cluster", "down", "--dir", dir).CombinedOutput(); err != nil {
-		t.Fatalf("cluster down: %v\n%s", err, out)
-	}
-	for _, addr := range strings.Split(string(m[1]), ",") {
-		if c, err := (&netDialer{}).dial(addr); err == nil {
-			c.Close()
-			t.Errorf("%s still accepts connections after cluster down", addr)
-		}
-	}
-}
-
 // redis-cli in a real terminal (a pty, driven by testdata/redis_cli_terminal.py),
 // as a newcomer types: it asks COMMAND DOCS at start and shows the hints.
 func TestRedisCLIInATerminal(t *testing.T) {
@@ -355,7 +329,8 @@ policies:
 }
 
 // `sluice` without arguments is the first thing a newcomer runs: it must
-// list every command, every lab experiment included.
+// list every command of the server, and only those: the benchmark, the
+// labs and the cluster launcher are sluice-lab's.
 func TestUsageListsEveryCommand(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
@@ -363,110 +338,68 @@ func TestUsageListsEveryCommand(t *testing.T) {
 		t.Fatal("sluice without a command succeeded")
 	}
 	usage := stderr.String()
-	for _, cmd := range []string{"serve", "cluster up", "cluster down", "bench", "version",
-		"lab hot", "lab soak", "lab global", "lab partition", "lab restart", "lab latency"} {
-		if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(cmd) + `\b`).MatchString(usage) {
-			t.Errorf("usage does not list %q:\n%s", cmd, usage)
+	listed := regexp.MustCompile(`(?m)^  (\S+)`).FindAllStringSubmatch(usage, -1)
+	var got []string
+	for _, m := range listed {
+		got = append(got, m[1])
+	}
+	if want := []string{"serve", "check", "version"}; !slices.Equal(got, want) {
+		t.Errorf("usage lists %q, want %q:\n%s", got, want, usage)
+	}
+}
+
+// The commands that moved to sluice-lab answer, under their old names,
+// with one line naming the new spelling, and fail: through run, and
+// through the binary (stderr, exit status 1, nothing on stdout).
+func TestMovedCommandsPoint(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "soak"}, "'sluice lab soak' moved: run 'sluice-lab soak'"},
+		{[]string{"lab", "overload", "--clients", "50"}, "'sluice lab overload' moved: run 'sluice-lab overload'"},
+		{[]string{"lab"}, "'sluice lab' moved: run 'sluice-lab <experiment>'"},
+		{[]string{"lab", "-h"}, "'sluice lab' moved: run 'sluice-lab <experiment>'"},
+		{[]string{"bench", "--quick"}, "'sluice bench' moved: run 'sluice-lab bench'"},
+		{[]string{"cluster", "up", "--port", "0"}, "'sluice cluster up' moved: run 'sluice-lab cluster up'"},
+		{[]string{"cluster", "down"}, "'sluice cluster down' moved: run 'sluice-lab cluster down'"},
+		{[]string{"cluster"}, "'sluice cluster' moved: run 'sluice-lab cluster up|down'"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), c.args, &stdout, &stderr)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("sluice %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
+		}
+		if stdout.Len()+stderr.Len() != 0 {
+			t.Errorf("sluice %s printed %q %q beside its error", strings.Join(c.args, " "), stdout.String(), stderr.String())
 		}
 	}
-}
-
-// usageFlags runs `sluice <args> -h` and returns the flag names it prints.
-func usageFlags(t *testing.T, args ...string) []string {
-	t.Helper()
+	cmd := exec.Command(binary, "lab", "soak", "--duration", "1m")
 	var stdout, stderr bytes.Buffer
-	_ = run(context.Background(), append(args, "-h"), &stdout, &stderr)
-	var names []string
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`).FindAllStringSubmatch(stderr.String(), -1) {
-		names = append(names, m[1])
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("sluice lab soak: %v, want exit status 1", err)
 	}
-	if len(names) == 0 {
-		t.Fatalf("sluice %v -h printed no flags:\n%s", args, stderr.String())
+	if got, want := stderr.String(), "sluice: 'sluice lab soak' moved: run 'sluice-lab soak'\n"; got != want || stdout.Len() != 0 {
+		t.Errorf("sluice lab soak printed stderr %q stdout %q, want stderr %q", got, stdout.String(), want)
 	}
-	return names
 }
 
-// Every flag of `cluster up` and `cluster down` (from their flag sets, as
-// -h prints them) is in the README's command-line line for that command.
-func TestReadmeListsClusterFlags(t *testing.T) {
+// The package comment, what `go doc` shows, lists every command the
+// binary has.
+func TestPackageDocListsEveryCommand(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sub := range []string{"up", "down"} {
-		line := regexp.MustCompile(`(?m)^sluice cluster ` + sub + ` .*$`).FindString(string(readme))
-		if line == "" {
-			t.Fatalf("README has no line starting with `sluice cluster %s`", sub)
+	doc := f.Doc.Text()
+	for _, c := range program().Commands {
+		if !regexp.MustCompile(`(?m)^\s+sluice ` + regexp.QuoteMeta(c.Name) + `\b`).MatchString(doc) {
+			t.Errorf("main.go's package comment has no line for `sluice %s`:\n%s", c.Name, doc)
 		}
-		for _, f := range usageFlags(t, "cluster", sub) {
-			if !strings.Contains(line, "[--"+f+" ") {
-				t.Errorf("README's `sluice cluster %s` line lacks --%s:\n%s", sub, f, line)
-			}
-		}
-	}
-}
-
-// A lab prints its table and writes no file unless --out names one: run in
-// a fresh working directory, it leaves no bench/ folder behind.
-func TestLabWritesOnlyWithOut(t *testing.T) {
-	t.Parallel()
-	requireTool(t, "redis-server")
-	c := redistest.NewCluster(t, localredis.Config{})
-	seeds := strings.Join(c.Addrs(), ",")
-	const header = "| Path | p50 | p99 | decided by | note |"
-	lab := func(dir string, extra ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, binary, append([]string{"lab", "latency", "--samples", "50", "--cluster", seeds}, extra...)...)
-		cmd.Dir = dir
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("sluice lab latency %v: %v\n%s", extra, err, stderr.String())
-		}
-		if !strings.Contains(string(out), header) {
-			t.Fatalf("sluice lab latency %v printed no table:\n%s", extra, out)
-		}
-		return string(out)
-	}
-
-	dir := t.TempDir()
-	lab(dir)
-	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		t.Errorf("sluice lab latency without --out left %v in its working directory (%v)", names, err)
-	}
-
-	out := lab(dir, "--out", "latency.md")
-	b, err := os.ReadFile(filepath.Join(dir, "latency.md"))
-	if err != nil {
-		t.Fatalf("--out latency.md: %v", err)
-	}
-	if string(b) != out {
-		t.Errorf("--out latency.md holds\n%s\nbut stdout was\n%s", b, out)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "bench")); !os.IsNotExist(err) {
-		t.Errorf("a bench/ folder exists after --out latency.md (%v)", err)
-	}
-}
-
-// A lab's counts and durations must be positive: 0 would quietly mean the
-// default, a negative value makes no sense. The check names each bad flag
-// and runs nothing.
-func TestLabFlagsMustBePositive(t *testing.T) {
-	t.Parallel()
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"lab", "global", "--workers", "0", "--duration", "-1s"}, &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "--workers 0") || !strings.Contains(err.Error(), "--duration -1s") {
-		t.Fatalf("lab global --workers 0 --duration -1s: %v", err)
-	}
-	if stdout.Len() != 0 {
-		t.Errorf("printed a report:\n%s", stdout.String())
 	}
 }

@@ -20,13 +20,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/app"
+	"github.com/sluice-rl/sluice/internal/localredis"
+	"github.com/sluice-rl/sluice/internal/redistest"
 	"gopkg.in/yaml.v3"
 )
 
 // The Docker files are checked without Docker: TestComposeFile reads
 // docker-compose.cluster.yml, Dockerfile and .dockerignore and checks that
 // they describe the topology they claim; TestComposeTopology runs that same
-// topology from redis-server binaries with `sluice cluster up`.
+// topology from redis-server binaries, as `sluice-lab cluster up` does.
 
 const (
 	composePath      = "../../docker-compose.cluster.yml"
@@ -488,7 +490,17 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("Dockerfile: FROM %s is older than go.mod's go %s", st.image, goLine[1])
 		}
 		for _, in := range st.instrs {
-			if in.cmd == "RUN" && strings.Contains(in.args, "go build") && strings.Contains(in.args, "./cmd/sluice") {
+			if in.cmd != "RUN" || !strings.Contains(in.args, "go build") {
+				continue
+			}
+			// The image holds the server only: sluice-lab, the labs and the
+			// cluster launcher stay out of it.
+			for _, pkg := range regexp.MustCompile(`\./\S*`).FindAllString(in.args, -1) {
+				if pkg != "./cmd/sluice" {
+					t.Errorf("Dockerfile:%d: builds %s; the image holds ./cmd/sluice only", in.line, pkg)
+				}
+			}
+			if strings.Contains(in.args, "./cmd/sluice") {
 				builder = st.name
 				if !strings.Contains(in.args, "CGO_ENABLED=0") {
 					t.Errorf("Dockerfile:%d: build with CGO_ENABLED=0, the runtime image has no libc", in.line)
@@ -678,29 +690,11 @@ func TestComposeTopology(t *testing.T) {
 	}
 	primaries := nodes / (replicas + 1)
 
-	dir := t.TempDir()
-	t.Cleanup(func() {
-		if out, err := exec.Command(binary, "cluster", "down", "--dir", dir).CombinedOutput(); err != nil {
-			t.Errorf("cluster down: %v\n%s", err, out)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	up := exec.CommandContext(ctx, binary, "cluster", "up", "--dir", dir, "--port", "0",
-		"--primaries", strconv.Itoa(primaries), "--replicas", strconv.Itoa(replicas))
-	up.Stderr = &stderr
-	out, err := up.Output()
-	if err != nil {
-		t.Fatalf("cluster up: %v\n%s%s", err, out, stderr.String())
-	}
-	m := regexp.MustCompile(`--cluster (\S+)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("cluster up printed %q, want a --cluster a,b,c line", out)
-	}
-	seeds := string(m[1])
-	if n := len(strings.Split(seeds, ",")); n != primaries {
-		t.Fatalf("cluster up printed %d addresses (%s), want the %d primaries", n, seeds, primaries)
+	// What `sluice-lab cluster up --primaries P --replicas R` starts.
+	rc := redistest.NewCluster(t, localredis.Config{Primaries: primaries, Replicas: replicas})
+	seeds := strings.Join(rc.Addrs(), ",")
+	if n := len(rc.Addrs()); n != primaries {
+		t.Fatalf("the cluster has %d primaries (%s), want %d", n, seeds, primaries)
 	}
 
 	cfg := writeConfig(t, `

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-rl/sluice/app"
+	"github.com/sluice-rl/sluice/internal/cli"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -69,7 +70,7 @@ func check(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "policy file (YAML) to validate")
 	aclfile := fs.String("aclfile", "", "ACL file (Redis syntax) to validate")
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.ParseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *config == "" && *aclfile == "" {

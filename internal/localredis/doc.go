@@ -1,9 +1,10 @@
 // Package localredis starts and stops real Redis servers from the redis-server
 // and redis-cli binaries on loopback ports: a Redis Cluster (Start) or one
-// plain server (StartSingle). It is the one launcher of local Redis: `sluice
-// cluster up|down` uses Up and Down to leave a cluster running between two
-// invocations, `sluice lab` and `sluice bench` start their clusters with it,
-// and tests reach it through internal/redistest, which adds t.Cleanup.
+// plain server (StartSingle). It is the one launcher of local Redis:
+// `sluice-lab cluster up|down` uses Up and Down to leave a cluster running
+// between two invocations, the labs and `sluice-lab bench` start their
+// clusters with it, and tests reach it through internal/redistest, which
+// adds t.Cleanup. The server binary, cmd/sluice, never links it.
 //
 // Every node listens on 127.0.0.1 only, with persistence off, so a node that
 // is killed and restarted comes back with its cluster identity (nodes.conf)

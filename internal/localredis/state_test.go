@@ -17,12 +17,12 @@ import (
 )
 
 // upDirEnv tells the test binary, run again by TestUpDown, to act as
-// `sluice cluster up`: Up in that folder, then exit.
+// `sluice-lab cluster up`: Up in that folder, then exit.
 const upDirEnv = "REDISTEST_UP_DIR"
 
-// TestUpDown runs Up in another process that exits at once, as `sluice
-// cluster up` does, then checks that the servers outlived it and that Down,
-// from this process, stops them through the state file.
+// TestUpDown runs Up in another process that exits at once, as
+// `sluice-lab cluster up` does, then checks that the servers outlived it
+// and that Down, from this process, stops them through the state file.
 func TestUpDown(t *testing.T) {
 	t.Parallel()
 	redistest.RequireRedis(t, "", "")

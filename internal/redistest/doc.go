@@ -6,5 +6,5 @@
 // When redis-server (or redis-sentinel) is not on PATH the test is skipped, except when the CI
 // environment variable is set: there it fails, so a CI job cannot pass by
 // testing nothing. It holds only what needs a testing.TB; the launcher itself
-// (used by `sluice cluster up`, the labs and these helpers) is localredis.
+// (used by `sluice-lab cluster up`, the labs and these helpers) is localredis.
 package redistest

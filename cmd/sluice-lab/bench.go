@@ -7,9 +7,10 @@ import (
 	"io"
 
 	"github.com/sluice-rl/sluice/bench"
+	"github.com/sluice-rl/sluice/internal/cli"
 )
 
-// benchCmd is `sluice bench`: redis-benchmark against sluice, against an
+// benchCmd is `sluice-lab bench`: redis-benchmark against sluice, against an
 // embedded sluice and against the cluster directly, in one run; see package
 // bench (BenchFlags).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -20,7 +21,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 	}
 	run := bench.BenchFlags(fs)
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.ParseNoArgs(fs, args); err != nil {
 		return err
 	}
 	return run(ctx, stdout, stderr)

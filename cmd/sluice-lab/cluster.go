@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/cli"
 	"github.com/sluice-rl/sluice/internal/localredis"
 )
 
@@ -18,10 +19,12 @@ const defaultClusterDir = ".sluice-cluster"
 // default too).
 const defaultNodeTimeout = 5 * time.Second
 
-func clusterCommands() []command {
-	return []command{
-		{name: "up", about: "start a local Redis Cluster for trying sluice; prints --cluster …", run: clusterUp},
-		{name: "down", about: "stop the cluster that 'cluster up' started", run: clusterDown},
+// clusterCommands are `sluice-lab cluster up|down`: a local Redis Cluster
+// from redis-server binaries, for trying sluice and for the labs.
+func clusterCommands() []cli.Command {
+	return []cli.Command{
+		{Name: "up", About: "start a local Redis Cluster for trying sluice; prints --cluster …", Run: clusterUp},
+		{Name: "down", About: "stop the cluster that 'cluster up' started", Run: clusterDown},
 	}
 }
 
@@ -39,7 +42,7 @@ func clusterUp(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	primaries := fs.Int("primaries", 3, "primaries")
 	replicas := fs.Int("replicas", 1, "replicas per primary (0: none)")
 	nodeTimeout := fs.Duration("node-timeout", defaultNodeTimeout, "cluster-node-timeout: how long a node may be unreachable before its replica is promoted")
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.ParseNoArgs(fs, args); err != nil {
 		return err
 	}
 	r := *replicas
@@ -59,7 +62,7 @@ func clusterUp(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func clusterDown(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, dir := clusterFlags("down", stderr)
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.ParseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := localredis.Down(*dir); err != nil {

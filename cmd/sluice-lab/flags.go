@@ -9,17 +9,6 @@ import (
 	"time"
 )
 
-// parseNoArgs parses the flags and refuses stray arguments.
-func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
-	}
-	return nil
-}
-
 // writeOut writes text to path, making missing folders; "" writes nothing.
 func writeOut(path, text string) error {
 	if path == "" {

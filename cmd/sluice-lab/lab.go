@@ -7,17 +7,18 @@ import (
 	"io"
 
 	"github.com/sluice-rl/sluice/bench"
+	"github.com/sluice-rl/sluice/internal/cli"
 )
 
-// labCommands are `sluice lab <experiment>`: experiments that show a
-// property of sluice with real processes; see bench.Labs. Each prints its
-// report, a markdown table, and writes it to a file only when --out names
-// one.
-func labCommands() []command {
+// labCommands are `sluice-lab <experiment>`, one command each: experiments
+// that show a property of sluice with real processes; see bench.Labs. Each
+// prints its report, a markdown table, and writes it to a file only when
+// --out names one.
+func labCommands() []cli.Command {
 	labs := bench.Labs()
-	cmds := make([]command, len(labs))
+	cmds := make([]cli.Command, len(labs))
 	for i, l := range labs {
-		cmds[i] = command{name: l.Name, about: l.About, run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		cmds[i] = cli.Command{Name: l.Name, About: l.About, Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return labMain(ctx, l, args, stdout, stderr)
 		}}
 	}
@@ -29,10 +30,10 @@ func labCommands() []command {
 // report, printed to stdout and to --out when set. Every number flag of an
 // experiment must be positive: zero would quietly mean the default.
 func labMain(ctx context.Context, l bench.Lab, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("lab "+l.Name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(l.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sluice lab %s [flags]\n\n%s\n", l.Name, l.Usage)
+		fmt.Fprintf(stderr, "usage: sluice-lab %s [flags]\n\n%s\n", l.Name, l.Usage)
 		fs.PrintDefaults()
 	}
 	out := fs.String("out", "", "also write the markdown report to this file (default: stdout only)")
@@ -40,7 +41,7 @@ func labMain(ctx context.Context, l bench.Lab, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.ParseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := positive(fs); err != nil {
