@@ -1,7 +1,8 @@
 // Package cluster is the Redis store of sluice, on go-redis/v9: a Redis
-// Cluster (ClusterClient) or a single node. It maps user keys to hash-tagged
-// Redis keys, runs the scripts of package lua with EVALSHA (EVAL once on
-// NOSCRIPT), groups a batch into one pipeline per node, keeps one circuit
+// Cluster (ClusterClient), a single node, or a primary with its replicas
+// under Redis Sentinel (a failover client that follows the promotion). It
+// maps user keys to hash-tagged Redis keys, runs the scripts of package lua
+// with EVALSHA (EVAL once on NOSCRIPT), groups a batch into one pipeline per node, keeps one circuit
 // breaker per node, and tells connectivity failures (limit.ErrUnavailable,
 // a closed list: isConnectivity) from everything else, which is a bug to
 // surface.

@@ -21,7 +21,8 @@ import (
 //  3. remaining: integer, whole tokens left after this decision
 //  4. retry_after_ms: integer, -1 when allowed or when cost > limit
 //  5. reset_after_ms: integer, ms until the bucket is full again
-//  6. decided_by: bulk string, store, lease, split, embedded, fallback-*, shadow
+//  6. decided_by: bulk string, store, lease, split, embedded, fallback-*,
+//     overload-*, shadow, region or deny-cache (limit.By*)
 //
 // RL.RESET key forgets the key's state and answers :1 if it existed, else :0.
 func rateCommands() []*command {
