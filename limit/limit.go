@@ -463,13 +463,6 @@ type Store interface {
 	Close() error
 }
 
-// Router is implemented by stores that spread keys over nodes; Node names the
-// node that owns key, "" when unknown. The limiter keeps one circuit breaker
-// per node.
-type Router interface {
-	Node(key string) string
-}
-
 // Errors shared across packages.
 var (
 	// ErrUnavailable marks connectivity failures of the store: timeouts,
