@@ -215,7 +215,7 @@ func (a *App) policiesChanged() {
 }
 
 // timeout is the deadline of every store call now: --timeout, else the
-// policy file's, else DefaultTimeout.
+// policy file's, else limit.DefaultTimeout.
 func (a *App) timeout() time.Duration { return a.cfg.TimeoutIn(a.holder.Current()) }
 
 // Start keeps the runtime policies in step with the store until ctx ends,

@@ -67,6 +67,11 @@ const (
 	ByDenyCache = "deny-cache"
 )
 
+// DefaultTimeout is the deadline of a store call when nobody sets one: a
+// config without timeout:, and the zero Timeout of the packages that call
+// the store (cluster, hotkey, limiter). app supplies the one in force.
+const DefaultTimeout = 50 * time.Millisecond
+
 // MaxScaled is the largest integer a Lua number (an IEEE double) holds
 // exactly. Every scaled quantity of a bucket must stay below it.
 const MaxScaled = 1 << 53

@@ -63,7 +63,8 @@ type Config struct {
 	Policies Matcher
 	// Store decides (required).
 	Store limit.Store
-	// Timeout is the deadline of every store call; 0 means 50ms.
+	// Timeout is the deadline of every store call, asked for each; nil
+	// means limit.DefaultTimeout.
 	Timeout func() time.Duration
 	// Hot is the hot-key path (package hotkey); nil means none: every
 	// request goes to the store.
@@ -154,7 +155,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.closedRetry = time.Second
 	}
 	if l.timeout == nil {
-		l.timeout = func() time.Duration { return 50 * time.Millisecond }
+		l.timeout = func() time.Duration { return limit.DefaultTimeout }
 	}
 	if l.fallback == nil {
 		l.fallback = local.New(local.Config{DecidedBy: limit.ByFallbackLocal})
