@@ -72,7 +72,8 @@ type Config struct {
 	// Deny is the deny cache; nil means none.
 	Deny DenyCache
 	// ClosedRetryAfter is the retry_after of a fallback-closed reject; 0
-	// means 1s, the circuit breaker's default cool-down.
+	// means 1s, the default cool-down of the store's circuit breakers
+	// (cluster/breaker.go).
 	ClosedRetryAfter time.Duration
 	// Fallback is the in-process store of the `local` failure policy; nil
 	// means a new local.Store labelled fallback-local.
