@@ -43,7 +43,7 @@ type App struct {
 	users  *acl.Holder      // the users every door checks; swapped by Reload and ACL LOAD
 	envoy  *envoycfg.Holder // nil without --envoy-config
 	store  limit.Store
-	mode   string // embedded, cluster, redis or sentinel
+	mode   storeMode
 	rt     *policy.Runtime
 	hot    *hotkey.Layer
 	deny   *hotkey.Deny   // not used by the limiter in embedded mode: there is no shard to spare
@@ -126,19 +126,25 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	return a, nil
 }
 
+// pinger is a store that can be asked whether it answers (cluster.Store):
+// checkStore at start, /readyz after.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // checkStore asks the sentinels for the primary, or pings the store once,
 // and warns when it does not answer.
 func (a *App) checkStore(ctx context.Context) error {
-	if a.mode == "sentinel" {
+	if a.mode == modeSentinel {
 		if err := checkSentinel(ctx, a.store, &a.cfg, a.log); err != nil {
 			return err
 		}
 	}
-	if a.mode == "embedded" {
+	if a.mode == modeEmbedded {
 		a.log.Warn("embedded mode: no --cluster, --redis or --sentinel, so limits are per process; two sluice processes admit twice the limit")
-	} else if cs, ok := a.store.(*cluster.Store); ok {
+	} else if p, ok := a.store.(pinger); ok {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := cs.Ping(pctx); err != nil {
+		if err := p.Ping(pctx); err != nil {
 			a.log.Warn("store not reachable at start; policies answer with on_store_error until it is", "err", err)
 		}
 		cancel()
@@ -157,7 +163,7 @@ func (a *App) wire(set *policy.Set) error {
 		return err
 	}
 	var deny limiter.DenyCache
-	if a.mode != "embedded" {
+	if a.mode != modeEmbedded {
 		deny = a.deny
 	}
 	if a.reg, a.home, err = openRegion(&a.cfg, a.store, set, policies{a.holder}, a.log); err != nil {
@@ -209,7 +215,7 @@ func (a *App) policiesChanged() {
 }
 
 // timeout is the deadline of every store call now: --timeout, else the
-// policy file's, else DefaultTimeout.
+// policy file's, else limit.DefaultTimeout.
 func (a *App) timeout() time.Duration { return a.cfg.TimeoutIn(a.holder.Current()) }
 
 // Start keeps the runtime policies in step with the store until ctx ends,

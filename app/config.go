@@ -15,13 +15,10 @@ import (
 
 	"github.com/sluice-rl/sluice/httpfront"
 	"github.com/sluice-rl/sluice/internal/acl"
+	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/region"
 )
-
-// DefaultTimeout is the deadline of every store call when neither --timeout
-// nor the policy file's timeout: gives one: the policy package's.
-const DefaultTimeout = policy.DefaultTimeout
 
 // Config is everything `sluice serve` runs with: one field per serve flag,
 // filled by Load from the table (rows) by the one precedence rule
@@ -40,7 +37,7 @@ type Config struct {
 	WatchConfig                bool      // --watch-config: reload them, and --aclfile, when they change on disk
 
 	// Timeout is --timeout when given; zero: the policy file's timeout:,
-	// else DefaultTimeout (see TimeoutIn).
+	// else limit.DefaultTimeout (see TimeoutIn).
 	Timeout                                                              time.Duration
 	LeaseTTL, IdleTimeout, RequestTimeout, WriteTimeout, ShutdownTimeout time.Duration
 	MaxClients, MaxRequestBytes, MaxKeyBytes, MaxOutputBytes             int
@@ -122,7 +119,7 @@ func (c *Config) rows() []row {
 		{flag: "config", env: "SLUICE_CONFIG", ptr: &c.PolicyFile, def: "", help: "policy file (YAML), or SLUICE_CONFIG; none = one built-in catch-all policy"},
 		{flag: "envoy-config", ptr: &c.EnvoyConfig, def: "", help: "directory of envoyproxy/ratelimit config files (*.yaml), reloaded on SIGHUP"},
 		{flag: "watch-config", ptr: &c.WatchConfig, def: true, help: "reload --config, --aclfile and --envoy-config when their content changes on disk (a ConfigMap or Secret update, an editor's save), as SIGHUP does; false: SIGHUP only"},
-		{flag: "timeout", yaml: "timeout", ptr: &c.Timeout, def: DefaultTimeout, help: "deadline of every store call (overrides the config's timeout)"},
+		{flag: "timeout", yaml: "timeout", ptr: &c.Timeout, def: limit.DefaultTimeout, help: "deadline of every store call (overrides the config's timeout)"},
 		{flag: "grpc", ptr: &c.GRPC, def: "", help: "address of Envoy's rate-limit service (v3, gRPC), e.g. 127.0.0.1:8081 (\"\" = off)"},
 		{flag: "grpc-ratelimit-headers", ptr: &c.GRPCHeaders, def: false, help: "--grpc replies carry RateLimit-Policy and RateLimit response headers for Envoy to add"},
 		{flag: "http", ptr: &c.HTTP, def: "", help: "HTTP address of the JSON and 429 door, /v1/take and /v1/check (\"\" = off)"},
@@ -350,9 +347,10 @@ func first[T comparable](vs ...T) T {
 
 // TimeoutIn is the deadline of every store call while set is the policy
 // file in force: by the rule, --timeout, else set's timeout:, else
-// DefaultTimeout.
+// limit.DefaultTimeout. It is the one timeout the server supplies to every
+// package that calls the store.
 func (c *Config) TimeoutIn(set *policy.Set) time.Duration {
-	return first(c.Timeout, max(set.Timeout, 0), DefaultTimeout)
+	return first(c.Timeout, max(set.Timeout, 0), limit.DefaultTimeout)
 }
 
 // readSecret is the text of the file of --name, without its trailing

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -96,7 +97,7 @@ func TestPrecedence(t *testing.T) {
 		set  *policy.Set
 		want time.Duration
 	}{
-		{nil, &policy.Set{}, DefaultTimeout},
+		{nil, &policy.Set{}, limit.DefaultTimeout},
 		{nil, yaml, 200 * time.Millisecond},
 		{[]string{"--timeout", "50ms"}, yaml, 50 * time.Millisecond}, // given, even at the default
 		{[]string{"--timeout", "1s"}, &policy.Set{}, time.Second},

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/httpfront"
 	"github.com/sluice-rl/sluice/rls"
 )
@@ -65,14 +64,14 @@ func (a *App) adminHandler() http.Handler {
 	mux.Handle("/metrics", a.m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		cs, ok := a.store.(*cluster.Store)
+		p, ok := a.store.(pinger)
 		if !ok {
 			fmt.Fprintln(w, "ok", a.mode)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), max(a.timeout(), 500*time.Millisecond))
 		defer cancel()
-		if err := cs.Ping(ctx); err != nil {
+		if err := p.Ping(ctx); err != nil {
 			readyWithoutStore(w, a.holder.Current(), a.mode, err)
 			return
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
 	"github.com/sluice-rl/sluice/policy"
@@ -20,11 +19,17 @@ import (
 // the config's rules (policy.Runtime.Check): the embedded store has no
 // replica, so it refuses durability: replica, at start, on reload and by
 // RL.POLICY SET (docs/durability.md). nil for the Redis stores.
-func durabilityCheck(mode string) func(*limit.Policy) (string, error) {
-	if mode != "embedded" {
+func durabilityCheck(mode storeMode) func(*limit.Policy) (string, error) {
+	if mode != modeEmbedded {
 		return nil
 	}
 	return func(p *limit.Policy) (string, error) { return "durability", local.CheckDurability(p) }
+}
+
+// replicaChecker is a store that can tell which primaries have no
+// replica connected (cluster.Store).
+type replicaChecker interface {
+	PrimariesWithoutReplica(ctx context.Context) ([]string, error)
 }
 
 // warnDurability warns, when a policy in force has durability: replica,
@@ -33,7 +38,7 @@ func durabilityCheck(mode string) func(*limit.Policy) (string, error) {
 // answered by its policy's on_store_error. A store that does not answer
 // is warned of by checkStore already.
 func warnDurability(ctx context.Context, store limit.Store, set *policy.Set, log *slog.Logger) {
-	cs, ok := store.(*cluster.Store)
+	rc, ok := store.(replicaChecker)
 	if !ok {
 		return
 	}
@@ -48,7 +53,7 @@ func warnDurability(ctx context.Context, store limit.Store, set *policy.Set, log
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	bare, err := cs.PrimariesWithoutReplica(ctx)
+	bare, err := rc.PrimariesWithoutReplica(ctx)
 	if err != nil {
 		return
 	}
@@ -58,6 +63,12 @@ func warnDurability(ctx context.Context, store limit.Store, set *policy.Set, log
 	}
 }
 
+// unackedCounter is a store that counts, by policy, the durable spends no
+// replica acknowledged in time (cluster.Store).
+type unackedCounter interface {
+	Unacked() map[string]int64
+}
+
 // unackedCollector is sluice_durability_unacked_total{policy}, read from
 // the store at scrape time.
 type unackedCollector struct {
@@ -65,12 +76,12 @@ type unackedCollector struct {
 	read func() map[string]int64
 }
 
-func newUnackedCollector(cs *cluster.Store) *unackedCollector {
+func newUnackedCollector(us unackedCounter) *unackedCollector {
 	return &unackedCollector{
 		desc: prometheus.NewDesc("sluice_durability_unacked_total",
 			"Spends of durability: replica policies that no replica acknowledged in time (WAIT), by policy: each was answered by the policy's on_store_error.",
 			[]string{"policy"}, nil),
-		read: cs.Unacked,
+		read: us.Unacked,
 	}
 }
 
@@ -85,12 +96,12 @@ func (c *unackedCollector) Collect(ch chan<- prometheus.Metric) {
 // writeDurabilityInfo appends durability_unacked, the total of
 // sluice_durability_unacked_total, to INFO's # Sluice section.
 func writeDurabilityInfo(w io.Writer, store limit.Store) {
-	cs, ok := store.(*cluster.Store)
+	us, ok := store.(unackedCounter)
 	if !ok {
 		return
 	}
 	var n int64
-	for _, v := range cs.Unacked() {
+	for _, v := range us.Unacked() {
 		n += v
 	}
 	fmt.Fprintf(w, "durability_unacked:%d\r\n", n)

@@ -48,8 +48,14 @@ func writeRequestDurations(w io.Writer, m *metrics.Metrics) {
 	_, _ = io.WriteString(w, b.String())
 }
 
+// nodeStatser is a store that keeps counters per Redis node
+// (cluster.Store): INFO's node_<addr> lines.
+type nodeStatser interface {
+	Stats() []cluster.NodeStats
+}
+
 // writeInfo appends sluice's own INFO section.
-func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter, store limit.Store, hot *hotkey.Layer, m *metrics.Metrics) {
+func writeInfo(w io.Writer, mode storeMode, h *policy.Holder, lim *limiter.Limiter, store limit.Store, hot *hotkey.Layer, m *metrics.Metrics) {
 	s := lim.Snapshot()
 	fmt.Fprintf(w, "# Sluice\r\nstore:%s\r\npolicies:%d\r\ndecisions:%d\r\nallowed:%d\r\nrejected:%d\r\nerror_replies:%d\r\nstore_errors:%d\r\n",
 		mode, len(h.Current().Policies), s.Decisions, s.Allowed, s.Rejected, s.Errors, s.StoreErrors)
@@ -68,8 +74,8 @@ func writeInfo(w io.Writer, mode string, h *policy.Holder, lim *limiter.Limiter,
 	hs := hot.Stats()
 	fmt.Fprintf(w, "hot_keys:%d\r\nlease_hits:%d\r\nlease_rejects:%d\r\nlease_claims:%d\r\nlease_tokens_claimed:%d\r\nlease_returns:%d\r\nlease_tokens_returned:%d\r\nlease_return_errors:%d\r\nsplit_decisions:%d\r\nsplit_retries:%d\r\nsplit_handoffs:%d\r\n",
 		hs.HotKeys, hs.LeaseHits, hs.LeaseRejects, hs.Claims, hs.TokensClaimed, hs.Returns, hs.TokensReturned, hs.ReturnErrors, hs.SplitDecisions, hs.SplitRetries, hs.SplitHandoffs)
-	if cs, ok := store.(*cluster.Store); ok {
-		for _, n := range cs.Stats() {
+	if ns, ok := store.(nodeStatser); ok {
+		for _, n := range ns.Stats() {
 			avg, perCall := 0.0, 0.0
 			if n.Pipelines > 0 {
 				avg = float64(n.Commands) / float64(n.Pipelines)
@@ -100,6 +106,12 @@ func hotKeys(hot *hotkey.Layer) []server.HotKey {
 	return out
 }
 
+// breakerStater is a store with a circuit breaker per node
+// (cluster.Store): sluice_breaker_state.
+type breakerStater interface {
+	BreakerStates() map[string]string
+}
+
 // collectMetrics registers the collectors that read, at scrape time, the
 // counters the store's breakers, the hot-key layer, the server and the
 // policy holder keep anyway. The decision and round-trip metrics come
@@ -115,11 +127,13 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, de
 	}); err != nil {
 		return err
 	}
-	if cs, ok := store.(*cluster.Store); ok {
-		if err := m.CollectBreakers(cs.BreakerStates); err != nil {
+	if bs, ok := store.(breakerStater); ok {
+		if err := m.CollectBreakers(bs.BreakerStates); err != nil {
 			return err
 		}
-		if err := m.Register(newUnackedCollector(cs)); err != nil {
+	}
+	if us, ok := store.(unackedCounter); ok {
+		if err := m.Register(newUnackedCollector(us)); err != nil {
 			return err
 		}
 	}
@@ -184,7 +198,7 @@ func registerCounters[S any](m *metrics.Metrics, labels prometheus.Labels, snaps
 // without the store (on_store_error open or local), since its replies are
 // then as good as they will get; a policy that fails closed would reject
 // everything, so traffic is better sent to an instance that reaches Redis.
-func readyWithoutStore(w http.ResponseWriter, set *policy.Set, mode string, err error) {
+func readyWithoutStore(w http.ResponseWriter, set *policy.Set, mode storeMode, err error) {
 	var closed []string
 	for _, p := range set.Policies {
 		if p.OnStoreError != limit.FailOpen && p.OnStoreError != limit.FailLocal {

@@ -16,13 +16,19 @@ import (
 // besides the Pub/Sub announcement: a missed message heals within this.
 const policySync = 500 * time.Millisecond
 
+// policyKeeper is a store that keeps the runtime policies where every
+// instance reads them (cluster.Store).
+type policyKeeper interface {
+	Policies() *cluster.Policies
+}
+
 // newRuntime puts the file's policies in force; its Run keeps the runtime
 // ones (RL.POLICY SET) in step with the store's backend. The embedded
 // store keeps them in memory: one process, nobody to tell.
 func newRuntime(h *policy.Holder, file *policy.Set, store limit.Store, log *slog.Logger, applied func(error)) *policy.Runtime {
 	var backend policy.Backend = &policy.MemoryBackend{}
-	if cs, ok := store.(*cluster.Store); ok {
-		backend = cs.Policies()
+	if pk, ok := store.(policyKeeper); ok {
+		backend = pk.Policies()
 	}
 	rt := policy.NewRuntime(h, file, backend)
 	rt.OnApply = func(source string, err error) {

@@ -67,19 +67,25 @@ func (c *Config) openSentinel(timeout time.Duration, obs cluster.Observer) (*clu
 	}, &c.Store)
 }
 
+// sentinelAsker is a store under Sentinel that can ask the sentinels for
+// the primary (cluster.Store).
+type sentinelAsker interface {
+	SentinelPrimary(ctx context.Context, timeout time.Duration) (string, error)
+}
+
 // checkSentinel asks the sentinels for the primary at start. A name they do
 // not know, or an error reply such as NOAUTH, is a bad configuration:
 // sluice refuses to start. Sentinels that do not answer only get a warning,
 // as an unreachable store does: they may come up later, and meanwhile the
 // policies answer with on_store_error.
 func checkSentinel(ctx context.Context, store limit.Store, c *Config, log *slog.Logger) error {
-	cs, ok := store.(*cluster.Store)
+	sa, ok := store.(sentinelAsker)
 	if !ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	addr, err := cs.SentinelPrimary(ctx, time.Second)
+	addr, err := sa.SentinelPrimary(ctx, time.Second)
 	switch {
 	case errors.Is(err, limit.ErrUnavailable):
 		log.Warn("no sentinel answered at start; policies answer with on_store_error until one does", "err", err)

@@ -48,7 +48,7 @@ type Config struct {
 	Username, Password string
 	// Timeout is the deadline of the calls made without one of their own:
 	// go-redis's slot-map reloads, which run under context.Background, and
-	// requests whose context has no deadline; 0 means 50ms.
+	// requests whose context has no deadline; 0 means limit.DefaultTimeout.
 	Timeout time.Duration
 	// MaxTimeout bounds dialing, reading and writing on a connection to
 	// Redis, whatever the context; 0 means Timeout. A call's context
@@ -168,7 +168,7 @@ func New(cfg Config) (*Store, error) {
 // setDefaults gives every zero field its default (see Config).
 func (cfg *Config) setDefaults() {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 50 * time.Millisecond
+		cfg.Timeout = limit.DefaultTimeout
 	}
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = cfg.Timeout

@@ -35,7 +35,8 @@ type Config struct {
 	MaxHot int
 	// Timeout is the deadline of the store calls the Layer makes on its own:
 	// returning the tokens of expired and evicted leases. It is called for
-	// each, so that a timeout changed by a reload applies; nil means 50ms.
+	// each, so that a timeout changed by a reload applies; nil means
+	// limit.DefaultTimeout.
 	Timeout func() time.Duration
 }
 
@@ -182,7 +183,7 @@ func New(cfg Config) (*Layer, error) {
 		h.ttl = 100 * time.Millisecond
 	}
 	if h.timeout == nil {
-		h.timeout = func() time.Duration { return 50 * time.Millisecond }
+		h.timeout = func() time.Duration { return limit.DefaultTimeout }
 	}
 	if h.maxHot == 0 {
 		h.maxHot = 1024

@@ -67,6 +67,11 @@ const (
 	ByDenyCache = "deny-cache"
 )
 
+// DefaultTimeout is the deadline of a store call when nobody sets one: a
+// config without timeout:, and the zero Timeout of the packages that call
+// the store (cluster, hotkey, limiter). app supplies the one in force.
+const DefaultTimeout = 50 * time.Millisecond
+
 // MaxScaled is the largest integer a Lua number (an IEEE double) holds
 // exactly. Every scaled quantity of a bucket must stay below it.
 const MaxScaled = 1 << 53
@@ -461,13 +466,6 @@ type Store interface {
 	// Reset forgets the state of key; it reports whether there was any.
 	Reset(ctx context.Context, key string, p *Policy) (bool, error)
 	Close() error
-}
-
-// Router is implemented by stores that spread keys over nodes; Node names the
-// node that owns key, "" when unknown. The limiter keeps one circuit breaker
-// per node.
-type Router interface {
-	Node(key string) string
 }
 
 // Errors shared across packages.

@@ -63,7 +63,8 @@ type Config struct {
 	Policies Matcher
 	// Store decides (required).
 	Store limit.Store
-	// Timeout is the deadline of every store call; 0 means 50ms.
+	// Timeout is the deadline of every store call, asked for each; nil
+	// means limit.DefaultTimeout.
 	Timeout func() time.Duration
 	// Hot is the hot-key path (package hotkey); nil means none: every
 	// request goes to the store.
@@ -71,7 +72,8 @@ type Config struct {
 	// Deny is the deny cache; nil means none.
 	Deny DenyCache
 	// ClosedRetryAfter is the retry_after of a fallback-closed reject; 0
-	// means 1s, the circuit breaker's default cool-down.
+	// means 1s, the default cool-down of the store's circuit breakers
+	// (cluster/breaker.go).
 	ClosedRetryAfter time.Duration
 	// Fallback is the in-process store of the `local` failure policy; nil
 	// means a new local.Store labelled fallback-local.
@@ -154,7 +156,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.closedRetry = time.Second
 	}
 	if l.timeout == nil {
-		l.timeout = func() time.Duration { return 50 * time.Millisecond }
+		l.timeout = func() time.Duration { return limit.DefaultTimeout }
 	}
 	if l.fallback == nil {
 		l.fallback = local.New(local.Config{DecidedBy: limit.ByFallbackLocal})

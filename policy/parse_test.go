@@ -472,7 +472,7 @@ func TestNewSet(t *testing.T) {
 	}
 	want := limit.Policy{Name: "a", Match: "a:*", Algorithm: limit.TokenBucket, Limit: 1, Rate: 1, Period: time.Second,
 		OnStoreError: limit.FailOpen, LocalShare: 1, Hot: limit.Hot{Mode: limit.HotOff, Default: true}}
-	if p := s.Match("a:1"); s.Timeout != DefaultTimeout || p == nil || *p != want || s.Match("b") != nil {
+	if p := s.Match("a:1"); s.Timeout != limit.DefaultTimeout || p == nil || *p != want || s.Match("b") != nil {
 		t.Errorf("NewSet(0, good) = %+v, want timeout 50ms and %+v", s, want)
 	}
 	if _, err := s.Policies[0].Bucket(); err != nil {
@@ -518,8 +518,8 @@ func TestDefault(t *testing.T) {
 	if len(s.Policies) != 1 || *s.Policies[0] != want {
 		t.Fatalf("Default().Policies = %+v, want [%+v]", derefAll(s.Policies), want)
 	}
-	if s.Timeout != DefaultTimeout || s.Source != "built-in" {
-		t.Errorf("Timeout, Source = %v, %q; want %v, built-in", s.Timeout, s.Source, DefaultTimeout)
+	if s.Timeout != limit.DefaultTimeout || s.Source != "built-in" {
+		t.Errorf("Timeout, Source = %v, %q; want %v, built-in", s.Timeout, s.Source, limit.DefaultTimeout)
 	}
 	for _, key := range []string{"x", "login:1", "", "\xff"} {
 		if s.Match(key) != s.Policies[0] {

@@ -101,7 +101,7 @@ func (s *Set) Lookup(name string) *limit.Policy {
 // limit.DefaultHotThreshold requests/s on an instance (the default of a
 // policy without a hot block).
 func Default() *Set {
-	s, err := NewSet(DefaultTimeout, &limit.Policy{
+	s, err := NewSet(limit.DefaultTimeout, &limit.Policy{
 		Name:         "default",
 		Match:        "*",
 		Algorithm:    limit.TokenBucket,
@@ -198,7 +198,7 @@ func Parse(data []byte, file string) (*Set, error) {
 }
 
 // NewSet builds a Set from policies built in code, in order, checking them
-// as Parse does. A zero timeout means DefaultTimeout. The Set holds copies
+// as Parse does. A zero timeout means limit.DefaultTimeout. The Set holds copies
 // of the policies, with the built-in defaults filled in as Parse does
 // (algorithm token_bucket, period 1s, local_share 1, the hot block of
 // limit.Policy.DefaultHot when Hot.Mode is empty, limit.DefaultHotThreshold
@@ -246,7 +246,7 @@ func (e *entry) lineOf(field string) int {
 // Set is only meaningful when errs stayed empty.
 func build(errs *errorList, file string, timeout time.Duration, entries []entry) *Set {
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = limit.DefaultTimeout
 	}
 	s := &Set{Timeout: timeout}
 	names := map[string]int{}

@@ -18,8 +18,6 @@ import (
 
 // Limits and defaults of the config.
 const (
-	// DefaultTimeout is the store deadline when the config sets none.
-	DefaultTimeout = 50 * time.Millisecond
 	// MaxTimeout is the largest store deadline a config may set.
 	MaxTimeout = 10 * time.Second
 	// DefaultPeriod is a policy's period when neither it nor defaults set one.
@@ -152,7 +150,7 @@ func checkPeriod(d time.Duration) string {
 func checkTimeout(d time.Duration) string {
 	if d < 0 || d > MaxTimeout {
 		return fmt.Sprintf("must be between 0 (meaning %s) and %s, got %s",
-			formatDuration(DefaultTimeout), formatDuration(MaxTimeout), formatDuration(d))
+			formatDuration(limit.DefaultTimeout), formatDuration(MaxTimeout), formatDuration(d))
 	}
 	return ""
 }

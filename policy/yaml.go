@@ -160,7 +160,7 @@ func (w *walker) pairs(n *yaml.Node, scope, prefix string, known []string, f fun
 	}
 }
 
-// timeout decodes the top-level timeout; zero means DefaultTimeout.
+// timeout decodes the top-level timeout; zero means limit.DefaultTimeout.
 func (w *walker) timeout(v *yaml.Node) (time.Duration, bool) {
 	d, msg := duration(v)
 	if msg == "" {

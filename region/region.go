@@ -77,8 +77,8 @@ const (
 
 // Layer decides the requests of global policies from this region's
 // allocation and passes every other request to the regional store
-// unchanged. It implements limit.Store (and limit.Router, limit.Atomic
-// when the regional store does, through Store).
+// unchanged. It implements limit.Store (and limit.Atomic when the
+// regional store does, through Store).
 type Layer struct {
 	inner   limit.Store
 	home    Home
@@ -158,18 +158,11 @@ func New(inner limit.Store, cfg Config) (*Layer, error) {
 // Name returns the region's name.
 func (l *Layer) Name() string { return l.region }
 
-// Store returns l as the limiter's store: with limit.Atomic and
-// limit.Router when the regional store has them.
+// Store returns l as the limiter's store: with limit.Atomic when the
+// regional store has it, so RL.MTAKE stays all-or-nothing.
 func (l *Layer) Store() limit.Store {
-	_, atomicOK := l.inner.(limit.Atomic)
-	_, routerOK := l.inner.(limit.Router)
-	switch {
-	case atomicOK && routerOK:
-		return atomicRouter{atomicLayer{l}, routerLayer{l}}
-	case atomicOK:
+	if _, ok := l.inner.(limit.Atomic); ok {
 		return atomicLayer{l}
-	case routerOK:
-		return routerLayer{l}
 	}
 	return l
 }
@@ -353,7 +346,10 @@ func (l *Layer) Close() error {
 	return nil
 }
 
+// atomicLayer is the Layer over a regional store that is limit.Atomic.
 type atomicLayer struct{ *Layer }
+
+var _ limit.Atomic = atomicLayer{}
 
 // Group is the group of key's state as the region keeps it: for a global
 // policy, its pool.
@@ -399,22 +395,3 @@ func (a atomicLayer) DoAll(ctx context.Context, reqs []limit.Request, out []limi
 	}
 	return ok
 }
-
-type routerLayer struct{ *Layer }
-
-func (r routerLayer) Node(key string) string { return r.inner.(limit.Router).Node(key) }
-
-type atomicRouter struct {
-	atomicLayer
-	routerLayer
-}
-
-func (a atomicRouter) Do(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	a.atomicLayer.Do(ctx, reqs, out)
-}
-
-func (a atomicRouter) Reset(ctx context.Context, key string, p *limit.Policy) (bool, error) {
-	return a.atomicLayer.Reset(ctx, key, p)
-}
-
-func (a atomicRouter) Close() error { return a.atomicLayer.Close() }

@@ -157,6 +157,12 @@ func TestConnectionCommands(t *testing.T) {
 		{[]any{"CONFIG", "GET", "appendonly"}, map[any]any{"appendonly": "no"}},
 		{[]any{"CONFIG", "GET", "nosuch"}, map[any]any{}},
 		{[]any{"CONFIG", "GET", "max*"}, map[any]any{"maxclients": "10000"}},
+		// redis-cli and redis-benchmark spell them so: any case, globs,
+		// several patterns.
+		{[]any{"CONFIG", "GET", "*"}, map[any]any{"save": "", "appendonly": "no", "databases": "1", "maxclients": "10000", "timeout": "0"}},
+		{[]any{"CONFIG", "GET", "SAVE", "AppendOnly"}, map[any]any{"save": "", "appendonly": "no"}},
+		{[]any{"CONFIG", "GET", "?ave", "[ad]*", "*out"}, map[any]any{"save": "", "appendonly": "no", "databases": "1", "timeout": "0"}},
+		{[]any{"CONFIG", "GET", "[^a-r]*"}, map[any]any{"save": "", "timeout": "0"}},
 		{[]any{"CONFIG", "GET"}, "ERR wrong number of arguments for 'config|get' command"},
 		{[]any{"CONFIG", "SET", "x", "y"}, "ERR unknown subcommand 'SET'. Try CONFIG HELP."},
 		{[]any{"COMMAND", "COUNT"}, int64(len(newCommandTable()))},

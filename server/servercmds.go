@@ -5,13 +5,12 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"path"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tidwall/match"
 
 	"github.com/sluice-rl/sluice/internal/acl"
 )
@@ -250,7 +249,9 @@ func docArgs(args []docArg) []any {
 
 // cmdConfigGet answers CONFIG GET pattern [pattern ...] from a few fixed
 // parameters, a map (RESP2: a flat array). redis-benchmark reads "save" and "appendonly" on start and
-// warns when it cannot.
+// warns when it cannot. A pattern is a glob matched without regard to case,
+// as in Redis: `*`, `?` and classes (path.Match's, the same here since no
+// name holds a '/'); a malformed one matches nothing.
 func cmdConfigGet(c *connState, args [][]byte) (any, error) {
 	cfg := c.srv.cfg
 	params := [][2]string{
@@ -263,7 +264,7 @@ func cmdConfigGet(c *connState, args [][]byte) (any, error) {
 	out := kv{}
 	for _, p := range params {
 		for _, pat := range args[2:] {
-			if match.Match(p[0], strings.ToLower(string(pat))) {
+			if ok, _ := path.Match(strings.ToLower(string(pat)), p[0]); ok {
 				out = append(out, p[0], p[1])
 				break
 			}
