@@ -14,11 +14,13 @@ build: ## build ./sluice (the server) and ./sluice-lab (bench, labs, cluster up|
 
 # deploy/compose runs alone, after the rest: its image builds and eight
 # containers beside the cluster tests made their 50ms store timeouts late.
+# deploy/helm and client are modules of their own, which ./... stops at.
 test: ## the whole suite, against real Redis (installs redis-server when missing)
 	@scripts/ensure-redis.sh >/dev/null
 	$(GO) test -race -count=1 -shuffle=on -timeout 15m $$($(GO) list $(PKGS) | grep -vxF $(MODULE)/deploy/compose)
 	$(GO) test -count=1 -timeout 10m ./deploy/compose
 	cd deploy/helm && $(GO) test -count=1 -shuffle=on -timeout 5m ./...
+	cd client && $(GO) test -race -count=1 -shuffle=on -timeout 10m ./...
 
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -27,6 +29,7 @@ lint: ## gofmt, go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 	cd deploy/helm && $(GO) vet ./...
+	cd client && $(GO) vet ./...
 
 # FUZZ: every fuzz target, as package:Target
 FUZZ = server:FuzzRESP server:FuzzScanner policy:FuzzParse policy:FuzzParsePolicyJSON \

@@ -6,7 +6,9 @@ import (
 	"go/parser"
 	"go/token"
 	"net"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,7 +120,7 @@ func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
 
 // TestImportsStayLean: a service that links the client gets go-redis and
-// this package (DESIGN.md's layout lets it import limit, no more).
+// this package, nothing of sluice's server (doc.go).
 func TestImportsStayLean(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -136,7 +138,7 @@ func TestImportsStayLean(t *testing.T) {
 		}
 		for _, imp := range ast.Imports {
 			path := strings.Trim(imp.Path.Value, `"`)
-			if strings.Contains(path, ".") && path != "github.com/redis/go-redis/v9" && path != "github.com/sluice-rl/sluice/limit" {
+			if strings.Contains(path, ".") && path != "github.com/redis/go-redis/v9" {
 				t.Errorf("%s imports %s", f, path)
 			}
 			checked++
@@ -144,5 +146,20 @@ func TestImportsStayLean(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no imports checked")
+	}
+}
+
+// TestModuleNeedsGoRedisOnly: go.mod requires go-redis and nothing else
+// directly, tests included (a test that imported a server package would
+// put the server module here, and in every importer's module graph).
+func TestModuleNeedsGoRedisOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{if not .Indirect}}{{.Path}}{{end}}", "all").Output()
+	if err != nil {
+		t.Fatalf("go list -m all: %v", err)
+	}
+	got := strings.Fields(string(out))
+	want := []string{"github.com/sluice-rl/sluice/client", "github.com/redis/go-redis/v9"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the module and its direct requirements are %v, want %v", got, want)
 	}
 }

@@ -2,18 +2,12 @@ package client_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rl/sluice/app"
-	"github.com/sluice-rl/sluice/internal/localredis"
-	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // examplePolicies is the config every example's sluice runs.
@@ -31,49 +25,37 @@ policies:
 // a real Redis Cluster.
 var sluiceAddr string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-client")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	file := filepath.Join(dir, "sluice.yaml")
-	if err := os.WriteFile(file, []byte(examplePolicies), 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	policyFile = file
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := startSluice(ctx, "")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	sluiceAddr = a.Addr().String()
-	code := m.Run()
-	cancel()
-	_ = a.Shutdown(context.Background())
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// The examples need a real sluice, and this module must not import the
+// server's packages to start one (they would become a requirement of
+// every service that imports the client). So TestMain builds the binary
+// from ../cmd/sluice with go, and the tests run it as a user does: the
+// embedded store needs no Redis, so the examples run under -short too.
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
-var policyFile string
-
-// startSluice runs sluice in process on a free port: embedded when
-// cluster is empty, else in front of those seeds.
-func startSluice(ctx context.Context, cluster string) (*app.App, error) {
-	cfg := app.Defaults()
-	cfg.Listen, cfg.Admin, cfg.PolicyFile, cfg.Cluster = "127.0.0.1:0", "", policyFile, cluster
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.New(ctx, cfg)
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sluice-client-")
 	if err != nil {
-		return nil, err
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	if err := a.Start(ctx); err != nil {
-		a.Close()
-		return nil, err
+	defer os.RemoveAll(dir)
+	if sluiceBinary, err = buildSluice(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	return a, nil
+	policyFile = filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(policyFile, []byte(examplePolicies), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	embedded, err := startSluice()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer embedded.stop()
+	sluiceAddr = embedded.addr
+	return m.Run()
 }
 
 // examples are the package's examples, for TestExamplesOnCluster.
@@ -92,25 +74,25 @@ var examples = map[string]func(){
 // each example's Output comment). The examples print no decided_by, the
 // one field where the two modes differ.
 func TestExamplesOnCluster(t *testing.T) {
-	c := redistest.NewCluster(t, localredis.Config{})
-	ctx := t.Context()
-	onCluster, err := startSluice(ctx, strings.Join(c.Addrs(), ","))
+	addrs := startCluster(t)
+	onCluster, err := startSluice("--cluster", strings.Join(addrs, ","))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = onCluster.Shutdown(context.Background()) })
+	t.Cleanup(onCluster.stop)
 	saved := sluiceAddr
 	t.Cleanup(func() { sluiceAddr = saved })
 	for name, run := range examples {
-		sluiceAddr = onCluster.Addr().String()
+		sluiceAddr = onCluster.addr
 		got := capture(t, run)
-		embedded, err := startSluice(ctx, "")
+		embedded, err := startSluice()
 		if err != nil {
 			t.Fatal(err)
 		}
-		sluiceAddr = embedded.Addr().String()
+		t.Cleanup(embedded.stop)
+		sluiceAddr = embedded.addr
 		want := capture(t, run)
-		_ = embedded.Shutdown(context.Background())
+		embedded.stop()
 		if got != want || got == "" {
 			t.Errorf("%s on the cluster printed\n%s\nembedded printed\n%s", name, got, want)
 		}

@@ -18,7 +18,7 @@ const (
 	pathClosed             // fallback-closed, overload-closed: must never admit
 )
 
-// pathOf reads decided_by (DESIGN.md's words).
+// pathOf reads decided_by, in the words of the README's reply table.
 func pathOf(by string) path {
 	switch by {
 	case "fallback-open", "overload-open":
