@@ -199,9 +199,9 @@ type slotHolder interface {
 // onSlotError is on_store_error (or on_overload) for an acquire whose
 // store call failed for connectivity with err.
 func (l *Limiter) onSlotError(ctx context.Context, key string, p *limit.Policy, token string, ttlMs int64, err error) limit.Result {
-	mode, open, closed, local := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
+	mode, open, closed, share := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
 	if errors.Is(err, limit.ErrOverload) {
-		mode, open, closed, local = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
+		mode, open, closed, share = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
 	}
 	switch mode {
 	case limit.FailOpen:
@@ -216,7 +216,7 @@ func (l *Limiter) onSlotError(ctx context.Context, key string, p *limit.Policy, 
 	case limit.FailLocal:
 		if fs, ok := l.fallback.(limit.SlotStore); ok {
 			res := fs.Acquire(ctx, key, p.Share(), token, ttlMs)
-			res.DecidedBy = local
+			res.DecidedBy = share
 			return res
 		}
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // Matcher finds the policy of a key; nil when none matches. policy.Holder
-// satisfies it through a small adapter in cmd; tests pass a func.
+// satisfies it through a small adapter in app/policy.go; tests pass a func.
 type Matcher interface {
 	Match(key string) *limit.Policy
 }
@@ -56,6 +56,17 @@ type DenyCache interface {
 	// on this instance.
 	Forget(key string, p *limit.Policy)
 }
+
+// InProcessStore is a store that may decide in this process, never
+// waiting on a network (local.Store): when InProcess reports true, its
+// calls get no deadline, a policy's default hot mode does not apply (there
+// is no shard to spare), and the fallback's slots are not counted against
+// its answers (it never fails over to the fallback).
+type InProcessStore interface {
+	InProcess() bool
+}
+
+var _ InProcessStore = (*local.Store)(nil)
 
 // Config configures a Limiter.
 type Config struct {
@@ -114,7 +125,7 @@ type Limiter struct {
 	onCorrection func(string, *limit.Policy, string, string, int64)
 
 	closedRetry time.Duration
-	inProcess   bool // the store is a *local.Store, which never waits: no deadline
+	inProcess   bool // the store is an InProcessStore, which never waits: no deadline
 
 	throttle     sync.Map // throttleKey → *limit.Policy
 	throttleSize atomic.Int64
@@ -159,7 +170,9 @@ func New(cfg Config) (*Limiter, error) {
 	if l.fallback == nil {
 		l.fallback = local.New(local.Config{DecidedBy: limit.ByFallbackLocal})
 	}
-	_, l.inProcess = cfg.Store.(*local.Store)
+	if ip, ok := cfg.Store.(InProcessStore); ok {
+		l.inProcess = ip.InProcess()
+	}
 	l.slotStore = cfg.Slots
 	if ss, ok := cfg.Store.(limit.SlotStore); ok && l.slotStore == nil {
 		l.slotStore = ss
@@ -408,9 +421,9 @@ func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []lim
 // when the store was answering but had no room for it in time.
 func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit.Result) {
 	p := r.Policy
-	mode, open, closed, local := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
+	mode, open, closed, share := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
 	if errors.Is(res.Err, limit.ErrOverload) {
-		mode, open, closed, local = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
+		mode, open, closed, share = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
 	}
 	if givesBack(r) {
 		// Its receipt is in the store: nothing can be given back without
@@ -420,7 +433,7 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 		case limit.FailOpen:
 			by = open
 		case limit.FailLocal:
-			by = local
+			by = share
 		}
 		*res = limit.Result{Limit: p.Limit, RetryAfterMs: -1, DecidedBy: by}
 		return
@@ -438,7 +451,7 @@ func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit
 		var one [1]limit.Result
 		l.fallback.Do(ctx, []limit.Request{q}, one[:])
 		*res = one[0]
-		res.DecidedBy = local
+		res.DecidedBy = share
 	default: // closed, and any unset value: never admit by accident
 		retry := int64(-1)
 		if r.Cost <= p.Limit {

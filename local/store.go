@@ -311,3 +311,7 @@ func (s *Store) Len() int {
 
 // Close releases nothing; it exists to satisfy limit.Store.
 func (s *Store) Close() error { return nil }
+
+// InProcess reports true: the Store decides in this process and never
+// waits on a network, so a caller need not give it a deadline.
+func (s *Store) InProcess() bool { return true }
