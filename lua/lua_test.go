@@ -143,7 +143,7 @@ func TestLuaAgreesWithGo(t *testing.T) {
 					now += step(rng, p)
 					cost := 1 + rng.Int64N(p.Limit+p.Limit/10+1)
 					op, cost := randomOp(rng, cost)
-					want, _, err := local.Decide(&st, p, cost, now, op)
+					want, _, err := local.Decide(&st, local.Input{Policy: p, Op: op, Cost: cost, Now: now})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -190,7 +190,7 @@ func TestMultiAgreesWithGo(t *testing.T) {
 					continue
 				}
 				cost := 1 + rng.Int64N(p.Limit)
-				want, _, _ := local.Decide(&states[j], p, cost, now, limit.OpReturn)
+				want, _, _ := local.Decide(&states[j], local.Input{Policy: p, Op: limit.OpReturn, Cost: cost, Now: now})
 				if got := evalAt(ctx, node.Client(), keys[j], p, cost, limit.OpReturn, now); got != want {
 					t.Fatalf("seq %d step %d fill of key %d: lua %+v, go %+v", seq, i, j, got, want)
 				}
@@ -213,12 +213,12 @@ func TestMultiAgreesWithGo(t *testing.T) {
 			ok := true
 			want := make([]limit.Result, n)
 			for j := range pols {
-				want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpPeek)
+				want[j], _, _ = local.Decide(&states[j], local.Input{Policy: pols[j], Op: limit.OpPeek, Cost: costs[j], Now: now})
 				ok = ok && want[j].Allowed
 			}
 			if ok {
 				for j := range pols {
-					want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpTake)
+					want[j], _, _ = local.Decide(&states[j], local.Input{Policy: pols[j], Op: limit.OpTake, Cost: costs[j], Now: now})
 				}
 			}
 			if (v[0] == 1) != ok {

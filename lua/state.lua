@@ -87,7 +87,7 @@ end
 -- return of a negative cost (RL.ADJUST's spend) is a spend, and stored. A
 -- pool is the exception: a fill is how its tokens come in, and another
 -- state under its key reads as none (see fields).
--- local/state.go's DecideFrom does the same.
+-- local/state.go's decideFrom (local.Decide) does the same.
 local function decide(alg, raw, id, a1, a2, a3, cost, op, now, from)
   local t = raw[4]
   if t == nil or t == tags[id] then return alg(raw, a1, a2, a3, cost, op, now, from) end
