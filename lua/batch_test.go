@@ -56,7 +56,7 @@ func batchSkewed(ctx context.Context, c redis.Scripter, items []batchItem, now, 
 		if err != nil {
 			return nil, nil, err
 		}
-		args = append(args, a.ID, a.A[0], a.A[1], a.A[2])
+		args = append(args, a.ID, a.Limit, a.Rate, a.Unit)
 	}
 	for _, it := range items {
 		cost, op := lua.ScriptOp(it.op, it.cost)

@@ -115,7 +115,7 @@ func TestCalendarReturnNamesItsWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := clocked[a.ID].Run(ctx, node.Client(), []string{"cret"}, a.A[0], a.A[1], a.A[2], cost, lua.OpArg(int(op), from), now/1_000_000, now%1_000_000).Int64Slice()
+		v, err := clocked[a.ID].Run(ctx, node.Client(), []string{"cret"}, a.Limit, a.Rate, a.Unit, cost, lua.OpArg(int(op), from), now/1_000_000, now%1_000_000).Int64Slice()
 		if err != nil || len(v) != 7 {
 			t.Fatalf("reply %v, %v", v, err)
 		}
@@ -163,7 +163,7 @@ func TestCalendarMultiAgreesWithGo(t *testing.T) {
 				t.Fatal(err)
 			}
 			costs[j] = 1 + rng.Int64N(3)
-			args = append(args, a.ID, a.A[0], a.A[1], a.A[2], costs[j])
+			args = append(args, a.ID, a.Limit, a.Rate, a.Unit, costs[j])
 		}
 		args = append(args, now/1_000_000, now%1_000_000)
 		v, err := clocked[0].Run(ctx, node.Client(), keys, args...).Int64Slice()

@@ -43,7 +43,7 @@ func evalSkewed(ctx context.Context, c redis.Scripter, key string, p *limit.Poli
 		return limit.Result{Err: err}
 	}
 	cost, o := lua.ScriptOp(op, cost)
-	v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, o, now/1_000_000, now%1_000_000).Int64Slice()
+	v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.Limit, a.Rate, a.Unit, cost, o, now/1_000_000, now%1_000_000).Int64Slice()
 	if err != nil {
 		return limit.Result{Err: err}
 	}
@@ -200,7 +200,7 @@ func TestMultiAgreesWithGo(t *testing.T) {
 			for j, p := range pols {
 				a, _ := lua.ArgsFor(p)
 				costs[j] = 1 + rng.Int64N(p.Limit/2+1)
-				args = append(args, a.ID, a.A[0], a.A[1], a.A[2], costs[j])
+				args = append(args, a.ID, a.Limit, a.Rate, a.Unit, costs[j])
 			}
 			args = append(args, now/1_000_000, now%1_000_000)
 			v, err := clocked[0].Run(ctx, node.Client(), keys, args...).Int64Slice()
@@ -242,7 +242,7 @@ func TestMultiSameKeyTwice(t *testing.T) {
 	p := &limit.Policy{Algorithm: limit.TokenBucket, Limit: 5, Rate: 1, Period: time.Hour}
 	a, _ := lua.ArgsFor(p)
 	now := algotest.T0
-	args := []any{a.ID, a.A[0], a.A[1], a.A[2], 3, a.ID, a.A[0], a.A[1], a.A[2], 3, now / 1_000_000, now % 1_000_000}
+	args := []any{a.ID, a.Limit, a.Rate, a.Unit, 3, a.ID, a.Limit, a.Rate, a.Unit, 3, now / 1_000_000, now % 1_000_000}
 	v, err := clocked[0].Run(ctx, node.Client(), []string{"twice", "twice"}, args...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func runOwnerSingle(t *testing.T, c redis.Scripter, key string, steps []ostep) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], s.cost, lua.OpArg(int(s.op), from), s.at/1_000_000, s.at%1_000_000).Int64Slice()
+		v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.Limit, a.Rate, a.Unit, s.cost, lua.OpArg(int(s.op), from), s.at/1_000_000, s.at%1_000_000).Int64Slice()
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -186,7 +186,7 @@ func TestHoldLetsNothingRefill(t *testing.T) {
 		var st, stb local.State
 		do := func(at int64, op limit.Op, cost, hold int64) limit.Result {
 			t.Helper()
-			v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, lua.OpArg(int(op), hold), at/1_000_000, at%1_000_000).Int64Slice()
+			v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.Limit, a.Rate, a.Unit, cost, lua.OpArg(int(op), hold), at/1_000_000, at%1_000_000).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
