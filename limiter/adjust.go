@@ -42,16 +42,12 @@ type AdjustStats struct {
 	Returned atomic.Int64 // tokens of negative deltas
 }
 
-// checkAdjust checks an adjust: its key has a rate policy that is
+// checkAdjust checks an adjust under its policy p: a rate policy that is
 // adjustable, and a give-back names a well-formed receipt, which it binds
 // to r.User for the store (limit.BindReceipt): another user's receipt is
 // then unknown there.
-func (l *Limiter) checkAdjust(r *limit.Request) error {
-	p, err := l.policyFor(r)
-	switch {
-	case err != nil:
-		return err
-	case p.Algorithm.IsConcurrency():
+func checkAdjust(r *limit.Request, p *limit.Policy) error {
+	if p.Algorithm.IsConcurrency() {
 		return wrongAlgorithm("rl.adjust", p)
 	}
 	if err := p.Adjustable(); err != nil {

@@ -3,14 +3,14 @@ package limiter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sluice-rl/sluice/limit"
 )
 
-// The store call every operation's path shares (take.go, adjust.go,
-// multi.go's failure policy and counting): a batch of checked requests
+// The store call of Decide's takes and adjusts (take.go, adjust.go), whose
+// deadline, failure policy and counting RL.MTAKE (multi.go) and
+// RL.ACQUIRE (concurrency.go) share too: a batch of checked requests
 // goes to the hot-key path, the deny cache and the store together, once;
 // the failure and overload policy and shadow mode apply to the answers;
 // the counters and hooks hear each result. What differs by operation
@@ -18,24 +18,6 @@ import (
 // hot-key path nor enters the deny cache, a give-back it made drops the
 // key's refusal from the deny cache, and a give-back the store could not
 // answer gives nothing back in any failure mode.
-
-// policyFor fills in r.Policy with its key's policy, unless the caller set
-// it (CL.THROTTLE), and returns it: limit.ErrNoPolicy when none matches.
-func (l *Limiter) policyFor(r *limit.Request) (*limit.Policy, error) {
-	if r.Policy == nil {
-		r.Policy = l.policies.Match(r.Key)
-	}
-	if r.Policy == nil {
-		return nil, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, r.Key)
-	}
-	return r.Policy, nil
-}
-
-// wrongAlgorithm is the error of command cmd on policy p of the other kind:
-// a rate command on a concurrency policy, or the other way round.
-func wrongAlgorithm(cmd string, p *limit.Policy) error {
-	return &limit.AlgorithmError{Command: cmd, Policy: p.Name, Algorithm: p.Algorithm}
-}
 
 // decide decides the n requests of reqs that passed their checks (out[i].Err
 // nil) in one store call (decideAll); the others keep their error.

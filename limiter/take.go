@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -32,17 +33,20 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 	n := 0             // requests that passed their checks
 	for i := range reqs {
 		r := &reqs[i]
-		var err error
-		if r.Op == limit.OpAdjust {
-			err = l.checkAdjust(r)
-		} else {
-			var receipt string
-			if receipt, err = l.checkTake(r); receipt != "" {
-				if shown == nil {
-					shown = make([]string, len(reqs))
-				}
-				shown[i] = receipt
+		p, err := l.policyFor(r)
+		var receipt string
+		switch {
+		case err != nil:
+		case r.Op == limit.OpAdjust:
+			err = checkAdjust(r, p)
+		default:
+			receipt, err = checkTake(r, p)
+		}
+		if receipt != "" {
+			if shown == nil {
+				shown = make([]string, len(reqs))
 			}
+			shown[i] = receipt
 		}
 		out[i] = limit.Result{Err: err}
 		if err == nil {
@@ -72,7 +76,25 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 	}
 }
 
-// checkTake checks a take or a peek: its key has a policy, a rate one. A
+// policyFor fills in r.Policy with its key's policy, unless the caller set
+// it (CL.THROTTLE), and returns it: limit.ErrNoPolicy when none matches.
+func (l *Limiter) policyFor(r *limit.Request) (*limit.Policy, error) {
+	if r.Policy == nil {
+		r.Policy = l.policies.Match(r.Key)
+	}
+	if r.Policy == nil {
+		return nil, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, r.Key)
+	}
+	return r.Policy, nil
+}
+
+// wrongAlgorithm is the error of command cmd on policy p of the other kind:
+// a rate command on a concurrency policy, or the other way round.
+func wrongAlgorithm(cmd string, p *limit.Policy) error {
+	return &limit.AlgorithmError{Command: cmd, Policy: p.Name, Algorithm: p.Algorithm}
+}
+
+// checkTake checks a take or a peek under its policy p: a rate one. A
 // take that asks for a receipt (WantReceipt) under a policy whose takes
 // carry them (limit.Policy.Receipted) gets a new one, bound to r.User for
 // the store; checkTake returns the receipt its client is shown ("" for
@@ -87,11 +109,8 @@ func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.
 // give-back goes to the main bucket. A take answered without the store (a
 // fallback, overload, the deny cache's refusal) carries no receipt:
 // nothing to give back, which only under-admits.
-func (l *Limiter) checkTake(r *limit.Request) (string, error) {
-	p, err := l.policyFor(r)
+func checkTake(r *limit.Request, p *limit.Policy) (string, error) {
 	switch {
-	case err != nil:
-		return "", err
 	case p.Algorithm.IsConcurrency(): // RL.ACQUIRE's policy (concurrency.go)
 		cmd := "rl.take"
 		if r.Op == limit.OpPeek {
