@@ -35,10 +35,10 @@ func receiptItem(it *item, r *limit.Request) error {
 	pa, rk := it.pa, ReceiptKey(r.Key, r.Receipt)
 	if give {
 		it.script = lua.GiveBack
-		it.args = []any{"evalsha", lua.GiveBack.SHA, 2, it.key, rk, pa.id, pa.a[0], pa.a[1], pa.a[2], -r.Cost, pa.owner}
+		it.args = []any{"evalsha", lua.GiveBack.SHA, 2, it.key, rk, pa.id, pa.limit, pa.rate, pa.unit, -r.Cost, pa.owner}
 	} else {
 		it.script = lua.TakeReceipt
-		it.args = []any{"evalsha", lua.TakeReceipt.SHA, 2, it.key, rk, pa.id, pa.a[0], pa.a[1], pa.a[2], r.Cost, pa.owner, pa.life}
+		it.args = []any{"evalsha", lua.TakeReceipt.SHA, 2, it.key, rk, pa.id, pa.limit, pa.rate, pa.unit, r.Cost, pa.owner, pa.life}
 	}
 	it.pa = nil // not batchable: the item is its args
 	return nil

@@ -135,7 +135,7 @@ func batchCmd(ctx context.Context, items []*item, fcall, eval bool, sc *scratch)
 	}
 	args = append(args, len(pols))
 	for _, pa := range pols {
-		args = append(args, pa.id, pa.a[0], pa.a[1], pa.a[2])
+		args = append(args, pa.id, pa.limit, pa.rate, pa.unit)
 	}
 	for i, it := range items {
 		args = append(args, it.key, idx[i], it.cost, it.opArg())

@@ -19,8 +19,8 @@ func TestCalendarArgsRenewAtTheBoundary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.a[1] != time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC).UnixMicro() || !a.until.Equal(midnight) {
-		t.Fatalf("at noon: start %v until %v", a.a[1], a.until)
+	if a.rate != time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC).UnixMicro() || !a.until.Equal(midnight) {
+		t.Fatalf("at noon: start %v until %v", a.rate, a.until)
 	}
 	if b, _ := s.policyArgsAt(p, midnight.Add(-time.Microsecond)); b != a {
 		t.Fatal("computed again within the window")
@@ -29,8 +29,8 @@ func TestCalendarArgsRenewAtTheBoundary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b == a || b.a[1] != midnight.UnixMicro() {
-		t.Fatalf("at midnight: start %v, want %d", b.a[1], midnight.UnixMicro())
+	if b == a || b.rate != midnight.UnixMicro() {
+		t.Fatalf("at midnight: start %v, want %d", b.rate, midnight.UnixMicro())
 	}
 	if c, _ := s.policyArgsAt(p, midnight.Add(time.Hour)); c != b {
 		t.Fatal("the renewed arguments are not cached")

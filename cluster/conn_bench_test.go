@@ -37,7 +37,7 @@ func BenchmarkPipelineClient(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}}
+	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, limit: a.Limit, rate: a.Rate, unit: a.Unit}
 	setup := redis.NewClient(&redis.Options{Addr: node.Addr})
 	defer setup.Close()
 	for _, s := range []*lua.Script{lua.Batch, a.Script} {
@@ -213,7 +213,7 @@ func (c *rawPipe) appendBatch(items []*item) {
 	c.w = appendBulkInt(c.w, int64(np))
 	for _, pa := range pols[:np] {
 		c.w = appendBulkInt(c.w, int64(pa.id.(int)))
-		for _, x := range pa.a {
+		for _, x := range []any{pa.limit, pa.rate, pa.unit} {
 			c.w = appendBulkInt(c.w, x.(int64))
 		}
 	}
@@ -232,7 +232,7 @@ func (c *rawPipe) appendSingle(it *item) {
 	c.w = redcon.AppendBulkString(c.w, it.script.SHA)
 	c.w = appendBulkInt(c.w, 1)
 	c.w = redcon.AppendBulkString(c.w, it.key)
-	for _, x := range it.pa.a {
+	for _, x := range []any{it.pa.limit, it.pa.rate, it.pa.unit} {
 		c.w = appendBulkInt(c.w, x.(int64))
 	}
 	c.w = appendBulkInt(c.w, it.cost)

@@ -24,11 +24,11 @@ func testScript(name, src string) *lua.Script {
 	return &lua.Script{Name: name, Src: src, SHA: hex.EncodeToString(sum[:])}
 }
 
-// withScript makes every request of p run script, with a1..a3 as its first
-// three arguments: the store's per-policy argument cache is filled first.
-func withScript(s *Store, p *limit.Policy, script *lua.Script, a ...any) {
-	pa := &policyArgs{script: script, sha: script.SHA, src: script.Src, a: [3]any{0, 0, 0}}
-	copy(pa.a[:], a)
+// withScript makes every request of p run script, with first as its first
+// argument (the policy's limit in ARGV) and 0 as the next two: the store's
+// per-policy argument cache is filled first.
+func withScript(s *Store, p *limit.Policy, script *lua.Script, first any) {
+	pa := &policyArgs{script: script, sha: script.SHA, src: script.Src, limit: first, rate: 0, unit: 0}
 	s.argCache.Store(p, pa)
 }
 
@@ -53,7 +53,7 @@ func TestWrongTypeReplyIsAnError(t *testing.T) {
 		{"five", "return {1, 2, 3, -1, 4}"},
 	} {
 		p := &limit.Policy{Limit: 100, Rate: 1, Period: time.Hour}
-		withScript(s, p, testScript(tc.name, tc.src))
+		withScript(s, p, testScript(tc.name, tc.src), 0)
 		// Twice: the first call loads the script (NOSCRIPT, then EVAL),
 		// the second runs it by EVALSHA.
 		for round := range 2 {

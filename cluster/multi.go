@@ -38,7 +38,7 @@ func (s *Store) DoAll(ctx context.Context, reqs []limit.Request, out []limit.Res
 			return fail(err)
 		}
 		keys[i] = SpaceKey(reqs[i].Policy.Space, reqs[i].Key)
-		argv = append(argv, pa.id, pa.a[0], pa.a[1], pa.a[2], reqs[i].Cost)
+		argv = append(argv, pa.id, pa.limit, pa.rate, pa.unit, reqs[i].Cost)
 	}
 	it := &item{key: keys[0].(string), script: lua.Multi, multi: make([]limit.Result, len(reqs))}
 	for i := range reqs {

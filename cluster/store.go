@@ -388,7 +388,7 @@ func (it *item) command(eval bool) []any {
 		}
 		return it.args
 	}
-	it.argv = [9]any{"evalsha", it.pa.sha, 1, it.key, it.pa.a[0], it.pa.a[1], it.pa.a[2], it.cost, it.opArg()}
+	it.argv = [9]any{"evalsha", it.pa.sha, 1, it.key, it.pa.limit, it.pa.rate, it.pa.unit, it.cost, it.opArg()}
 	if eval {
 		it.argv[0], it.argv[1] = "eval", it.pa.src
 	}
@@ -535,7 +535,9 @@ type policyArgs struct {
 	script   *lua.Script
 	sha, src any // script.SHA and script.Src
 	id       any
-	a        [3]any
+	limit    any // lua.Args.Limit, Rate and Unit, boxed
+	rate     any
+	unit     any
 	until    time.Time // lua.Args.Until: a calendar policy's arguments are computed again from then on
 	owner    string    // limit.Policy.Owner, for the receipt scripts
 	life     int64     // a bucket's receipt TTL in ms (limit.ReceiptLifeMs)
@@ -562,7 +564,8 @@ func (s *Store) policyArgsAt(p *limit.Policy, now time.Time) (*policyArgs, error
 	if err != nil {
 		return nil, err
 	}
-	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID, a: [3]any{a.A[0], a.A[1], a.A[2]}, until: a.Until,
+	pa := &policyArgs{script: a.Script, sha: a.Script.SHA, src: a.Script.Src, id: a.ID,
+		limit: a.Limit, rate: a.Rate, unit: a.Unit, until: a.Until,
 		owner: p.Owner(), life: limit.ReceiptLifeMs(p, 0, 0)}
 	if s.argCount.Add(1) > maxArgCache {
 		s.argCache.Clear()

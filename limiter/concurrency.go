@@ -45,19 +45,6 @@ var ErrSlotTTL = limit.ErrSlotTTL
 // errNoSlots is the error of RL.ACQUIRE on a store that holds no slots.
 var errNoSlots = errors.New("this store does not hold concurrency slots")
 
-// wrongAlgorithm is the error of a rate command (op) on a concurrency
-// policy.
-func wrongAlgorithm(op limit.Op, p *limit.Policy) error {
-	cmd := "rl.take"
-	switch op {
-	case limit.OpPeek:
-		cmd = "rl.peek"
-	case limit.OpAdjust:
-		cmd = "rl.adjust"
-	}
-	return &limit.AlgorithmError{Command: cmd, Policy: p.Name, Algorithm: p.Algorithm}
-}
-
 // NewToken returns a slot token: 128 bits from crypto/rand, in hex. No
 // one can guess another holder's, and one key's is unknown under every
 // other (the store keeps slots per key).
@@ -67,15 +54,16 @@ func NewToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// slotPolicy returns key's policy when it is a concurrency policy, else
-// the error of cmd on it.
+// slotPolicy returns key's policy, and the error of cmd on it unless it
+// is a concurrency policy: limit.ErrNoPolicy when none matches (the policy
+// is then nil), else an algorithm error.
 func (l *Limiter) slotPolicy(key, cmd string) (*limit.Policy, error) {
 	p := l.policies.Match(key)
 	switch {
 	case p == nil:
 		return nil, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, key)
 	case !p.Algorithm.IsConcurrency():
-		return nil, &limit.AlgorithmError{Command: cmd, Policy: p.Name, Algorithm: p.Algorithm}
+		return p, wrongAlgorithm(cmd, p)
 	}
 	return p, nil
 }
@@ -106,8 +94,10 @@ func (l *Limiter) Acquire(ctx context.Context, key string, ttlMs int64) (limit.R
 		if res.Allowed {
 			l.slots.acquired.Add(1)
 		}
+		l.countDecision(l.front(ctx), p, &res)
+	} else {
+		l.countError(l.front(ctx), p, res.Err)
 	}
-	l.count(ctx, []limit.Request{{Key: key, Cost: 1, Policy: p}}, []limit.Result{res})
 	if !res.Allowed {
 		token = ""
 	}
@@ -199,9 +189,9 @@ type slotHolder interface {
 // onSlotError is on_store_error (or on_overload) for an acquire whose
 // store call failed for connectivity with err.
 func (l *Limiter) onSlotError(ctx context.Context, key string, p *limit.Policy, token string, ttlMs int64, err error) limit.Result {
-	mode, open, closed, local := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
+	mode, open, closed, share := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
 	if errors.Is(err, limit.ErrOverload) {
-		mode, open, closed, local = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
+		mode, open, closed, share = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
 	}
 	switch mode {
 	case limit.FailOpen:
@@ -216,7 +206,7 @@ func (l *Limiter) onSlotError(ctx context.Context, key string, p *limit.Policy, 
 	case limit.FailLocal:
 		if fs, ok := l.fallback.(limit.SlotStore); ok {
 			res := fs.Acquire(ctx, key, p.Share(), token, ttlMs)
-			res.DecidedBy = local
+			res.DecidedBy = share
 			return res
 		}
 	}
@@ -234,10 +224,7 @@ func (l *Limiter) Release(ctx context.Context, key, token string) (bool, error) 
 	p, err := l.slotPolicy(key, "rl.release")
 	if err != nil {
 		l.stats.Errors.Add(1)
-		if !errors.Is(err, limit.ErrNoPolicy) {
-			p = l.policies.Match(key) // the rate policy RL.RELEASE was refused for
-		}
-		return false, l.failed(ctx, p, err)
+		return false, l.failed(ctx, p, err) // p: the rate policy RL.RELEASE was refused for
 	}
 	held := false
 	if fs, ok := l.fallback.(limit.SlotStore); ok && !l.inProcess {

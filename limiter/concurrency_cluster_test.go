@@ -133,18 +133,18 @@ func TestSlotsOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		pc.Cut(true)
-		var local []string
+		var byFallback []string
 		for range 4 {
 			if r, tok := l.Acquire(ctx, key, 0); r.Allowed {
 				if r.DecidedBy != limit.ByFallbackLocal {
 					t.Fatalf("acquire while cut: %+v", r)
 				}
-				local = append(local, tok)
+				byFallback = append(byFallback, tok)
 			}
 		}
 		pc.Cut(false)
-		if len(local) != 2 {
-			t.Fatalf("%d slots taken by the fallback, want 2 (local_share 0.5 of 4)", len(local))
+		if len(byFallback) != 2 {
+			t.Fatalf("%d slots taken by the fallback, want 2 (local_share 0.5 of 4)", len(byFallback))
 		}
 		held := []string{pollAcquire(t, l, key, "first after the cut")}
 		for range 4 {
@@ -154,12 +154,12 @@ func TestSlotsOnCluster(t *testing.T) {
 				t.Fatalf("acquire after the cut: %+v", r)
 			}
 		}
-		t.Logf("held at once: %d by the fallback + %d by the store, limit 4", len(local), len(held))
-		if got := len(local) + len(held); got > 4 {
+		t.Logf("held at once: %d by the fallback + %d by the store, limit 4", len(byFallback), len(held))
+		if got := len(byFallback) + len(held); got > 4 {
 			t.Fatalf("%d slots held at once, limit 4", got)
 		}
 		// A fallback slot released frees room in the store's count.
-		if ok, err := l.Release(ctx, key, local[0]); !ok || err != nil {
+		if ok, err := l.Release(ctx, key, byFallback[0]); !ok || err != nil {
 			t.Fatalf("release of a fallback slot: %v %v", ok, err)
 		}
 		pollAcquire(t, l, key, "after a fallback slot's release")

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -25,15 +24,4 @@ func (l *Limiter) corrected(ctx context.Context, p *limit.Policy, kind, decidedB
 	if l.onCorrection != nil {
 		l.onCorrection(limit.FrontOf(ctx), p, kind, decidedBy, tokens)
 	}
-}
-
-// policyOf is the policy a request answered with err was refused under,
-// for the OnError hook: its own, or, for one that Decide took out of the
-// batch (a refused receipt, a concurrency policy), the key's match again;
-// nil when no policy matches.
-func (l *Limiter) policyOf(r *limit.Request, err error) *limit.Policy {
-	if r.Policy != nil || errors.Is(err, limit.ErrNoPolicy) {
-		return r.Policy
-	}
-	return l.policies.Match(r.Key)
 }

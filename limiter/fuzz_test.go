@@ -88,10 +88,10 @@ func FuzzMTake(f *testing.F) {
 			shadowRes := make([]limit.Result, rules)
 			for j, k := range idx {
 				if pols[k].Shadow {
-					shadowRes[j], _, _ = local.Decide(&model[k], pols[k], reqs[j].Cost, at, limit.OpTake)
+					shadowRes[j], _, _ = local.Decide(&model[k], local.Input{Policy: pols[k], Op: limit.OpTake, Cost: reqs[j].Cost, Now: at})
 					continue
 				}
-				res, _, err := local.Decide(&trial[k], pols[k], reqs[j].Cost, at, limit.OpTake)
+				res, _, err := local.Decide(&trial[k], local.Input{Policy: pols[k], Op: limit.OpTake, Cost: reqs[j].Cost, Now: at})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -100,7 +100,7 @@ func FuzzMTake(f *testing.F) {
 			if wantOK {
 				for j, k := range idx {
 					if !pols[k].Shadow {
-						local.Decide(&model[k], pols[k], reqs[j].Cost, at, limit.OpTake)
+						local.Decide(&model[k], local.Input{Policy: pols[k], Op: limit.OpTake, Cost: reqs[j].Cost, Now: at})
 					}
 				}
 			}
@@ -133,7 +133,7 @@ func FuzzMTake(f *testing.F) {
 				}
 			}
 			for k, key := range keys {
-				want, _, _ := local.Decide(&model[k], pols[k], 1, at, limit.OpPeek)
+				want, _, _ := local.Decide(&model[k], local.Input{Policy: pols[k], Op: limit.OpPeek, Cost: 1, Now: at})
 				got := make([]limit.Result, 1)
 				ls.Do(context.Background(), []limit.Request{{Key: key, Cost: 1, Op: limit.OpPeek, Policy: pols[k]}}, got)
 				if got[0].Remaining != want.Remaining || got[0].Allowed != want.Allowed {

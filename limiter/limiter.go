@@ -15,7 +15,7 @@ import (
 )
 
 // Matcher finds the policy of a key; nil when none matches. policy.Holder
-// satisfies it through a small adapter in cmd; tests pass a func.
+// satisfies it through a small adapter in app/policy.go; tests pass a func.
 type Matcher interface {
 	Match(key string) *limit.Policy
 }
@@ -56,6 +56,17 @@ type DenyCache interface {
 	// on this instance.
 	Forget(key string, p *limit.Policy)
 }
+
+// InProcessStore is a store that may decide in this process, never
+// waiting on a network (local.Store): when InProcess reports true, its
+// calls get no deadline, a policy's default hot mode does not apply (there
+// is no shard to spare), and the fallback's slots are not counted against
+// its answers (it never fails over to the fallback).
+type InProcessStore interface {
+	InProcess() bool
+}
+
+var _ InProcessStore = (*local.Store)(nil)
 
 // Config configures a Limiter.
 type Config struct {
@@ -116,7 +127,7 @@ type Limiter struct {
 	onCorrection func(string, *limit.Policy, string, string, int64)
 
 	closedRetry time.Duration
-	inProcess   bool // the store is a *local.Store, which never waits: no deadline
+	inProcess   bool // the store is an InProcessStore, which never waits: no deadline
 
 	throttle     sync.Map // throttleKey → *limit.Policy
 	throttleSize atomic.Int64
@@ -161,329 +172,14 @@ func New(cfg Config) (*Limiter, error) {
 	if l.fallback == nil {
 		l.fallback = local.New(local.Config{DecidedBy: limit.ByFallbackLocal})
 	}
-	_, l.inProcess = cfg.Store.(*local.Store)
+	if ip, ok := cfg.Store.(InProcessStore); ok {
+		l.inProcess = ip.InProcess()
+	}
 	l.slotStore = cfg.Slots
 	if ss, ok := cfg.Store.(limit.SlotStore); ok && l.slotStore == nil {
 		l.slotStore = ss
 	}
 	return l, nil
-}
-
-// Decide decides a batch. reqs[i].Policy, unless the caller set it, is
-// filled in with the key's policy; out[i] gets the
-// decision or an error (limit.ErrNoPolicy, or an error Redis returned).
-func (l *Limiter) Decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	var span trace.Span // nil: tracing off
-	if l.tracer != nil {
-		ctx, span = l.startDecide(ctx, len(reqs))
-	}
-	n := 0
-	var shown []string // the receipts the clients see (adjust.go); nil when no take asked for one
-	for i := range reqs {
-		p := reqs[i].Policy // set by the caller for CL.THROTTLE
-		if p == nil {
-			p = l.policies.Match(reqs[i].Key)
-			reqs[i].Policy = p
-		}
-		if p == nil {
-			out[i] = limit.Result{Err: fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key)}
-			continue
-		}
-		if p.Algorithm.IsConcurrency() { // RL.ACQUIRE's policy (concurrency.go)
-			out[i], reqs[i].Policy = limit.Result{Err: wrongAlgorithm(reqs[i].Op, p)}, nil
-			continue
-		}
-		if err := notAdjustable(&reqs[i]); err != nil {
-			out[i] = limit.Result{Err: err}
-			continue
-		}
-		if reqs[i].WantReceipt || reqs[i].Op == limit.OpAdjust { // adjust.go
-			r, err := receiptOf(&reqs[i])
-			if err != nil {
-				out[i] = limit.Result{Err: err}
-				reqs[i].Policy = nil // not decided: decideSome skips it
-				continue
-			}
-			if r != "" {
-				if shown == nil {
-					shown = make([]string, len(reqs))
-				}
-				shown[i] = r
-			}
-		}
-		n++
-	}
-	switch {
-	case n == 0:
-	case n < len(reqs):
-		l.decideSome(ctx, reqs, out)
-	default:
-		l.decide(ctx, reqs, out)
-	}
-	showReceipts(shown, out)
-	l.count(ctx, reqs, out)
-	if span != nil {
-		endDecide(span, reqs, out)
-	}
-}
-
-// decideSome decides the requests that have a policy when others have none.
-func (l *Limiter) decideSome(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	sub := make([]limit.Request, 0, len(reqs))
-	idx := make([]int, 0, len(reqs))
-	for i := range reqs {
-		if reqs[i].Policy != nil && notAdjustable(&reqs[i]) == nil {
-			sub = append(sub, reqs[i])
-			idx = append(idx, i)
-		}
-	}
-	res := make([]limit.Result, len(sub))
-	l.decide(ctx, sub, res)
-	for j, i := range idx {
-		out[i] = res[j]
-	}
-}
-
-func (l *Limiter) decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	hot := l.hotIndexes(reqs)
-	var cached []bool // answered by the deny cache; nil when none was
-	var sent time.Time
-	var gen uint64
-	n := len(reqs) // requests left to decide
-	if l.deny != nil {
-		sent, gen = time.Now(), l.deny.Gen()
-		cached, n = l.denied(reqs, out, hot, sent)
-	}
-	if n > 0 {
-		dctx, cancel := l.deadline(ctx)
-		if hot == nil && cached == nil {
-			l.store.Do(dctx, reqs, out)
-		} else {
-			l.decideHot(dctx, reqs, out, hot, cached)
-		}
-		cancel()
-	}
-	if l.deny != nil {
-		l.refused(reqs, out, hot, cached, sent, gen)
-		l.forgetGivenBack(reqs, out)
-	}
-	for i := range out {
-		if out[i].Err != nil && errors.Is(out[i].Err, limit.ErrUnavailable) {
-			l.stats.StoreErrors.Add(1)
-			l.onStoreError(ctx, &reqs[i], &out[i])
-		}
-		if reqs[i].Policy.Shadow && out[i].Err == nil {
-			out[i].Allowed = true
-			out[i].RetryAfterMs = -1
-			out[i].DecidedBy = limit.ByShadow
-		}
-	}
-}
-
-// denyable reports whether r's refusals may enter the deny cache and be
-// answered from it: a take or a peek of a regional policy that is neither
-// shadow nor opted out (deny_cache: false). A global policy's pool is
-// refilled by its region's allocator, whenever: a refusal of it says
-// nothing of the next second.
-func denyable(r *limit.Request) bool {
-	p := r.Policy
-	return (r.Op == limit.OpTake || r.Op == limit.OpPeek) && !p.Shadow && !p.NoDenyCache && !p.Global() && r.Cost > 0
-}
-
-// denied answers from the deny cache the cold requests it can, and
-// returns which (nil when none) and how many requests are left.
-func (l *Limiter) denied(reqs []limit.Request, out []limit.Result, hot []int, now time.Time) ([]bool, int) {
-	var cached []bool
-	left := len(reqs)
-	for i, j := 0, 0; i < len(reqs); i++ {
-		if j < len(hot) && hot[j] == i {
-			j++
-			continue
-		}
-		if !denyable(&reqs[i]) {
-			continue
-		}
-		if r, ok := l.deny.Lookup(reqs[i].Key, reqs[i].Policy, reqs[i].Cost, now); ok {
-			if cached == nil {
-				cached = make([]bool, len(reqs))
-			}
-			cached[i], out[i] = true, r
-			left--
-		}
-	}
-	return cached, left
-}
-
-// refused records in the deny cache the refusals the store itself gave
-// to the cold requests, sent at sent: never a lease's or a sub-bucket's,
-// a fallback's or an overload's (those are not the store's word).
-func (l *Limiter) refused(reqs []limit.Request, out []limit.Result, hot []int, cached []bool, sent time.Time, gen uint64) {
-	for i, j := 0, 0; i < len(reqs); i++ {
-		if j < len(hot) && hot[j] == i {
-			j++
-			continue
-		}
-		r := &out[i]
-		if (cached != nil && cached[i]) || r.Err != nil || r.Allowed || r.DecidedBy != limit.ByStore || !denyable(&reqs[i]) {
-			continue
-		}
-		l.deny.Refused(reqs[i].Key, reqs[i].Policy, reqs[i].Cost, r, sent, gen)
-	}
-}
-
-// hotIndexes counts every request of a policy with a hot mode and returns
-// the indexes of those whose key is hot now, or nil: a policy without one
-// costs one field test per request. In process (the embedded store) only a
-// hot mode the config names applies: the default (limit.Hot.Default) is
-// there to spare a shard, and there is none.
-func (l *Limiter) hotIndexes(reqs []limit.Request) []int {
-	if l.hot == nil {
-		return nil
-	}
-	var hot []int
-	var now time.Time
-	for i := range reqs {
-		p := reqs[i].Policy
-		if (p.Hot.Mode != limit.HotLease && p.Hot.Mode != limit.HotSplit) || (p.Hot.Default && l.inProcess) {
-			continue
-		}
-		if reqs[i].Op == limit.OpAdjust {
-			continue // an adjust goes to the main bucket, and is no traffic
-		}
-		if now.IsZero() {
-			now = time.Now()
-		}
-		if reqs[i].Receipt != "" {
-			l.hot.Observe(reqs[i].Key, p, now) // traffic, but decided on the main bucket, which records its receipt
-			continue
-		}
-		if l.hot.Observe(reqs[i].Key, p, now) {
-			hot = append(hot, i)
-		}
-	}
-	return hot
-}
-
-// decideHot sends the hot requests to the hot-key path and the rest to the
-// store, the two at once; the requests cached marks (when not nil) are
-// answered already, by the deny cache, and go to neither.
-func (l *Limiter) decideHot(ctx context.Context, reqs []limit.Request, out []limit.Result, hot []int, cached []bool) {
-	hreqs, hout := pick(reqs, hot)
-	rest := make([]limit.Request, 0, len(reqs)-len(hot))
-	idx := make([]int, 0, len(reqs)-len(hot))
-	for i, j := 0, 0; i < len(reqs); i++ {
-		if j < len(hot) && hot[j] == i {
-			j++
-			continue
-		}
-		if cached == nil || !cached[i] {
-			rest = append(rest, reqs[i])
-			idx = append(idx, i)
-		}
-	}
-	rout := make([]limit.Result, len(rest))
-	switch {
-	case len(hot) == 0 && len(rest) == 0:
-	case len(hot) == 0:
-		l.store.Do(ctx, rest, rout)
-	case len(rest) == 0:
-		l.hot.Decide(ctx, hreqs, hout)
-	default:
-		done := make(chan struct{})
-		go func() {
-			l.hot.Decide(ctx, hreqs, hout)
-			close(done)
-		}()
-		l.store.Do(ctx, rest, rout)
-		<-done
-	}
-	for j, i := range idx {
-		out[i] = rout[j]
-	}
-	for j, i := range hot {
-		out[i] = hout[j]
-	}
-}
-
-// onStoreError applies the policy's on_store_error to one request whose
-// store call failed for connectivity, or its overload mode (on_overload)
-// when the store was answering but had no room for it in time.
-func (l *Limiter) onStoreError(ctx context.Context, r *limit.Request, res *limit.Result) {
-	p := r.Policy
-	mode, open, closed, local := p.OnStoreError, limit.ByFallbackOpen, limit.ByFallbackClosed, limit.ByFallbackLocal
-	if errors.Is(res.Err, limit.ErrOverload) {
-		mode, open, closed, local = p.OverloadMode(), limit.ByOverloadOpen, limit.ByOverloadClosed, limit.ByOverloadLocal
-	}
-	if givesBack(r) {
-		// Its receipt is in the store: nothing can be given back without
-		// it, in any mode (adjust.go).
-		by := closed
-		switch mode {
-		case limit.FailOpen:
-			by = open
-		case limit.FailLocal:
-			by = local
-		}
-		*res = limit.Result{Limit: p.Limit, RetryAfterMs: -1, DecidedBy: by}
-		return
-	}
-	switch mode {
-	case limit.FailOpen:
-		// Nothing is known of the bucket: report it as untouched.
-		*res = limit.Result{Allowed: true, Limit: p.Limit, Remaining: p.Limit, RetryAfterMs: -1, DecidedBy: open}
-	case limit.FailLocal:
-		// Fallback and overload share this instance's local bucket of
-		// the key: it is one share, however it came to be used.
-		q := *r
-		q.Policy = p.Share()
-		q.Receipt, q.WantReceipt = "", false // a fallback's take has nothing to give back
-		var one [1]limit.Result
-		l.fallback.Do(ctx, []limit.Request{q}, one[:])
-		*res = one[0]
-		res.DecidedBy = local
-	default: // closed, and any unset value: never admit by accident
-		retry := int64(-1)
-		if r.Cost <= p.Limit {
-			retry = l.closedRetry.Milliseconds()
-		}
-		*res = limit.Result{Allowed: false, Limit: p.Limit, Remaining: 0, RetryAfterMs: retry, DecidedBy: closed}
-	}
-}
-
-// count records the results of reqs in the counters and the hooks.
-func (l *Limiter) count(ctx context.Context, reqs []limit.Request, out []limit.Result) {
-	front := ""
-	if l.onDecision != nil || l.onError != nil || l.onCorrection != nil {
-		front = limit.FrontOf(ctx)
-	}
-	for i := range out {
-		r := &out[i]
-		switch {
-		case r.Err != nil:
-			l.stats.Errors.Add(1)
-			if l.onError != nil {
-				l.onError(front, l.policyOf(&reqs[i], r.Err), r.Err)
-			}
-			continue
-		case reqs[i].Op == limit.OpAdjust:
-			l.adjusted(front, &reqs[i], r)
-			continue
-		case r.Allowed:
-			l.stats.Allowed.Add(1)
-		default:
-			l.stats.Rejected.Add(1)
-		}
-		l.stats.Decisions.Add(1)
-		if l.onDecision != nil {
-			l.onDecision(front, reqs[i].Policy, r)
-		}
-		for j, p := range paths {
-			if p == r.DecidedBy {
-				l.stats.ByPath[j].Add(1)
-				break
-			}
-		}
-	}
 }
 
 // Reset forgets the state of key (RL.RESET) in the store, in the
@@ -515,24 +211,6 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 	}
 	return existed, err
 }
-
-// deadline is ctx with the store timeout, detached from ctx's cancellation:
-// every connection's calls share the server's context, and a deadline under
-// it would register with it, one lock for the whole server per batch. A
-// call still ends by its timeout, which is short; ctx's values are kept.
-//
-// The in-process store never waits, so it gets ctx as it is: the timer of a
-// deadline was about a tenth of the embedded mode's CPU at pipeline 1
-// (six allocations and a runtime timer added and removed per batch).
-func (l *Limiter) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if l.inProcess {
-		return ctx, noCancel
-	}
-	return context.WithTimeout(context.WithoutCancel(ctx), l.timeout())
-}
-
-// noCancel is the CancelFunc of a context that needs none.
-func noCancel() {}
 
 // Snapshot is a copy of the counters.
 type Snapshot struct {

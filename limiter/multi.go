@@ -3,9 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
-	"time"
 
 	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/limit"
@@ -48,17 +46,15 @@ func (l *Limiter) mtake(ctx context.Context, reqs []limit.Request, out []limit.R
 	enforced := make([]int, 0, len(reqs))
 	var shadow []int
 	for i := range reqs {
-		if reqs[i].Policy == nil {
-			reqs[i].Policy = l.policies.Match(reqs[i].Key)
-		}
-		if reqs[i].Policy == nil {
-			return false, l.failed(ctx, nil, fmt.Errorf("%w '%s'", limit.ErrNoPolicy, reqs[i].Key))
-		}
-		if p := reqs[i].Policy; p.Algorithm.IsConcurrency() {
-			return false, l.failed(ctx, p, &limit.AlgorithmError{Command: "rl.mtake", Policy: p.Name, Algorithm: p.Algorithm})
+		p, err := l.policyFor(&reqs[i])
+		switch {
+		case err != nil:
+			return false, l.failed(ctx, nil, err)
+		case p.Algorithm.IsConcurrency():
+			return false, l.failed(ctx, p, wrongAlgorithm("rl.mtake", p))
 		}
 		reqs[i].Op = limit.OpTake
-		if reqs[i].Policy.Shadow {
+		if p.Shadow {
 			shadow = append(shadow, i)
 		} else {
 			enforced = append(enforced, i)
@@ -164,15 +160,6 @@ func (l *Limiter) takeApart(ctx context.Context, reqs []limit.Request, out []lim
 	}
 }
 
-// pick returns the requests reqs[idx…], and room for their results.
-func pick(reqs []limit.Request, idx []int) ([]limit.Request, []limit.Result) {
-	sub := make([]limit.Request, len(idx))
-	for j, i := range idx {
-		sub[j] = reqs[i]
-	}
-	return sub, make([]limit.Result, len(idx))
-}
-
 // takeGroup takes one group: with DoAll when the store is limit.Atomic,
 // even a group of one, so that an RL.MTAKE is decided the same way however
 // its keys fall into slots (a region decides its global keys by their
@@ -241,46 +228,4 @@ func (l *Limiter) refund(ctx context.Context, reqs []limit.Request, out []limit.
 			out[i].Remaining, out[i].ResetAfterMs = res[j].Remaining, res[j].ResetAfterMs
 		}
 	}
-}
-
-// throttleKey names a CL.THROTTLE policy: its arguments and the policy
-// of the key it borrows on_store_error from.
-type throttleKey struct {
-	base                    *limit.Policy
-	maxBurst, count, period int64
-}
-
-// maxThrottlePolicies bounds the CL.THROTTLE policies kept; past it the
-// table starts again.
-const maxThrottlePolicies = 4096
-
-// ThrottlePolicy returns the GCRA policy of CL.THROTTLE key max_burst count
-// period (seconds), as redis-cell defines it: a burst of max_burst+1 and
-// count per period. It needs no policy in the config; when one matches the
-// key, its name, on_store_error, local_share, shadow and deny_cache apply, else
-// on_store_error is closed. Equal arguments give the same *limit.Policy,
-// so the store's per-policy caches work.
-func (l *Limiter) ThrottlePolicy(key string, maxBurst, count, period int64) (*limit.Policy, error) {
-	base := l.policies.Match(key)
-	k := throttleKey{base, maxBurst, count, period}
-	if p, ok := l.throttle.Load(k); ok {
-		return p.(*limit.Policy), nil
-	}
-	if maxBurst < 0 || maxBurst >= limit.MaxScaled || count < 1 || count >= limit.MaxScaled || period < 1 || period > int64(24*time.Hour/time.Second)*365 {
-		return nil, errors.New("max_burst must be >= 0, count and period positive (period at most a year)")
-	}
-	p := &limit.Policy{Name: "cl.throttle", Match: key, Algorithm: limit.GCRA, Limit: maxBurst + 1,
-		Rate: count, Period: time.Duration(period) * time.Second, OnStoreError: limit.FailClosed, Space: limit.SpaceThrottle}
-	if base != nil {
-		p.Name, p.OnStoreError, p.LocalShare, p.Shadow, p.NoDenyCache = base.Name, base.OnStoreError, base.LocalShare, base.Shadow, base.NoDenyCache
-	}
-	if _, err := p.Bucket(); err != nil {
-		return nil, err
-	}
-	if l.throttleSize.Add(1) > maxThrottlePolicies {
-		l.throttle.Clear()
-		l.throttleSize.Store(1)
-	}
-	l.throttle.Store(k, p)
-	return p, nil
 }

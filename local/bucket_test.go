@@ -27,7 +27,7 @@ func TestVectors(t *testing.T) {
 					st = &State{}
 					states[key] = st
 				}
-				res, _, err := DecideAt(st, p, cost, now, sluiceNow, op, 0)
+				res, _, err := Decide(st, Input{Policy: p, Op: op, Cost: cost, Now: now, SluiceNow: sluiceNow})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -186,7 +186,7 @@ func BenchmarkDecide(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				now++
-				if res, _, err := Decide(&st, p, 1, now, limit.OpTake); err != nil || !res.Allowed {
+				if res, _, err := Decide(&st, Input{Policy: p, Op: limit.OpTake, Cost: 1, Now: now}); err != nil || !res.Allowed {
 					b.Fatal("rejected", err)
 				}
 			}

@@ -19,15 +19,6 @@ func kindOfPolicy(p *limit.Policy) kind {
 	return kindOf(p.Algorithm)
 }
 
-// DecideAt is DecideFrom with sluice's clock apart from the store's: a
-// calendar policy's windows are computed at sluiceNow (µs since the
-// epoch), as the cluster store computes the script's arguments, and the
-// decision falls in the window of now, the store's clock, as in
-// calendar.lua. The other algorithms ignore sluiceNow.
-func DecideAt(st *State, p *limit.Policy, cost, now, sluiceNow int64, op limit.Op, from int64) (limit.Result, bool, error) {
-	return decideFrom(st, p, cost, now, sluiceNow, op, from)
-}
-
 // decideCalendar decides by p's calendar on st (its Window field).
 func decideCalendar(st *State, p *limit.Policy, cost, now, sluiceNow int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	cw, err := p.CalendarAt(time.UnixMicro(sluiceNow))

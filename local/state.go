@@ -46,28 +46,44 @@ func kindOf(a limit.Algorithm) kind {
 	return kindBucket
 }
 
-// Decide decides op for cost on st at now (µs since the epoch) by p's
-// algorithm, exactly as the algorithm's Lua script does, and reports
-// whether st changed.
-func Decide(st *State, p *limit.Policy, cost, now int64, op limit.Op) (limit.Result, bool, error) {
-	return DecideFrom(st, p, cost, now, op, 0)
+// Input is what Decide decides: an operation of a cost under a policy,
+// at an instant.
+type Input struct {
+	Policy *limit.Policy
+	Op     limit.Op
+	Cost   int64 // tokens; of an OpAdjust, the signed delta
+	// Now is the store's clock, µs since the epoch: the instant decided at.
+	Now int64
+	// SluiceNow is sluice's clock (µs since the epoch), apart from the
+	// store's: a calendar policy's windows are computed at it, as the
+	// cluster store computes the script's arguments, and the decision
+	// falls in the window of Now, as in calendar.lua. The other
+	// algorithms ignore it. 0 means Now.
+	SluiceNow int64
+	// From is, for an OpReturn, the window its tokens were taken in
+	// (limit.Request.Window; 0: the current one), for an OpClaim the time
+	// it holds a bucket until (limit.Request.Hold; 0: none).
+	From int64
 }
 
-// DecideFrom is Decide for an OpReturn that names the window its tokens
-// were taken in (from, limit.Request.Window; 0: the current one), or an
-// OpClaim that holds a bucket until from (limit.Request.Hold; 0: none).
+// Decide decides in.Op for in.Cost on st at in.Now by in.Policy's
+// algorithm, exactly as the algorithm's Lua script does, and reports
+// whether st changed.
 //
-// An OpAdjust of delta (cost) is decided as the scripts decide it
+// An OpAdjust of delta (Cost) is decided as the scripts decide it
 // (lua.ScriptOp): an OpReturn of -delta to the current window. A negative
 // delta gives back, never above the limit; a positive one is a return of
 // a negative cost, a spend without a check that may leave a bucket in
 // debt (at most one capacity) and a window full.
-func DecideFrom(st *State, p *limit.Policy, cost, now int64, op limit.Op, from int64) (limit.Result, bool, error) {
-	return decideFrom(st, p, cost, now, now, op, from)
+func Decide(st *State, in Input) (limit.Result, bool, error) {
+	sluiceNow := in.SluiceNow
+	if sluiceNow == 0 {
+		sluiceNow = in.Now
+	}
+	return decideFrom(st, in.Policy, in.Cost, in.Now, sluiceNow, in.Op, in.From)
 }
 
-// decideFrom is DecideAt: sluiceNow is sluice's clock, which only a
-// calendar policy reads.
+// decideFrom is Decide with the fields of Input.
 func decideFrom(st *State, p *limit.Policy, cost, now, sluiceNow int64, op limit.Op, from int64) (limit.Result, bool, error) {
 	if op == limit.OpAdjust {
 		cost, op, from = -cost, limit.OpReturn, 0

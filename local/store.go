@@ -132,7 +132,7 @@ func (sh *shard) decide(r *limit.Request, now int64, perShard int) limit.Result 
 	if r.Op == limit.OpClaim {
 		from = r.Hold
 	}
-	res, changed, err := DecideFrom(&st, r.Policy, r.Cost, now, r.Op, from)
+	res, changed, err := Decide(&st, Input{Policy: r.Policy, Op: r.Op, Cost: r.Cost, Now: now, From: from})
 	if err != nil {
 		return limit.Result{Err: err}
 	}
@@ -311,3 +311,7 @@ func (s *Store) Len() int {
 
 // Close releases nothing; it exists to satisfy limit.Store.
 func (s *Store) Close() error { return nil }
+
+// InProcess reports true: the Store decides in this process and never
+// waits on a network, so a caller need not give it a deadline.
+func (s *Store) InProcess() bool { return true }

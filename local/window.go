@@ -17,9 +17,9 @@ type WindowState struct {
 // (the key stays in its window, as a bucket never refills backwards). The
 // stored counts belong to the new window that contains W: kept when that is
 // the current window (start), moved to the previous one when W is in the
-// window before, forgotten when older. Counts above limit (a lowered limit)
+// window before, forgotten when older. Counts above maxCount (a lowered limit)
 // are clamped to it. It returns t, the clock used (max(now, W)).
-func windowAt(st *WindowState, length, limit, now int64) (t, start, c, p int64) {
+func windowAt(st *WindowState, length, maxCount, now int64) (t, start, c, p int64) {
 	t = now
 	present := *st != WindowState{}
 	if present && st.W > t {
@@ -34,7 +34,7 @@ func windowAt(st *WindowState, length, limit, now int64) (t, start, c, p int64) 
 			p = st.C
 		}
 	}
-	return t, start, min(c, limit), min(p, limit)
+	return t, start, min(c, maxCount), min(p, maxCount)
 }
 
 func floorDiv(a, b int64) int64 {

@@ -15,17 +15,17 @@ func TestWindowEmptyIsAbsent(t *testing.T) {
 	for _, alg := range []limit.Algorithm{limit.SlidingWindow, limit.FixedWindow} {
 		p := &limit.Policy{Algorithm: alg, Limit: 10, Rate: 1, Period: time.Second}
 		var st State
-		if _, changed, _ := Decide(&st, p, 3, now, limit.OpTake); !changed || st == (State{}) {
+		if _, changed, _ := Decide(&st, Input{Policy: p, Op: limit.OpTake, Cost: 3, Now: now}); !changed || st == (State{}) {
 			t.Fatalf("%s: a take left %+v (changed %v)", alg, st, changed)
 		}
-		if res, changed, _ := Decide(&st, p, 5, now, limit.OpReturn); !changed || st != (State{}) || res.Remaining != 10 {
+		if res, changed, _ := Decide(&st, Input{Policy: p, Op: limit.OpReturn, Cost: 5, Now: now}); !changed || st != (State{}) || res.Remaining != 10 {
 			t.Fatalf("%s: returning more than was taken left %+v, %+v", alg, st, res)
 		}
 		// rejected and peeked requests change nothing
-		Decide(&st, p, 10, now, limit.OpTake)
+		Decide(&st, Input{Policy: p, Op: limit.OpTake, Cost: 10, Now: now})
 		before := st
 		for _, op := range []limit.Op{limit.OpTake, limit.OpPeek, limit.OpClaim} {
-			if _, changed, _ := Decide(&st, p, 1, now+1, op); changed || st != before {
+			if _, changed, _ := Decide(&st, Input{Policy: p, Op: op, Cost: 1, Now: now + 1}); changed || st != before {
 				t.Fatalf("%s op %d on a full window changed the state", alg, op)
 			}
 		}
@@ -57,7 +57,7 @@ func TestWindowNeverAdmitsPastTheLimit(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					op = limit.OpClaim
 				}
-				res, _, err := Decide(&st, p, cost, now, op)
+				res, _, err := Decide(&st, Input{Policy: p, Op: op, Cost: cost, Now: now})
 				if err != nil {
 					t.Fatal(err)
 				}

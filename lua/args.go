@@ -8,14 +8,23 @@ import (
 )
 
 // Args are the script arguments that depend only on a policy: its
-// algorithm's id (for Multi), its script, and a1..a3.
+// algorithm's id (for Multi), its script, and the algorithm's three
+// parameters, in this order in every script's ARGV. Each algorithm's
+// function names them as its own (see the table in lua.go): a bucket's
+// capacity, refill and scale (limit.Bucket), a window's limit, ticks and
+// tick (limit.Window), a pool's limit, token_us and ttl_ms
+// (limit.PoolParams), a calendar window's limit, start and lens
+// (limit.CalendarWindow).
 type Args struct {
 	ID     int
 	Script *Script
-	A      [3]int64
-	// Until, when not zero, is when A stops holding on sluice's clock (a
-	// calendar policy's a2 and a3 name the windows around the instant they
-	// were computed for, until the end of its window); zero: for ever.
+	Limit  int64 // capacity, or limit
+	Rate   int64 // refill, ticks, token_us, or start
+	Unit   int64 // scale, tick, ttl_ms, or lens
+	// Until, when not zero, is when the parameters stop holding on
+	// sluice's clock (a calendar policy's rate and unit name the windows
+	// around the instant they were computed for, until the end of its
+	// window); zero: for ever.
 	Until time.Time
 }
 
@@ -35,11 +44,11 @@ func ArgsAt(p *limit.Policy, now time.Time) (Args, error) {
 		if err != nil {
 			return Args{}, err
 		}
-		return Args{ID: IDCalendar, Script: Calendar, A: [3]int64{cw.Limit, cw.Start, cw.Lens()}, Until: cw.Until()}, nil
+		return Args{ID: IDCalendar, Script: Calendar, Limit: cw.Limit, Rate: cw.Start, Unit: cw.Lens(), Until: cw.Until()}, nil
 	}
-	bucket := func(b limit.Bucket) [3]int64 { return [3]int64{b.Capacity, b.Refill, b.Scale} }
-	window := func(w limit.Window) [3]int64 { return [3]int64{w.Limit, w.Ticks, w.Tick} }
-	pool := func(x limit.PoolParams) [3]int64 { return [3]int64{x.Limit, x.TokenUs, x.TTLMs} }
+	bucket := func(b limit.Bucket) Args { return Args{Limit: b.Capacity, Rate: b.Refill, Unit: b.Scale} }
+	window := func(w limit.Window) Args { return Args{Limit: w.Limit, Rate: w.Ticks, Unit: w.Tick} }
+	pool := func(x limit.PoolParams) Args { return Args{Limit: x.Limit, Rate: x.TokenUs, Unit: x.TTLMs} }
 	switch p.Algorithm {
 	case "", limit.TokenBucket:
 		return argsOf(p.Bucket, bucket, IDTokenBucket, TokenBucket)
@@ -56,13 +65,15 @@ func ArgsAt(p *limit.Policy, now time.Time) (Args, error) {
 }
 
 // argsOf reads the algorithm's parameters from the policy (params) and
-// lays them out as a1..a3.
-func argsOf[P any](params func() (P, error), a func(P) [3]int64, id int, script *Script) (Args, error) {
+// names them as Args does (named).
+func argsOf[P any](params func() (P, error), named func(P) Args, id int, script *Script) (Args, error) {
 	x, err := params()
 	if err != nil {
 		return Args{}, err
 	}
-	return Args{ID: id, Script: script, A: a(x)}, nil
+	a := named(x)
+	a.ID, a.Script = id, script
+	return a, nil
 }
 
 // ScriptOp returns the cost and op (0 take … 3 return) the scripts decide

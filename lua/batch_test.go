@@ -56,7 +56,7 @@ func batchSkewed(ctx context.Context, c redis.Scripter, items []batchItem, now, 
 		if err != nil {
 			return nil, nil, err
 		}
-		args = append(args, a.ID, a.A[0], a.A[1], a.A[2])
+		args = append(args, a.ID, a.Limit, a.Rate, a.Unit)
 	}
 	for _, it := range items {
 		cost, op := lua.ScriptOp(it.op, it.cost)
@@ -146,7 +146,7 @@ func agreeBatch(ctx context.Context, t *testing.T, c redis.Scripter, items []bat
 		t.Fatal(err)
 	}
 	for i, it := range items {
-		want, _, err := local.Decide(&states[which[i]], it.p, it.cost, now, it.op)
+		want, _, err := local.Decide(&states[which[i]], local.Input{Policy: it.p, Op: it.op, Cost: it.cost, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestAlgorithmSwitchAgreesWithGo(t *testing.T) {
 			p := pols[rng.IntN(len(pols))]
 			now += step(rng, p)
 			op, cost := randomOp(rng, 1+rng.Int64N(p.Limit/2+2))
-			want, _, err := local.Decide(&st, p, cost, now, op)
+			want, _, err := local.Decide(&st, local.Input{Policy: p, Op: op, Cost: cost, Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func TestBatchMarksKeysOfOtherNodes(t *testing.T) {
 		if states[it.key] == nil {
 			states[it.key] = &local.State{}
 		}
-		want, _, _ := local.Decide(states[it.key], p, it.cost, now, it.op)
+		want, _, _ := local.Decide(states[it.key], local.Input{Policy: p, Op: it.op, Cost: it.cost, Now: now})
 		if got[i] != want {
 			t.Fatalf("item %d key %s: lua %+v, go %+v", i, it.key, got[i], want)
 		}
@@ -290,12 +290,12 @@ func TestHashStateIsRead(t *testing.T) {
 	}
 	st := local.State{}
 	for range 6 { // the Go model spends 6 of a fresh 10 at now: the same state
-		if _, _, err := local.Decide(&st, p, 1, now, limit.OpTake); err != nil {
+		if _, _, err := local.Decide(&st, local.Input{Policy: p, Op: limit.OpTake, Cost: 1, Now: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 5 {
-		want, _, _ := local.Decide(&st, p, 1, now, limit.OpTake)
+		want, _, _ := local.Decide(&st, local.Input{Policy: p, Op: limit.OpTake, Cost: 1, Now: now})
 		got := evalAt(ctx, rc, "old", p, 1, limit.OpTake, now)
 		if got != want {
 			t.Fatalf("take %d after a hash: lua %+v, go %+v", i, got, want)

@@ -66,7 +66,7 @@ func BenchmarkScriptCost(b *testing.B) {
 					if form == "single" {
 						cmds, err := rc.Pipelined(ctx, func(pl redis.Pipeliner) error {
 							for range n {
-								pl.EvalSha(ctx, a.Script.SHA, []string{key()}, a.A[0], a.A[1], a.A[2], 1, 0)
+								pl.EvalSha(ctx, a.Script.SHA, []string{key()}, a.Limit, a.Rate, a.Unit, 1, 0)
 							}
 							return nil
 						})
@@ -76,7 +76,7 @@ func BenchmarkScriptCost(b *testing.B) {
 						continue
 					}
 					args := make([]any, 0, 5+n*lua.BatchItemArgs)
-					args = append(args, 1, a.ID, a.A[0], a.A[1], a.A[2])
+					args = append(args, 1, a.ID, a.Limit, a.Rate, a.Unit)
 					for range n {
 						args = append(args, key(), 1, 1, 0)
 					}

@@ -82,14 +82,14 @@ func TestCalendarAgreesWithGo(t *testing.T) {
 			cost := 1 + rng.Int64N(p.Limit+2)
 			op := limit.Op(rng.IntN(4))
 			where := fmt.Sprintf("seq %d step %d (%s %s in %v, cost %d op %d at %s, sluice %+dµs)", seq, i, p.Algorithm, p.Calendar, p.Zone, cost, op, time.UnixMicro(now).UTC().Format(time.RFC3339Nano), skew)
-			want, _, err := local.DecideAt(&st, p, cost, now, now+skew, op, 0)
+			want, _, err := local.Decide(&st, local.Input{Policy: p, Op: op, Cost: cost, Now: now, SluiceNow: now + skew})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := evalSkewed(ctx, node.Client(), key, p, cost, op, now, now+skew); got != want {
 				t.Fatalf("%s: lua %+v, go %+v", where, got, want)
 			}
-			want, _, _ = local.DecideAt(&bst, p, cost, now, now+skew, op, 0)
+			want, _, _ = local.Decide(&bst, local.Input{Policy: p, Op: op, Cost: cost, Now: now, SluiceNow: now + skew})
 			served, got, err := batchSkewed(ctx, node.Client(), []batchItem{{"b" + key, p, cost, op, 0}}, now, now+skew)
 			if err != nil {
 				t.Fatal(err)
@@ -115,7 +115,7 @@ func TestCalendarReturnNamesItsWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := clocked[a.ID].Run(ctx, node.Client(), []string{"cret"}, a.A[0], a.A[1], a.A[2], cost, lua.OpArg(int(op), from), now/1_000_000, now%1_000_000).Int64Slice()
+		v, err := clocked[a.ID].Run(ctx, node.Client(), []string{"cret"}, a.Limit, a.Rate, a.Unit, cost, lua.OpArg(int(op), from), now/1_000_000, now%1_000_000).Int64Slice()
 		if err != nil || len(v) != 7 {
 			t.Fatalf("reply %v, %v", v, err)
 		}
@@ -163,7 +163,7 @@ func TestCalendarMultiAgreesWithGo(t *testing.T) {
 				t.Fatal(err)
 			}
 			costs[j] = 1 + rng.Int64N(3)
-			args = append(args, a.ID, a.A[0], a.A[1], a.A[2], costs[j])
+			args = append(args, a.ID, a.Limit, a.Rate, a.Unit, costs[j])
 		}
 		args = append(args, now/1_000_000, now%1_000_000)
 		v, err := clocked[0].Run(ctx, node.Client(), keys, args...).Int64Slice()
@@ -173,12 +173,12 @@ func TestCalendarMultiAgreesWithGo(t *testing.T) {
 		ok := true
 		want := make([]limit.Result, len(pols))
 		for j := range pols {
-			want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpPeek)
+			want[j], _, _ = local.Decide(&states[j], local.Input{Policy: pols[j], Op: limit.OpPeek, Cost: costs[j], Now: now})
 			ok = ok && want[j].Allowed
 		}
 		if ok {
 			for j := range pols {
-				want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpTake)
+				want[j], _, _ = local.Decide(&states[j], local.Input{Policy: pols[j], Op: limit.OpTake, Cost: costs[j], Now: now})
 			}
 		}
 		if (v[0] == 1) != ok {
@@ -229,7 +229,7 @@ func FuzzCalendarAgreesWithGo(f *testing.F) {
 			cost := 1 + int64(steps[1])%(p.Limit+2)
 			now += int64(int32(uint32(steps[2])|uint32(steps[3])<<8|uint32(steps[4])<<16|uint32(steps[5])<<24)) * 40 // ±1 day
 			skew := int64(int16(uint16(steps[6])|uint16(steps[7])<<8)) * 2_640_000_000 / 1000                        // ±1 day
-			want, _, err := local.DecideAt(&st, p, cost, now, now+skew, op, 0)
+			want, _, err := local.Decide(&st, local.Input{Policy: p, Op: op, Cost: cost, Now: now, SluiceNow: now + skew})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -56,7 +56,7 @@ func FuzzLuaAgreesWithGo(f *testing.F) {
 		for ; len(steps) >= 8; steps = steps[8:] {
 			op, cost := fuzzOp(steps[0], steps[3], 1+int64(binary.LittleEndian.Uint16(steps[1:3]))%(p.Limit*2))
 			now += int64(int32(binary.LittleEndian.Uint32(steps[4:8]))) // may go back: the clock is allowed to
-			want, _, err := local.Decide(&st, p, cost, now, op)
+			want, _, err := local.Decide(&st, local.Input{Policy: p, Op: op, Cost: cost, Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -60,11 +60,11 @@ func TestStateLayoutIsStable(t *testing.T) {
 			}
 			st := local.State{}
 			for range 3 {
-				if _, _, err := local.Decide(&st, p, 1, now, limit.OpTake); err != nil {
+				if _, _, err := local.Decide(&st, local.Input{Policy: p, Op: limit.OpTake, Cost: 1, Now: now}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			want, _, _ := local.Decide(&st, p, 1, now, limit.OpTake)
+			want, _, _ := local.Decide(&st, local.Input{Policy: p, Op: limit.OpTake, Cost: 1, Now: now})
 			var got limit.Result
 			if form == "single" {
 				got = evalAt(ctx, rc, key, p, 1, limit.OpTake, now)

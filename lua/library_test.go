@@ -125,7 +125,7 @@ func TestLibraryLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.Do(ctx, "fcall", lib.Func, 0, 1, a.ID, a.A[0], a.A[1], a.A[2], "sluice:{load}", 1, 1, 0).Int64Slice()
+	v, err := c.Do(ctx, "fcall", lib.Func, 0, 1, a.ID, a.Limit, a.Rate, a.Unit, "sluice:{load}", 1, 1, 0).Int64Slice()
 	if err != nil || len(v) != 8 || v[0] != 1 || v[1] != 1 || v[3] != 4 {
 		t.Fatalf("FCALL: %v %v, want served, allowed, 4 left", v, err)
 	}

@@ -10,14 +10,21 @@ import (
 
 // Each algorithm file defines one Lua function,
 //
-//	local function <name>(key, a1, a2, a3, cost, op, now)
+//	local function <name>(st, limit, rate, unit, cost, op, now, from)
 //
-// that decides op (0 take, 1 peek, 2 claim, 3 return) for cost on key at
-// now (µs, the shard's clock), writes what changed, and returns {allowed,
-// limit, remaining, retry_after_ms, reset_after_ms, granted}. a1..a3 are the
-// algorithm's exact parameters: capacity, refill, scale for the bucket
-// algorithms (limit.Bucket), limit, ticks, tick for the windows
-// (limit.Window), limit, token_us, ttl_ms for the pool (limit.PoolParams).
+// that decides op (0 take, 1 peek, 2 claim, 3 return) for cost on the
+// state st at now (µs, the shard's clock) and returns its reply {allowed,
+// limit, remaining, retry_after_ms, reset_after_ms, granted, window} and
+// the state to store (state.lua). limit, rate and unit are the
+// algorithm's exact parameters (Args), which each function names as its
+// own:
+//
+//	algorithm            limit     rate      unit
+//	token_bucket, gcra   capacity  refill    scale    (limit.Bucket)
+//	the two windows      limit     ticks     tick     (limit.Window)
+//	pool                 limit     token_us  ttl_ms   (limit.PoolParams)
+//	calendar_window      limit     start     lens     (limit.CalendarWindow)
+//
 // What two algorithms decide alike is written once and put before them:
 // bucket.lua for token_bucket and gcra, window.lua for the two windows.
 // The scripts below wrap the functions; they read the clock with the one
@@ -99,17 +106,17 @@ func OpArg(op int, from int64) int64 {
 // instructions), and makes no C call.
 const clockLine = "local clock = " + Clock + "\nlocal now = clock[1] * 1000000 + clock[2]\n"
 
-// single wraps one algorithm's function as a script on KEYS[1]. ARGV: a1,
-// a2, a3, cost, op (OpArg). It returns the function's seven integers.
+// single wraps one algorithm's function as a script on KEYS[1]. ARGV:
+// limit, rate, unit, cost, op (OpArg). It returns the function's seven integers.
 func single(name string, id int, src string) *Script {
 	return newScript(name, stateSrc+"\n"+src+"\n"+clockLine+fmt.Sprintf(singleMain, id, name, id, id))
 }
 
 const singleMain = `local raw, e = read(KEYS[1], %d)
 if raw == nil then return e end
-local a1, a3, op = ARGV[1] + 0, ARGV[3] + 0, ARGV[5] + 0
+local limit, unit, op = ARGV[1] + 0, ARGV[3] + 0, ARGV[5] + 0
 local o = op %% 4 -- op + 4 * from (OpArg); from may be negative
-local res, new = decide(%s, raw, %d, a1, ARGV[2] + 0, a3, ARGV[4] + 0, o, now, (op - o) / 4)
+local res, new = decide(%s, raw, %d, limit, ARGV[2] + 0, unit, ARGV[4] + 0, o, now, (op - o) / 4)
 if new ~= nil then
   local ttl
   raw, ttl = after(raw, %d, new)
@@ -137,8 +144,9 @@ const (
 	IDFixedWindow
 	IDPool // internal: a region's pool (limit.Pool)
 	// IDCalendar is a fixed_window policy with a calendar (limit.Calendar):
-	// a1..a3 are limit, start and lens of limit.CalendarWindow, which
-	// change at every window boundary (see Args.Until).
+	// its limit, rate and unit are limit, start and lens of
+	// limit.CalendarWindow, which change at every window boundary (see
+	// Args.Until).
 	IDCalendar
 )
 
@@ -150,7 +158,7 @@ local algs = {token_bucket, gcra, sliding_window, fixed_window, pool, calendar_w
 
 // Multi decides several keys all-or-nothing in one script; the keys must
 // share a hash slot. KEYS are the keys; ARGV holds five values per key:
-// algorithm id, a1, a2, a3, cost. Every key is peeked; only when every one
+// algorithm id, limit, rate, unit, cost. Every key is peeked; only when every one
 // allows is every one taken (a key named twice can still fail on its second
 // take: then the takes before it are given back). It returns {allowed,
 // then seven integers per key}: the take replies when allowed, else the
@@ -173,8 +181,8 @@ local function call(i, op)
   local b = (i - 1) * 5
   local id = tonumber(ARGV[b + 1])
   local k = KEYS[i]
-  local a1, a3 = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
-  local res, new = decide(algs[id], raws[k], id, a1, tonumber(ARGV[b + 3]), a3, tonumber(ARGV[b + 5]), op, now, 0)
+  local limit, unit = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+  local res, new = decide(algs[id], raws[k], id, limit, tonumber(ARGV[b + 3]), unit, tonumber(ARGV[b + 5]), op, now, 0)
   if new ~= nil then
     raws[k], ttls[k] = after(raws[k], id, new)
     changed[k] = true
@@ -219,7 +227,8 @@ const BatchItemArgs = 4
 // Batch decides a whole per-node batch in one call: keys of any slot the
 // node owns, each its own decision, in order. Its keys travel in ARGV (so
 // the script carries the allow-cross-slot-keys flag, Redis 7.0 and later):
-// first the number P of policies and, for each, algorithm id, a1, a2, a3;
+// first the number P of policies and, for each, algorithm id, limit, rate,
+// unit;
 // then BatchItemArgs values per item: key, its policy's index (1…P), cost,
 // op. A policy's numbers are parsed once a call, not once a key (parsing
 // numbers was the largest single cost of a batch in a callgrind profile).
@@ -238,7 +247,7 @@ const batchMain = `local np = ARGV[1] + 0
 local pol = {}
 for j = 1, np do
   local b = 1 + (j - 1) * 4
-  pol[j] = {ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
+  pol[j] = {ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0} -- {id, limit, rate, unit}
 end
 -- num[s] is the number s spells, parsed once a call: the items' policy
 -- indexes, costs and ops repeat ("1", "0")

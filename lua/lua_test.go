@@ -43,7 +43,7 @@ func evalSkewed(ctx context.Context, c redis.Scripter, key string, p *limit.Poli
 		return limit.Result{Err: err}
 	}
 	cost, o := lua.ScriptOp(op, cost)
-	v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, o, now/1_000_000, now%1_000_000).Int64Slice()
+	v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.Limit, a.Rate, a.Unit, cost, o, now/1_000_000, now%1_000_000).Int64Slice()
 	if err != nil {
 		return limit.Result{Err: err}
 	}
@@ -143,7 +143,7 @@ func TestLuaAgreesWithGo(t *testing.T) {
 					now += step(rng, p)
 					cost := 1 + rng.Int64N(p.Limit+p.Limit/10+1)
 					op, cost := randomOp(rng, cost)
-					want, _, err := local.Decide(&st, p, cost, now, op)
+					want, _, err := local.Decide(&st, local.Input{Policy: p, Op: op, Cost: cost, Now: now})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -190,7 +190,7 @@ func TestMultiAgreesWithGo(t *testing.T) {
 					continue
 				}
 				cost := 1 + rng.Int64N(p.Limit)
-				want, _, _ := local.Decide(&states[j], p, cost, now, limit.OpReturn)
+				want, _, _ := local.Decide(&states[j], local.Input{Policy: p, Op: limit.OpReturn, Cost: cost, Now: now})
 				if got := evalAt(ctx, node.Client(), keys[j], p, cost, limit.OpReturn, now); got != want {
 					t.Fatalf("seq %d step %d fill of key %d: lua %+v, go %+v", seq, i, j, got, want)
 				}
@@ -200,7 +200,7 @@ func TestMultiAgreesWithGo(t *testing.T) {
 			for j, p := range pols {
 				a, _ := lua.ArgsFor(p)
 				costs[j] = 1 + rng.Int64N(p.Limit/2+1)
-				args = append(args, a.ID, a.A[0], a.A[1], a.A[2], costs[j])
+				args = append(args, a.ID, a.Limit, a.Rate, a.Unit, costs[j])
 			}
 			args = append(args, now/1_000_000, now%1_000_000)
 			v, err := clocked[0].Run(ctx, node.Client(), keys, args...).Int64Slice()
@@ -213,12 +213,12 @@ func TestMultiAgreesWithGo(t *testing.T) {
 			ok := true
 			want := make([]limit.Result, n)
 			for j := range pols {
-				want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpPeek)
+				want[j], _, _ = local.Decide(&states[j], local.Input{Policy: pols[j], Op: limit.OpPeek, Cost: costs[j], Now: now})
 				ok = ok && want[j].Allowed
 			}
 			if ok {
 				for j := range pols {
-					want[j], _, _ = local.Decide(&states[j], pols[j], costs[j], now, limit.OpTake)
+					want[j], _, _ = local.Decide(&states[j], local.Input{Policy: pols[j], Op: limit.OpTake, Cost: costs[j], Now: now})
 				}
 			}
 			if (v[0] == 1) != ok {
@@ -242,7 +242,7 @@ func TestMultiSameKeyTwice(t *testing.T) {
 	p := &limit.Policy{Algorithm: limit.TokenBucket, Limit: 5, Rate: 1, Period: time.Hour}
 	a, _ := lua.ArgsFor(p)
 	now := algotest.T0
-	args := []any{a.ID, a.A[0], a.A[1], a.A[2], 3, a.ID, a.A[0], a.A[1], a.A[2], 3, now / 1_000_000, now % 1_000_000}
+	args := []any{a.ID, a.Limit, a.Rate, a.Unit, 3, a.ID, a.Limit, a.Rate, a.Unit, 3, now / 1_000_000, now % 1_000_000}
 	v, err := clocked[0].Run(ctx, node.Client(), []string{"twice", "twice"}, args...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)

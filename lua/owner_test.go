@@ -49,7 +49,7 @@ func runOwnerBatch(t *testing.T, c redis.Scripter, key string, steps []ostep) {
 			t.Fatalf("batch step %d: %v", i, err)
 		}
 		got[i] = res[0]
-		want, _, err := local.DecideFrom(&st, s.p, s.cost, s.at, s.op, from)
+		want, _, err := local.Decide(&st, local.Input{Policy: s.p, Op: s.op, Cost: s.cost, Now: s.at, From: from})
 		if err != nil {
 			t.Fatalf("batch step %d: %v", i, err)
 		}
@@ -73,12 +73,12 @@ func runOwnerSingle(t *testing.T, c redis.Scripter, key string, steps []ostep) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], s.cost, lua.OpArg(int(s.op), from), s.at/1_000_000, s.at%1_000_000).Int64Slice()
+		v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.Limit, a.Rate, a.Unit, s.cost, lua.OpArg(int(s.op), from), s.at/1_000_000, s.at%1_000_000).Int64Slice()
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		got[i] = result(v)
-		want, _, err := local.DecideFrom(&st, s.p, s.cost, s.at, s.op, from)
+		want, _, err := local.Decide(&st, local.Input{Policy: s.p, Op: s.op, Cost: s.cost, Now: s.at, From: from})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -186,12 +186,12 @@ func TestHoldLetsNothingRefill(t *testing.T) {
 		var st, stb local.State
 		do := func(at int64, op limit.Op, cost, hold int64) limit.Result {
 			t.Helper()
-			v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.A[0], a.A[1], a.A[2], cost, lua.OpArg(int(op), hold), at/1_000_000, at%1_000_000).Int64Slice()
+			v, err := clocked[a.ID].Run(ctx, c, []string{key}, a.Limit, a.Rate, a.Unit, cost, lua.OpArg(int(op), hold), at/1_000_000, at%1_000_000).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := result(v)
-			want, _, err := local.DecideFrom(&st, p, cost, at, op, hold)
+			want, _, err := local.Decide(&st, local.Input{Policy: p, Op: op, Cost: cost, Now: at, From: hold})
 			if err != nil || got != want {
 				t.Fatalf("%s at %d op %d: Lua %+v, Go %+v %v", alg, at-s0, op, got, want, err)
 			}
@@ -200,7 +200,7 @@ func TestHoldLetsNothingRefill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _, err = local.DecideFrom(&stb, p, cost, at, op, hold)
+			want, _, err = local.Decide(&stb, local.Input{Policy: p, Op: op, Cost: cost, Now: at, From: hold})
 			if err != nil || res[0] != want {
 				t.Fatalf("%s at %d op %d by the batch script: Lua %+v, Go %+v %v", alg, at-s0, op, res[0], want, err)
 			}

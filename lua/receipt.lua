@@ -10,17 +10,18 @@
 -- decide by: the PX only frees the memory).
 
 -- receipt_life is the TTL in ms of the receipt of a take decided at now in
--- window by algorithm id (a2, a3 its parameters): how long a give-back can
+-- window by algorithm id (rate, unit its parameters, lua.go: a window's
+-- ticks and tick): how long a give-back can
 -- still undo it, as limit.ReceiptLifeMs. A bucket's is bucket_ms (the time
 -- to refill from empty, computed by sluice); a fixed window's runs to the
 -- window's end, a sliding window's to the end of the next (the count
 -- weighs on it), a calendar window's (window is its end) to its end. At
 -- least 1.
-local function receipt_life(id, a2, a3, window, now, bucket_ms)
+local function receipt_life(id, rate, unit, window, now, bucket_ms)
   if id == 1 or id == 2 then return bucket_ms end
   local untilus = window
   if id ~= 6 then
-    local len = a2 * a3
+    local len = rate * unit
     untilus = window + len
     if id == 3 then untilus = untilus + len end
   end

@@ -53,9 +53,9 @@ func receiptWith(ctx context.Context, c redis.Scripter, take *redis.Script, key 
 	keys := []string{key, "rcpt:" + key + ":" + receipt}
 	var v []int64
 	if give {
-		v, err = giveBackAt.Run(ctx, c, keys, a.ID, a.A[0], a.A[1], a.A[2], -cost, p.Owner(), now/1_000_000, now%1_000_000).Int64Slice()
+		v, err = giveBackAt.Run(ctx, c, keys, a.ID, a.Limit, a.Rate, a.Unit, -cost, p.Owner(), now/1_000_000, now%1_000_000).Int64Slice()
 	} else {
-		v, err = take.Run(ctx, c, keys, a.ID, a.A[0], a.A[1], a.A[2], cost, p.Owner(), limit.ReceiptLifeMs(p, 0, 0), now/1_000_000, now%1_000_000).Int64Slice()
+		v, err = take.Run(ctx, c, keys, a.ID, a.Limit, a.Rate, a.Unit, cost, p.Owner(), limit.ReceiptLifeMs(p, 0, 0), now/1_000_000, now%1_000_000).Int64Slice()
 	}
 	if err != nil {
 		return limit.Result{Err: err}

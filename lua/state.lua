@@ -65,21 +65,22 @@ end
 -- another algorithm's tag (its own tag, or none, it sees in raw as it is,
 -- see decide). A state another algorithm wrote
 -- (the key's policy changed algorithm) is never read as a fresh, full
--- bucket: it reads as spent now, a bucket empty at now (a1..a3 are the
--- policy's parameters: scale a3 for the buckets, limit a1 for the
--- windows), a window whose count is its limit (a calendar window's: a
--- count taken just after now, which is in the current window); a pool,
--- which starts empty anyway, as none.
-local function fields(raw, id, a1, a3, now)
+-- bucket: it reads as spent now, a bucket empty at now (limit and unit
+-- are the policy's parameters, as lua.go names them: a bucket's capacity
+-- and scale, a window's limit), a window whose count is its limit (a
+-- calendar window's: a count taken just after now, which is in the
+-- current window); a pool, which starts empty anyway, as none.
+local function fields(raw, id, limit, unit, now)
   if id == 5 then return none end
-  if id == 1 then return {0, now, a3} end
-  if id == 2 then return {now, a1, a3} end
-  if id == 6 then return {now + 1, a1, 0} end
-  return {now, a1, 0}
+  if id == 1 then return {0, now, unit} end
+  if id == 2 then return {now, limit, unit} end
+  if id == 6 then return {now + 1, limit, 0} end
+  return {now, limit, 0}
 end
 
--- decide runs algorithm alg (id) on raw's state, as fields reads it, and
--- returns its reply and the state to store. A return (op 3) to a state
+-- decide runs algorithm alg (id) on raw's state, as fields reads it, with
+-- the policy's parameters limit, rate and unit (lua.go), and returns its
+-- reply and the state to store. A return (op 3) to a state
 -- another algorithm wrote gives nothing: its tokens came from a state that
 -- is gone, as from a closed window, and storing it would credit the new
 -- owner (a window's count lowered to 0 deletes the key, and a bucket then
@@ -87,15 +88,15 @@ end
 -- return of a negative cost (RL.ADJUST's spend) is a spend, and stored. A
 -- pool is the exception: a fill is how its tokens come in, and another
 -- state under its key reads as none (see fields).
--- local/state.go's DecideFrom does the same.
-local function decide(alg, raw, id, a1, a2, a3, cost, op, now, from)
+-- local/state.go's decideFrom (local.Decide) does the same.
+local function decide(alg, raw, id, limit, rate, unit, cost, op, now, from)
   local t = raw[4]
-  if t == nil or t == tags[id] then return alg(raw, a1, a2, a3, cost, op, now, from) end
-  local st = fields(raw, id, a1, a3, now) -- another owner's state
+  if t == nil or t == tags[id] then return alg(raw, limit, rate, unit, cost, op, now, from) end
+  local st = fields(raw, id, limit, unit, now) -- another owner's state
   if op == 3 and cost >= 0 and id ~= 5 then
-    return (alg(st, a1, a2, a3, 0, 1, now, 0)), nil
+    return (alg(st, limit, rate, unit, 0, 1, now, 0)), nil
   end
-  return alg(st, a1, a2, a3, cost, op, now, from)
+  return alg(st, limit, rate, unit, cost, op, now, from)
 end
 
 -- after returns raw as it is once an algorithm's new state (nil: unchanged,

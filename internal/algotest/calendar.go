@@ -28,8 +28,8 @@ var (
 )
 
 // at is the Step.At of a local time in loc, "2006-01-02 15:04:05.999999".
-func at(loc *time.Location, local string) int64 {
-	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", local, loc)
+func at(loc *time.Location, wall string) int64 {
+	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", wall, loc)
 	if err != nil {
 		panic(err)
 	}

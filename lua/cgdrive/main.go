@@ -158,10 +158,10 @@ func (p *phase) send(ctx context.Context, rc *redis.Client, m int) error {
 	cmds, err := rc.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for range m {
 			if p.form == "single" {
-				pl.EvalSha(ctx, p.s.SHA, []string{p.key(0)}, a.A[0], a.A[1], a.A[2], 1, 0)
+				pl.EvalSha(ctx, p.s.SHA, []string{p.key(0)}, a.Limit, a.Rate, a.Unit, 1, 0)
 				continue
 			}
-			args := []any{1, a.ID, a.A[0], a.A[1], a.A[2]}
+			args := []any{1, a.ID, a.Limit, a.Rate, a.Unit}
 			for i := range p.n {
 				args = append(args, p.key(i), 1, 1, 0)
 			}
