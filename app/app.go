@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/denycache"
 	"github.com/sluice-rl/sluice/envoycfg"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/httpfront"
@@ -46,9 +47,9 @@ type App struct {
 	mode   storeMode
 	rt     *policy.Runtime
 	hot    *hotkey.Layer
-	deny   *hotkey.Deny   // not used by the limiter in embedded mode: there is no shard to spare
-	reg    *region.Layer  // nil without --region
-	home   *cluster.Store // nil without --region
+	deny   *denycache.Cache // not used by the limiter in embedded mode: there is no shard to spare
+	reg    *region.Layer    // nil without --region
+	home   *cluster.Store   // nil without --region
 	lim    *limiter.Limiter
 	srv    *server.Server
 	admin  *http.Server      // nil until Start, or with --admin ""
@@ -159,7 +160,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.hot, err = hotkey.New(hotkey.Config{Store: a.store, LeaseTTL: a.cfg.LeaseTTL, Timeout: a.timeout}); err != nil {
 		return err
 	}
-	if a.deny, err = hotkey.NewDeny(hotkey.DenyConfig{}); err != nil {
+	if a.deny, err = denycache.New(denycache.Config{}); err != nil {
 		return err
 	}
 	var deny limiter.DenyCache

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/denycache"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/internal/acl"
 	"github.com/sluice-rl/sluice/limit"
@@ -90,7 +91,7 @@ func writeInfo(w io.Writer, mode storeMode, h *policy.Holder, lim *limiter.Limit
 }
 
 // writeDenyInfo appends the deny cache's lines to INFO's # Sluice section.
-func writeDenyInfo(w io.Writer, d *hotkey.Deny) {
+func writeDenyInfo(w io.Writer, d *denycache.Cache) {
 	s := d.Stats()
 	fmt.Fprintf(w, "deny_cache_entries:%d\r\ndeny_cache_hits:%d\r\ndeny_cache_added:%d\r\n", s.Entries, s.Hits, s.Added)
 }
@@ -116,7 +117,7 @@ type breakerStater interface {
 // counters the store's breakers, the hot-key layer, the server and the
 // policy holder keep anyway. The decision and round-trip metrics come
 // from the hooks in limiter.Config and cluster.Config instead.
-func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, deny *hotkey.Deny, srv *server.Server, h *policy.Holder, lim *limiter.Limiter) error {
+func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, deny *denycache.Cache, srv *server.Server, h *policy.Holder, lim *limiter.Limiter) error {
 	if err := registerCounters(m, nil, lim.Snapshot, []counter[limiter.Snapshot]{
 		{"sluice_mtakes_total", "RL.MTAKE calls.", func(s limiter.Snapshot) int64 { return s.MTakes }},
 		{"sluice_mtake_refunds_total", "Takes of a refused RL.MTAKE given back.", func(s limiter.Snapshot) int64 { return s.Refunds }},

@@ -155,18 +155,4 @@
 // bucket just reset, so they are dropped, not given back) and its hot
 // entry. Other instances' leases answer for at most one lease TTL after
 // their last claim.
-//
-// # Deny cache
-//
-// Deny, apart from the Layer and for every policy (not only those with a
-// hot block), answers on this instance the requests of a key the store
-// refused a moment ago and would refuse again: a refusal of cost c with
-// retry R for min(R − 1 ms, 1 s), keyed by key and policy pointer, for the
-// costs where that is exact per algorithm (see Deny). It only refuses, so
-// it never over-admits; a give-back or an RL.RESET on another instance can
-// make it refuse what the store would admit, for at most that long. It
-// holds at most 65,536 refusals whatever the number of keys; its lookup
-// takes no lock while nothing refused is live, and a read lock of one of
-// 16 shards while something is (the one lock on a cold key's path, and
-// only under refusals).
 package hotkey

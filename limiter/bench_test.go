@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/denycache"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
@@ -58,7 +59,7 @@ func BenchmarkDecideDenyCache(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := Config{Policies: MatcherFunc(func(string) *limit.Policy { return bc.p }), Store: local.New(local.Config{DecidedBy: limit.ByStore})}
 			if bc.deny {
-				d, err := hotkey.NewDeny(hotkey.DenyConfig{})
+				d, err := denycache.New(denycache.Config{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/denycache"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
 )
@@ -46,7 +46,7 @@ func TestDenyCacheGiveBackInFlight(t *testing.T) {
 		t.Run(fmt.Sprintf("give-back of %s, refusal of %s", tc.refunded, tc.refused), func(t *testing.T) {
 			t.Parallel()
 			s := &midFlightStore{seenStore: &seenStore{st: local.New(local.Config{DecidedBy: limit.ByStore})}, key: tc.refused}
-			d, err := hotkey.NewDeny(hotkey.DenyConfig{MaxTTL: time.Hour})
+			d, err := denycache.New(denycache.Config{MaxTTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/hotkey"
+	"github.com/sluice-rl/sluice/denycache"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/local"
 )
@@ -39,7 +39,7 @@ func (s *seenStore) Do(ctx context.Context, reqs []limit.Request, out []limit.Re
 func newDenyLimiter(t *testing.T, p *limit.Policy) (*Limiter, *seenStore) {
 	t.Helper()
 	s := &seenStore{st: local.New(local.Config{DecidedBy: limit.ByStore})}
-	d, err := hotkey.NewDeny(hotkey.DenyConfig{MaxTTL: time.Hour})
+	d, err := denycache.New(denycache.Config{MaxTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

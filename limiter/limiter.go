@@ -42,7 +42,7 @@ type HotPath interface {
 
 // DenyCache answers, on this instance, requests the store refused a moment
 // ago and would refuse again (docs/hotkeys.md, "The deny cache");
-// hotkey.Deny implements it.
+// denycache.Cache implements it.
 type DenyCache interface {
 	// Lookup answers a request of cost for key under p at now, reporting
 	// whether it did; the answer is a refusal, decided_by deny-cache.

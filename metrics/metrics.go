@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/denycache"
 	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/server"
@@ -317,12 +318,12 @@ func (m *Metrics) CollectHotKeys(stats func() hotkey.Stats) error {
 		})
 }
 
-// CollectDeny reports stats (hotkey.Deny.Stats) at every scrape.
-func (m *Metrics) CollectDeny(stats func() hotkey.DenyStats) error {
+// CollectDeny reports stats (denycache.Cache.Stats) at every scrape.
+func (m *Metrics) CollectDeny(stats func() denycache.Stats) error {
 	return collectStats(m.reg, stats, desc("deny_cache_entries", "Refusals held in the deny cache (expired ones until replaced or evicted; at most 65,536)."),
-		func(s *hotkey.DenyStats) int64 { return s.Entries }, []counter[hotkey.DenyStats]{
-			{desc("deny_cache_hits_total", "Requests refused from the deny cache, with no round trip (decided_by deny-cache)."), func(s *hotkey.DenyStats) int64 { return s.Hits }},
-			{desc("deny_cache_added_total", "Refusals of the store put in the deny cache."), func(s *hotkey.DenyStats) int64 { return s.Added }},
+		func(s *denycache.Stats) int64 { return s.Entries }, []counter[denycache.Stats]{
+			{desc("deny_cache_hits_total", "Requests refused from the deny cache, with no round trip (decided_by deny-cache)."), func(s *denycache.Stats) int64 { return s.Hits }},
+			{desc("deny_cache_added_total", "Refusals of the store put in the deny cache."), func(s *denycache.Stats) int64 { return s.Added }},
 		})
 }
 

@@ -1,4 +1,4 @@
-package hotkey
+package denycache
 
 import (
 	"context"
@@ -11,11 +11,29 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/limit"
+	"github.com/sluice-rl/sluice/local"
 )
 
-func newDeny(t testing.TB, cfg DenyConfig) *Deny {
+// clock is a fake clock, safe for concurrent use, started on a whole
+// second.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Unix(1_700_000_000, 0).UnixNano())
+	return c
+}
+
+func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// newStore returns the in-process store on clock c: the store whose
+// refusals the tests cache.
+func newStore(c *clock) *local.Store { return local.New(local.Config{Now: c.Now}) }
+
+func newCache(t testing.TB, cfg Config) *Cache {
 	t.Helper()
-	d, err := NewDeny(cfg)
+	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +56,7 @@ func storeDo(t testing.TB, store limit.Store, key string, p *limit.Policy, cost 
 func TestDenyAnswersRefusal(t *testing.T) {
 	c := newClock()
 	store := newStore(c)
-	d := newDeny(t, DenyConfig{MaxTTL: 10 * time.Second})
+	d := newCache(t, Config{MaxTTL: 10 * time.Second})
 	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute, OnStoreError: limit.FailClosed}
 	storeDo(t, store, "k", p, 3, limit.OpTake) // 1 left
 	r := storeDo(t, store, "k", p, 2, limit.OpTake)
@@ -75,10 +93,10 @@ func TestDenyAnswersRefusal(t *testing.T) {
 // retry -1 for MaxTTL; a refusal of retry 1 ms is not kept.
 func TestDenyPermanent(t *testing.T) {
 	c := newClock()
-	d := newDeny(t, DenyConfig{})
+	d := newCache(t, Config{})
 	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
 	d.Refused("k", p, 5, &limit.Result{Limit: 4, Remaining: 4, RetryAfterMs: -1}, c.Now(), d.Gen())
-	c.Add(DefaultDenyTTL - time.Nanosecond)
+	c.Add(DefaultTTL - time.Nanosecond)
 	if got, ok := d.Lookup("k", p, 6, c.Now()); !ok || got.RetryAfterMs != -1 || got.Allowed {
 		t.Fatalf("Lookup = %+v %v, want a refusal with retry -1", got, ok)
 	}
@@ -99,7 +117,7 @@ func TestDenyPermanent(t *testing.T) {
 // request was sent before a Forget is not kept (it may predate a reset).
 func TestDenyForget(t *testing.T) {
 	c := newClock()
-	d := newDeny(t, DenyConfig{})
+	d := newCache(t, Config{})
 	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
 	refusal := &limit.Result{Limit: 4, RetryAfterMs: 30000}
 	d.Refused("k", p, 1, refusal, c.Now(), d.Gen())
@@ -139,7 +157,7 @@ func TestDenyForgetOtherKeyInFlight(t *testing.T) {
 		{"its own key among others", 50, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newDeny(t, DenyConfig{})
+			d := newCache(t, Config{})
 			gen := d.Gen()
 			for i := range tc.forgets {
 				d.Forget(fmt.Sprint("a", i), p)
@@ -159,7 +177,7 @@ func TestDenyForgetOtherKeyInFlight(t *testing.T) {
 // sent before it is not kept.
 func TestDenyClear(t *testing.T) {
 	c := newClock()
-	d := newDeny(t, DenyConfig{})
+	d := newCache(t, Config{})
 	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
 	refusal := &limit.Result{Limit: 4, RetryAfterMs: 30000}
 	gen := d.Gen()
@@ -177,7 +195,7 @@ func TestDenyClear(t *testing.T) {
 // TestDenyBounded: the entries never exceed Size, whatever the keys.
 func TestDenyBounded(t *testing.T) {
 	c := newClock()
-	d := newDeny(t, DenyConfig{Size: 64})
+	d := newCache(t, Config{Size: 64})
 	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
 	for i := range 10_000 {
 		d.Refused(fmt.Sprint("k", i), p, 1, &limit.Result{Limit: 4, RetryAfterMs: 30000}, c.Now(), d.Gen())
@@ -200,7 +218,7 @@ func TestDenyNeverRefusesWhatStoreAdmits(t *testing.T) {
 			t.Parallel()
 			c := newClock()
 			store := newStore(c)
-			d := newDeny(t, DenyConfig{MaxTTL: time.Hour})
+			d := newCache(t, Config{MaxTTL: time.Hour})
 			p := &limit.Policy{Name: "p", Algorithm: algo, Limit: 5, Rate: 5, Period: 10 * time.Second, OnStoreError: limit.FailClosed}
 			rng := rand.New(rand.NewPCG(1, uint64(len(algo))))
 			clean := map[string]bool{} // nothing admitted since the key's refusal was cached
@@ -245,7 +263,7 @@ func TestDenyNeverRefusesWhatStoreAdmits(t *testing.T) {
 func TestDenyRoundedRetry(t *testing.T) {
 	c := newClock()
 	store := newStore(c)
-	d := newDeny(t, DenyConfig{})
+	d := newCache(t, Config{})
 	p := &limit.Policy{Name: "p", Limit: 1, Rate: 3, Period: time.Second, OnStoreError: limit.FailClosed}
 	storeDo(t, store, "k", p, 1, limit.OpTake)
 	r := storeDo(t, store, "k", p, 1, limit.OpTake)
@@ -272,7 +290,7 @@ func TestDenyForgetRace(t *testing.T) {
 	t.Parallel()
 	c := newClock()
 	p := &limit.Policy{Name: "p", Limit: 4, Rate: 2, Period: time.Minute}
-	d := newDeny(t, DenyConfig{MaxTTL: time.Hour})
+	d := newCache(t, Config{MaxTTL: time.Hour})
 	var version, done atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup

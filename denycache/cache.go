@@ -1,4 +1,4 @@
-package hotkey
+package denycache
 
 import (
 	"errors"
@@ -13,39 +13,30 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-// DefaultDenySize is the number of refusals a Deny keeps by default, and
-// DefaultDenyTTL the longest it answers one of them.
+// DefaultSize is the number of refusals a Cache keeps by default, and
+// DefaultTTL the longest it answers one of them.
 const (
-	DefaultDenySize = 65_536
-	DefaultDenyTTL  = time.Second
+	DefaultSize = 65_536
+	DefaultTTL  = time.Second
 )
 
-// denyShards spreads the deny cache over locks.
-const denyShards = 16
+// shards spreads the cache over locks.
+const shards = 16
 
-// forgetRing is how many Forget and Clear calls a Deny remembers, by key:
-// a refusal in flight across more of them is not kept, whatever its key
-// (over 1,000 give-backs or resets on one instance during one store round
-// trip).
-const forgetRing = 1024
-
-// allKeys is the key hash a Clear leaves in the ring: every key.
-const allKeys = 0
-
-// DenyConfig configures a Deny. The zero value of every field means its
+// Config configures a Cache. The zero value of every field means its
 // default.
-type DenyConfig struct {
+type Config struct {
 	// Size bounds the refusals kept, whatever the number of keys; 0 means
-	// DefaultDenySize. Past it the oldest refusal is forgotten (its key
+	// DefaultSize. Past it the oldest refusal is forgotten (its key
 	// goes to the store again).
 	Size int
 	// MaxTTL caps how long one refusal is answered locally; 0 means
-	// DefaultDenyTTL. It bounds what a give-back or an RL.RESET on another
+	// DefaultTTL. It bounds what a give-back or an RL.RESET on another
 	// instance can make this one refuse that the store would admit.
 	MaxTTL time.Duration
 }
 
-// Deny is the deny cache of one sluice instance: a refusal of the store
+// Cache is the deny cache of one sluice instance: a refusal of the store
 // for cost c with retry_after R (ms) is answered here, for the requests
 // of the same key and policy of cost c (token_bucket, gcra, fixed_window:
 // of cost ≥ c, their retry_after computed exactly), for min(R − 1 ms,
@@ -77,8 +68,8 @@ type DenyConfig struct {
 // It is safe for concurrent use; Lookup takes no lock while nothing
 // refused is live, and the memory is bounded by Size, whatever the number
 // of keys. Time is a parameter of every method.
-type Deny struct {
-	shards [denyShards]*lru.Cache[denyKey, denial]
+type Cache struct {
+	shards [shards]*lru.Cache[denyKey, denial]
 	seed   maphash.Seed
 	maxTTL time.Duration
 	// latest is the latest expiry of a refusal added, ns since the
@@ -101,14 +92,6 @@ type denyKey struct {
 	p   *limit.Policy
 }
 
-// forgotten is one slot of the ring of Forget calls: the key hash of call
-// gen. The writer stores hash, then gen; a reader that finds gen finds
-// that call's hash or a later call's, and a later one is seen by its
-// re-reading of Deny.gen (see stale).
-type forgotten struct {
-	gen, hash atomic.Uint64
-}
-
 // denial is one refusal of the store.
 type denial struct {
 	cost      int64     // the refused cost: only a cost as large is answered
@@ -119,82 +102,39 @@ type denial struct {
 	remaining int64
 }
 
-// DenyStats are a Deny's counters, for INFO and /metrics.
-type DenyStats struct {
+// Stats are a Cache's counters, for INFO and /metrics.
+type Stats struct {
 	Entries int64 // refusals held now (expired ones included until they are replaced or evicted)
 	Hits    int64 // requests answered from the cache, with no round trip
 	Added   int64 // refusals of the store put in the cache
 }
 
-// NewDeny validates cfg and returns an empty Deny.
-func NewDeny(cfg DenyConfig) (*Deny, error) {
+// New validates cfg and returns an empty Cache.
+func New(cfg Config) (*Cache, error) {
 	if cfg.Size < 0 || cfg.MaxTTL < 0 {
-		return nil, errors.New("hotkey: deny cache Size and MaxTTL must not be negative")
+		return nil, errors.New("denycache: Size and MaxTTL must not be negative")
 	}
 	if cfg.Size == 0 {
-		cfg.Size = DefaultDenySize
+		cfg.Size = DefaultSize
 	}
 	if cfg.MaxTTL == 0 {
-		cfg.MaxTTL = DefaultDenyTTL
+		cfg.MaxTTL = DefaultTTL
 	}
-	d := &Deny{seed: maphash.MakeSeed(), maxTTL: cfg.MaxTTL}
-	per := max(1, cfg.Size/denyShards)
+	d := &Cache{seed: maphash.MakeSeed(), maxTTL: cfg.MaxTTL}
+	per := max(1, cfg.Size/shards)
 	for i := range d.shards {
 		d.shards[i], _ = lru.New[denyKey, denial](per)
 	}
 	return d, nil
 }
 
-func (d *Deny) shard(key string) *lru.Cache[denyKey, denial] {
-	return d.shards[d.hash(key)%denyShards]
-}
-
-// hash is key's hash, never allKeys.
-func (d *Deny) hash(key string) uint64 {
-	if h := maphash.String(d.seed, key); h != allKeys {
-		return h
-	}
-	return 1
-}
-
-// forgot records call g of Forget (key hash h) or Clear (allKeys).
-func (d *Deny) forgot(h uint64) {
-	g := d.gen.Add(1)
-	f := &d.forgets[g%forgetRing]
-	f.hash.Store(h)
-	f.gen.Store(g)
-}
-
-// stale reports whether a refusal of the key of hash h, whose request was
-// sent when Gen was gen, may predate a Forget of its key or a Clear: one
-// of the calls since gen names it or every key, or is not known for sure
-// (not yet written, or overwritten by a call forgetRing later). Calls of
-// other keys do not make it stale.
-func (d *Deny) stale(h, gen uint64) bool {
-	now := d.gen.Load()
-	if now == gen {
-		return false
-	}
-	if now-gen >= forgetRing {
-		return true
-	}
-	for g := gen + 1; g <= now; g++ {
-		f := &d.forgets[g%forgetRing]
-		if f.gen.Load() != g {
-			return true
-		}
-		if fh := f.hash.Load(); fh == h || fh == allKeys {
-			return true
-		}
-	}
-	// A call forgetRing later may have written a hash read above: it
-	// counted itself in gen first.
-	return d.gen.Load()-gen >= forgetRing
+func (d *Cache) shard(key string) *lru.Cache[denyKey, denial] {
+	return d.shards[d.hash(key)%shards]
 }
 
 // Lookup answers a request of cost for key under p at now from a refusal
 // still in force, reporting whether it did.
-func (d *Deny) Lookup(key string, p *limit.Policy, cost int64, now time.Time) (limit.Result, bool) {
+func (d *Cache) Lookup(key string, p *limit.Policy, cost int64, now time.Time) (limit.Result, bool) {
 	if now.UnixNano() >= d.latest.Load() {
 		return limit.Result{}, false
 	}
@@ -243,15 +183,11 @@ func extra(p *limit.Policy, n int64) (time.Duration, bool) {
 	return 0, false
 }
 
-// Gen returns the count of Forget and Clear calls so far; read it, with
-// the time, before the store call whose refusal Refused records.
-func (d *Deny) Gen() uint64 { return d.gen.Load() }
-
 // Refused records the store's refusal r of cost for key under p, for a
 // request sent at sent (before the store call), when Gen was gen. A
 // refusal that would be answered for less than a millisecond is not kept,
 // nor one that a Forget of key or a Clear since gen may have made stale.
-func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result, sent time.Time, gen uint64) {
+func (d *Cache) Refused(key string, p *limit.Policy, cost int64, r *limit.Result, sent time.Time, gen uint64) {
 	// Both times are rounded up by the script, which ran after sent: the
 	// cache counts down from a millisecond less, so that it never reports
 	// a later time than the store would.
@@ -271,7 +207,7 @@ func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result,
 	if d.stale(h, gen) {
 		return
 	}
-	sh := d.shards[h%denyShards]
+	sh := d.shards[h%shards]
 	sh.Add(denyKey{key, p}, e)
 	if d.stale(h, gen) { // a Forget of key ran meanwhile: it may have removed nothing yet
 		sh.Remove(denyKey{key, p})
@@ -289,15 +225,15 @@ func (d *Deny) Refused(key string, p *limit.Policy, cost int64, r *limit.Result,
 // Forget drops the refusal of key under p, if any: RL.RESET of the key,
 // or a give-back of this instance (an RL.MTAKE refund, an RL.ADJUST with
 // a negative delta), made it stale.
-func (d *Deny) Forget(key string, p *limit.Policy) {
+func (d *Cache) Forget(key string, p *limit.Policy) {
 	h := d.hash(key)
 	d.forgot(h)
-	d.shards[h%denyShards].Remove(denyKey{key, p})
+	d.shards[h%shards].Remove(denyKey{key, p})
 }
 
 // Clear drops every refusal, and keeps none whose request was sent
 // before: the policies in force changed.
-func (d *Deny) Clear() {
+func (d *Cache) Clear() {
 	d.forgot(allKeys)
 	for _, c := range d.shards {
 		c.Purge()
@@ -305,8 +241,8 @@ func (d *Deny) Clear() {
 }
 
 // Stats returns the counters now.
-func (d *Deny) Stats() DenyStats {
-	s := DenyStats{Hits: d.hits.Load(), Added: d.added.Load()}
+func (d *Cache) Stats() Stats {
+	s := Stats{Hits: d.hits.Load(), Added: d.added.Load()}
 	for _, c := range d.shards {
 		s.Entries += int64(c.Len())
 	}
