@@ -163,6 +163,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.deny, err = denycache.New(denycache.Config{}); err != nil {
 		return err
 	}
+	a.holder.OnChange(a.policiesChanged)
 	var deny limiter.DenyCache
 	if a.mode != modeEmbedded {
 		deny = a.deny
@@ -174,7 +175,7 @@ func (a *App) wire(set *policy.Set) error {
 	if a.reg != nil {
 		decideBy = a.reg.Store()
 	}
-	a.lim, err = limiter.New(limiter.Config{Policies: newClearingPolicies(a.holder, a.policiesChanged), Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
+	a.lim, err = limiter.New(limiter.Config{Policies: policies{a.holder}, Store: decideBy, Timeout: a.timeout, Hot: a.hot, Deny: deny,
 		OnDecision: a.m.Decision, OnError: a.m.DecisionError, OnCorrection: a.m.Correction, Slots: slotStore(a.store), Tracer: a.cfg.tracer})
 	if err != nil {
 		return err
@@ -207,9 +208,11 @@ func (a *App) wire(set *policy.Set) error {
 	return collectRegion(a.m, a.reg)
 }
 
-// policiesChanged runs before the first request decided under policies
-// that changed: the deny cache's refusals and the leased tokens were
-// decided and claimed under the old ones.
+// policiesChanged is the policy holder's change hook: it runs on every
+// change of the policies in force (reload, SIGHUP, the config watch,
+// RL.POLICY SET or DEL here or on another instance), before the first
+// request decided under the new ones. The deny cache's refusals and the
+// leased tokens were decided and claimed under the old ones.
 func (a *App) policiesChanged() {
 	a.deny.Clear()
 	a.hot.PoliciesChanged()

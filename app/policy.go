@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
@@ -44,37 +43,12 @@ func newRuntime(h *policy.Holder, file *policy.Set, store limit.Store, log *slog
 	return rt
 }
 
-// policies adapts the reloadable holder to the limiter.
+// policies adapts the reloadable holder to the limiter: the plain Match
+// of the Set in force. A change of the Set clears what was decided under
+// the old one by the holder's hook (App.policiesChanged), not here.
 type policies struct{ h *policy.Holder }
 
 func (p policies) Match(key string) *limit.Policy { return p.h.Current().Match(key) }
-
-// clearingPolicies is policies for a limiter with a deny cache: the first
-// match under a Set in force that it has not seen (RL.POLICY SET or DEL,
-// here or on another instance, or a SIGHUP reload) clears the cache
-// before the request is decided. A policy that comes back unchanged keeps
-// its pointer (RL.POLICY DEL brings the file's back), but the key's state
-// went on under another policy meanwhile: a refusal from before proves
-// nothing now.
-type clearingPolicies struct {
-	h     *policy.Holder
-	seen  *atomic.Pointer[policy.Set]
-	clear func()
-}
-
-func newClearingPolicies(h *policy.Holder, clear func()) clearingPolicies {
-	c := clearingPolicies{h: h, seen: &atomic.Pointer[policy.Set]{}, clear: clear}
-	c.seen.Store(h.Current())
-	return c
-}
-
-func (c clearingPolicies) Match(key string) *limit.Policy {
-	s := c.h.Current()
-	if c.seen.Load() != s && c.seen.Swap(s) != s {
-		c.clear()
-	}
-	return s.Match(key)
-}
 
 // policyAdmin adapts policy.Runtime to the server's RL.POLICY.
 type policyAdmin struct{ rt *policy.Runtime }

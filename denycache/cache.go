@@ -232,7 +232,8 @@ func (d *Cache) Forget(key string, p *limit.Policy) {
 }
 
 // Clear drops every refusal, and keeps none whose request was sent
-// before: the policies in force changed.
+// before: the policies in force change (the policy holder's change hook
+// calls it before the new ones are in force).
 func (d *Cache) Clear() {
 	d.forgot(allKeys)
 	for _, c := range d.shards {

@@ -2,8 +2,11 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/limit"
 )
 
 const runtimeFile = `defaults: {on_store_error: local}
@@ -140,5 +143,68 @@ func TestPolicyJSONDenyCache(t *testing.T) {
 	}
 	if _, err := ParsePolicyJSON("a", []byte(`{"match": "a:*", "limit": 5, "rate": 1, "on_store_error": "open", "deny_cache": "no"}`)); err == nil || !strings.Contains(err.Error(), "deny_cache") {
 		t.Fatalf("deny_cache \"no\": %v, want an error naming the field", err)
+	}
+}
+
+// TestChangeHook: every path that changes the Set in force calls the
+// holder's OnChange hook, before the new Set is in force (the hook sees
+// the old one), and once per change: RL.POLICY SET and DEL, another
+// instance's change picked up by Sync, a reload of the file (SetFile,
+// SIGHUP and the config watch) and Holder.Reload. A Sync that finds
+// nothing new, a SetFile that fails validation and a Store of the Set in
+// force call nothing.
+func TestChangeHook(t *testing.T) {
+	t.Parallel()
+	r, h, b := newRuntime(t)
+	ctx := context.Background()
+	calls := 0
+	var seen *Set
+	h.OnChange(func() { calls++; seen = h.Current() })
+	file, err := Parse([]byte(runtimeFile), "sluice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/sluice.yaml"
+	writeFile(t, path, runtimeFile)
+	for _, step := range []struct {
+		name  string
+		do    func() error
+		calls int
+	}{
+		{"RL.POLICY SET", func() error {
+			return r.Set(ctx, "acme", `{"match": "acme:*", "limit": 3, "rate": 1, "period": "1s", "on_store_error": "closed"}`)
+		}, 1},
+		{"another instance's SET, by Sync", func() error {
+			_ = b.Put(ctx, "other", `{"match": "o:*", "limit": 2, "rate": 2, "on_store_error": "open"}`)
+			return r.Sync(ctx)
+		}, 1},
+		{"a Sync with nothing new", func() error { return r.Sync(ctx) }, 0},
+		{"RL.POLICY DEL", func() error { _, err := r.Del(ctx, "acme"); return err }, 1},
+		{"a reload of the file", func() error { return r.SetFile(file) }, 1},
+		{"a reload refused", func() error {
+			r.Check = func(*limit.Policy) (string, error) { return "limit", errors.New("refused") }
+			defer func() { r.Check = nil }()
+			if r.SetFile(file) == nil {
+				t.Error("SetFile of a Set its Check refuses: no error")
+			}
+			return nil
+		}, 0},
+		{"Holder.Reload", func() error { _, err := h.Reload(path); return err }, 1},
+		{"Store of the Set in force", func() error { h.Store(h.Current()); return nil }, 0},
+	} {
+		before, n := h.Current(), calls
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := calls - n; got != step.calls {
+			t.Fatalf("%s: the hook ran %d times, want %d", step.name, got, step.calls)
+		}
+		if step.calls > 0 && seen != before {
+			t.Fatalf("%s: the hook ran with the new Set already in force", step.name)
+		}
+	}
+	h.OnChange(nil)
+	if _, err := h.Reload(path); err != nil || calls != 5 {
+		t.Fatalf("Reload after OnChange(nil): %v, %d hook calls, want 5", err, calls)
 	}
 }
