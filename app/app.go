@@ -101,7 +101,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.startTracing(); err != nil {
 		return nil, err
 	}
-	store, mode, err := a.cfg.openStore(a.timeout(), a.m.Store)
+	store, mode, err := a.cfg.openStore(a.timeout(), storeObserver{a.m.Store})
 	if err != nil {
 		a.Close()
 		return nil, err

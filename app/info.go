@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/denycache"
 	"github.com/sluice-rl/sluice/hotkey"
@@ -118,13 +116,13 @@ type breakerStater interface {
 // policy holder keep anyway. The decision and round-trip metrics come
 // from the hooks in limiter.Config and cluster.Config instead.
 func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, deny *denycache.Cache, srv *server.Server, h *policy.Holder, lim *limiter.Limiter) error {
-	if err := registerCounters(m, nil, lim.Snapshot, []counter[limiter.Snapshot]{
-		{"sluice_mtakes_total", "RL.MTAKE calls.", func(s limiter.Snapshot) int64 { return s.MTakes }},
-		{"sluice_mtake_refunds_total", "Takes of a refused RL.MTAKE given back.", func(s limiter.Snapshot) int64 { return s.Refunds }},
-		{"sluice_mtake_refund_errors_total", "Refunds of a refused RL.MTAKE the store could not make (tokens lost, never over-admitted).", func(s limiter.Snapshot) int64 { return s.RefundFails }},
-		{"sluice_adjusts_total", "RL.ADJUST calls applied (an error reply is not counted).", func(s limiter.Snapshot) int64 { return s.Adjusts }},
-		{"sluice_adjust_tokens_spent_total", "Tokens RL.ADJUST spent without a check (positive deltas).", func(s limiter.Snapshot) int64 { return s.AdjustSpent }},
-		{"sluice_adjust_tokens_returned_total", "Tokens RL.ADJUST gave back (negative deltas), never above the limit.", func(s limiter.Snapshot) int64 { return s.AdjustReturned }},
+	if err := metrics.CollectSnapshot(m, nil, lim.Snapshot, []metrics.Counter[limiter.Snapshot]{
+		{Name: "sluice_mtakes_total", Help: "RL.MTAKE calls.", Read: func(s limiter.Snapshot) int64 { return s.MTakes }},
+		{Name: "sluice_mtake_refunds_total", Help: "Takes of a refused RL.MTAKE given back.", Read: func(s limiter.Snapshot) int64 { return s.Refunds }},
+		{Name: "sluice_mtake_refund_errors_total", Help: "Refunds of a refused RL.MTAKE the store could not make (tokens lost, never over-admitted).", Read: func(s limiter.Snapshot) int64 { return s.RefundFails }},
+		{Name: "sluice_adjusts_total", Help: "RL.ADJUST calls applied (an error reply is not counted).", Read: func(s limiter.Snapshot) int64 { return s.Adjusts }},
+		{Name: "sluice_adjust_tokens_spent_total", Help: "Tokens RL.ADJUST spent without a check (positive deltas).", Read: func(s limiter.Snapshot) int64 { return s.AdjustSpent }},
+		{Name: "sluice_adjust_tokens_returned_total", Help: "Tokens RL.ADJUST gave back (negative deltas), never above the limit.", Read: func(s limiter.Snapshot) int64 { return s.AdjustReturned }},
 	}); err != nil {
 		return err
 	}
@@ -138,13 +136,13 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, de
 			return err
 		}
 	}
-	if err := m.CollectHotKeys(hot.Stats); err != nil {
+	if err := collectHotKeys(m, hot.Stats); err != nil {
 		return err
 	}
-	if err := m.CollectDeny(deny.Stats); err != nil {
+	if err := collectDeny(m, deny.Stats); err != nil {
 		return err
 	}
-	if err := m.CollectServer(srv.Stats); err != nil {
+	if err := collectServer(m, srv.Stats); err != nil {
 		return err
 	}
 	if err := collectSlots(m, lim); err != nil {
@@ -174,24 +172,6 @@ func countRefusal(m *metrics.Metrics, match limiter.Matcher) func(acl.Entry) {
 		}
 		m.Refused(front, p, kind)
 	}
-}
-
-// counter is one counter read at scrape time from a snapshot S.
-type counter[S any] struct {
-	name, help string
-	v          func(S) int64
-}
-
-// registerCounters registers cs, each reading a fresh snapshot.
-func registerCounters[S any](m *metrics.Metrics, labels prometheus.Labels, snapshot func() S, cs []counter[S]) error {
-	for _, c := range cs {
-		v := c.v
-		if err := m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help, ConstLabels: labels},
-			func() float64 { return float64(v(snapshot())) })); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // readyWithoutStore answers /readyz when the store did not answer its

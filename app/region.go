@@ -101,14 +101,14 @@ func collectRegion(m *metrics.Metrics, l *region.Layer) error {
 		return nil
 	}
 	labels := prometheus.Labels{"region": l.Name()}
-	if err := registerCounters(m, labels, l.Snapshot, []counter[region.Stats]{
-		{"sluice_region_tokens_claimed_total", "Tokens this instance claimed from the home store into its region's pools.", func(s region.Stats) int64 { return s.Claimed }},
-		{"sluice_region_tokens_returned_total", "Tokens this instance gave back to the home store from pools that went quiet.", func(s region.Stats) int64 { return s.Returned }},
-		{"sluice_region_tokens_debited_total", "Floor admissions debited from the global bucket once home answered.", func(s region.Stats) int64 { return s.Debited }},
-		{"sluice_region_tokens_lost_total", "Tokens claimed or drained that reached neither a pool nor home (under-admission, never over).", func(s region.Stats) int64 { return s.Lost }},
-		{"sluice_region_pool_admitted_total", "Tokens admitted from the region's pools.", func(s region.Stats) int64 { return s.PoolAdmitted }},
-		{"sluice_region_floor_admitted_total", "Tokens admitted by region_floor while the region had no allocation to wait for.", func(s region.Stats) int64 { return s.FloorAdmitted }},
-		{"sluice_region_home_errors_total", "Calls to the home store that failed.", func(s region.Stats) int64 { return s.HomeErrors }},
+	if err := metrics.CollectSnapshot(m, labels, l.Snapshot, []metrics.Counter[region.Stats]{
+		{Name: "sluice_region_tokens_claimed_total", Help: "Tokens this instance claimed from the home store into its region's pools.", Read: func(s region.Stats) int64 { return s.Claimed }},
+		{Name: "sluice_region_tokens_returned_total", Help: "Tokens this instance gave back to the home store from pools that went quiet.", Read: func(s region.Stats) int64 { return s.Returned }},
+		{Name: "sluice_region_tokens_debited_total", Help: "Floor admissions debited from the global bucket once home answered.", Read: func(s region.Stats) int64 { return s.Debited }},
+		{Name: "sluice_region_tokens_lost_total", Help: "Tokens claimed or drained that reached neither a pool nor home (under-admission, never over).", Read: func(s region.Stats) int64 { return s.Lost }},
+		{Name: "sluice_region_pool_admitted_total", Help: "Tokens admitted from the region's pools.", Read: func(s region.Stats) int64 { return s.PoolAdmitted }},
+		{Name: "sluice_region_floor_admitted_total", Help: "Tokens admitted by region_floor while the region had no allocation to wait for.", Read: func(s region.Stats) int64 { return s.FloorAdmitted }},
+		{Name: "sluice_region_home_errors_total", Help: "Calls to the home store that failed.", Read: func(s region.Stats) int64 { return s.HomeErrors }},
 	}); err != nil {
 		return err
 	}

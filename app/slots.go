@@ -27,14 +27,14 @@ func writeSlotInfo(w io.Writer, lim *limiter.Limiter) {
 
 // collectSlots registers the slot counters for /metrics.
 func collectSlots(m *metrics.Metrics, lim *limiter.Limiter) error {
-	return registerCounters(m, nil, lim.SlotSnapshot, []counter[limiter.SlotSnapshot]{
-		{"sluice_slot_acquires_total", "RL.ACQUIRE decisions (concurrency policies), admitted or refused.", func(s limiter.SlotSnapshot) int64 { return s.Acquires }},
-		{"sluice_slot_acquired_total", "RL.ACQUIRE decisions that took a slot.", func(s limiter.SlotSnapshot) int64 { return s.Acquired }},
-		{"sluice_slot_releases_total", "RL.RELEASE calls answered.", func(s limiter.SlotSnapshot) int64 { return s.Releases }},
-		{"sluice_slot_released_total", "RL.RELEASE calls that freed a held slot (the rest named an unknown or expired token).", func(s limiter.SlotSnapshot) int64 { return s.Released }},
-		{"sluice_slot_over_fallback_total", "RL.ACQUIRE decisions the store admitted but refused for the slots the fallback holds.", func(s limiter.SlotSnapshot) int64 { return s.OverFallback }},
-		{"sluice_slot_orphans_total", "Slots the store may hold that no caller knows of (an acquire that timed out, or was refused for the fallback's slots), queued for release.", func(s limiter.SlotSnapshot) int64 { return s.Orphans }},
-		{"sluice_slot_orphans_freed_total", "Orphan slots released in the store, found free, or expired.", func(s limiter.SlotSnapshot) int64 { return s.OrphansFreed }},
-		{"sluice_slot_orphans_dropped_total", "Orphan slots given up after bounded retries (each frees itself by its TTL).", func(s limiter.SlotSnapshot) int64 { return s.OrphansDropped }},
+	return metrics.CollectSnapshot(m, nil, lim.SlotSnapshot, []metrics.Counter[limiter.SlotSnapshot]{
+		{Name: "sluice_slot_acquires_total", Help: "RL.ACQUIRE decisions (concurrency policies), admitted or refused.", Read: func(s limiter.SlotSnapshot) int64 { return s.Acquires }},
+		{Name: "sluice_slot_acquired_total", Help: "RL.ACQUIRE decisions that took a slot.", Read: func(s limiter.SlotSnapshot) int64 { return s.Acquired }},
+		{Name: "sluice_slot_releases_total", Help: "RL.RELEASE calls answered.", Read: func(s limiter.SlotSnapshot) int64 { return s.Releases }},
+		{Name: "sluice_slot_released_total", Help: "RL.RELEASE calls that freed a held slot (the rest named an unknown or expired token).", Read: func(s limiter.SlotSnapshot) int64 { return s.Released }},
+		{Name: "sluice_slot_over_fallback_total", Help: "RL.ACQUIRE decisions the store admitted but refused for the slots the fallback holds.", Read: func(s limiter.SlotSnapshot) int64 { return s.OverFallback }},
+		{Name: "sluice_slot_orphans_total", Help: "Slots the store may hold that no caller knows of (an acquire that timed out, or was refused for the fallback's slots), queued for release.", Read: func(s limiter.SlotSnapshot) int64 { return s.Orphans }},
+		{Name: "sluice_slot_orphans_freed_total", Help: "Orphan slots released in the store, found free, or expired.", Read: func(s limiter.SlotSnapshot) int64 { return s.OrphansFreed }},
+		{Name: "sluice_slot_orphans_dropped_total", Help: "Orphan slots given up after bounded retries (each frees itself by its TTL).", Read: func(s limiter.SlotSnapshot) int64 { return s.OrphansDropped }},
 	})
 }

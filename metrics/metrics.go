@@ -13,11 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/denycache"
-	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
-	"github.com/sluice-rl/sluice/server"
 )
 
 const namespace = "sluice"
@@ -53,7 +49,8 @@ type Metrics struct {
 	reloads   [2]prometheus.Counter // error, ok
 	reloadOK  prometheus.Gauge
 
-	// Store is the cluster.Observer of the Redis store.
+	// Store is told of the Redis store's round trips and failed commands
+	// (app adapts it to the store's observer).
 	Store *StoreMetrics
 
 	requests prometheus.Histogram
@@ -178,7 +175,8 @@ func (m *Metrics) ConfigReload(ok bool) {
 	m.reloads[0].Inc()
 }
 
-// StoreMetrics are the Redis store's metrics; it is a cluster.Observer.
+// StoreMetrics are the Redis store's metrics: round trips by node, and
+// failed commands by node and kind, overloads apart.
 type StoreMetrics struct {
 	latency *prometheus.HistogramVec
 	batch   *prometheus.HistogramVec
@@ -194,8 +192,6 @@ type StoreMetrics struct {
 type nodeMetrics struct{ latency, batch prometheus.Observer }
 
 type nodeKind struct{ node, kind string }
-
-var _ cluster.Observer = (*StoreMetrics)(nil)
 
 func newStoreMetrics() *StoreMetrics {
 	s := &StoreMetrics{
@@ -226,21 +222,20 @@ func newStoreMetrics() *StoreMetrics {
 	return s
 }
 
-// Pipeline records one round trip; see cluster.Observer.
+// Pipeline records one round trip to node of d, carrying commands.
 func (s *StoreMetrics) Pipeline(node string, d time.Duration, commands int) {
 	n := s.nodes.get(node)
 	n.latency.Observe(d.Seconds())
 	n.batch.Observe(float64(commands))
 }
 
-// Error counts one failed command; see cluster.Observer.
-func (s *StoreMetrics) Error(node, kind string) {
-	if kind == cluster.KindOverload {
-		s.overloads.get(node).Inc()
-		return
-	}
-	s.errs.get(nodeKind{node, kind}).Inc()
-}
+// Error counts one failed command to node, of kind (timeout,
+// connection, …: the store's words).
+func (s *StoreMetrics) Error(node, kind string) { s.errs.get(nodeKind{node, kind}).Inc() }
+
+// Overload counts one decision node had no room for: a surge, not a
+// fault, so apart from the errors.
+func (s *StoreMetrics) Overload(node string) { s.overloads.get(node).Inc() }
 
 // cache maps label values to their metric. Reads are one atomic load and
 // one map lookup; a miss copies the map under mu.
@@ -280,106 +275,6 @@ func (c *cache[K, V]) get(k K) V {
 	c.m.Store(&m)
 	return v
 }
-
-// The breaker states of sluice_breaker_state.
-var breakerValues = map[string]float64{"closed": 0, "half-open": 1, "open": 2}
-
-// CollectBreakers reports states (cluster.Store.BreakerStates) at every
-// scrape as sluice_breaker_state{node}: 0 closed, 1 half-open, 2 open.
-func (m *Metrics) CollectBreakers(states func() map[string]string) error {
-	desc := prometheus.NewDesc(namespace+"_breaker_state",
-		"Circuit breaker of a Redis node: 0 closed (requests flow), 1 half-open (one probe in flight), 2 open (requests fail fast to on_store_error).",
-		[]string{"node"}, nil)
-	return m.reg.Register(collectorFunc{[]*prometheus.Desc{desc}, func(ch chan<- prometheus.Metric) {
-		for node, st := range states() {
-			v, ok := breakerValues[st]
-			if !ok {
-				v = 2
-			}
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, node)
-		}
-	}})
-}
-
-// CollectHotKeys reports stats (hotkey.Layer.Stats) at every scrape.
-func (m *Metrics) CollectHotKeys(stats func() hotkey.Stats) error {
-	return collectStats(m.reg, stats, desc("hot_keys", "Keys this instance treats as hot now."),
-		func(s *hotkey.Stats) int64 { return s.HotKeys }, []counter[hotkey.Stats]{
-			{desc("lease_hits_total", "Takes admitted from leased tokens, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseHits }},
-			{desc("lease_rejects_total", "Takes rejected by a lease whose shared bucket was empty, with no round trip."), func(s *hotkey.Stats) int64 { return s.LeaseRejects }},
-			{desc("lease_claims_total", "Claims of tokens from a shared bucket into a lease."), func(s *hotkey.Stats) int64 { return s.Claims }},
-			{desc("lease_tokens_claimed_total", "Tokens claimed into leases."), func(s *hotkey.Stats) int64 { return s.TokensClaimed }},
-			{desc("lease_returns_total", "Returns of unused leased tokens to their shared bucket."), func(s *hotkey.Stats) int64 { return s.Returns }},
-			{desc("lease_tokens_returned_total", "Unused leased tokens given back."), func(s *hotkey.Stats) int64 { return s.TokensReturned }},
-			{desc("lease_return_errors_total", "Returns that failed: those tokens are lost until the bucket refills."), func(s *hotkey.Stats) int64 { return s.ReturnErrors }},
-			{desc("split_decisions_total", "Takes decided by a sub-bucket of a split hot key."), func(s *hotkey.Stats) int64 { return s.SplitDecisions }},
-			{desc("split_retries_total", "Split takes that tried a second sub-bucket."), func(s *hotkey.Stats) int64 { return s.SplitRetries }},
-			{desc("split_handoffs_total", "Hand-overs (each try) of a key's budget to its sub-buckets as it turned hot."), func(s *hotkey.Stats) int64 { return s.SplitHandoffs }},
-		})
-}
-
-// CollectDeny reports stats (denycache.Cache.Stats) at every scrape.
-func (m *Metrics) CollectDeny(stats func() denycache.Stats) error {
-	return collectStats(m.reg, stats, desc("deny_cache_entries", "Refusals held in the deny cache (expired ones until replaced or evicted; at most 65,536)."),
-		func(s *denycache.Stats) int64 { return s.Entries }, []counter[denycache.Stats]{
-			{desc("deny_cache_hits_total", "Requests refused from the deny cache, with no round trip (decided_by deny-cache)."), func(s *denycache.Stats) int64 { return s.Hits }},
-			{desc("deny_cache_added_total", "Refusals of the store put in the deny cache."), func(s *denycache.Stats) int64 { return s.Added }},
-		})
-}
-
-// CollectServer reports stats (server.Server.Stats) at every scrape.
-func (m *Metrics) CollectServer(stats func() server.Stats) error {
-	return collectStats(m.reg, stats, desc("connected_clients", "Client connections open now."),
-		func(s *server.Stats) int64 { return s.ConnectedClients }, []counter[server.Stats]{
-			{desc("connections_total", "Client connections accepted."), func(s *server.Stats) int64 { return s.TotalConnections }},
-			{desc("rejected_connections_total", "Client connections refused over --max-clients."), func(s *server.Stats) int64 { return s.RejectedClients }},
-			{desc("commands_total", "RESP commands processed."), func(s *server.Stats) int64 { return s.CommandsProcessed }},
-			{desc("error_replies_total", "RESP error replies sent, protocol errors included."), func(s *server.Stats) int64 { return s.ErrorReplies }},
-			{desc("panics_total", "Panics recovered in a command handler: each one is a bug."), func(s *server.Stats) int64 { return s.Panics }},
-		})
-}
-
-// counter is one counter of a stats snapshot S: its description and how to
-// read it.
-type counter[S any] struct {
-	d *prometheus.Desc
-	v func(*S) int64
-}
-
-// collectStats registers a collector that takes one snapshot of stats per
-// scrape and reports one gauge and the counters from it.
-func collectStats[S any](reg *prometheus.Registry, stats func() S, gauge *prometheus.Desc, g func(*S) int64, counters []counter[S]) error {
-	descs := []*prometheus.Desc{gauge}
-	for _, c := range counters {
-		descs = append(descs, c.d)
-	}
-	return reg.Register(collectorFunc{descs, func(ch chan<- prometheus.Metric) {
-		s := stats()
-		ch <- prometheus.MustNewConstMetric(gauge, prometheus.GaugeValue, float64(g(&s)))
-		for _, c := range counters {
-			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v(&s)))
-		}
-	}})
-}
-
-func desc(name, help string) *prometheus.Desc {
-	return prometheus.NewDesc(namespace+"_"+name, help, nil, nil)
-}
-
-// collectorFunc is a prometheus.Collector of fixed descriptions whose
-// values are read at scrape time.
-type collectorFunc struct {
-	descs   []*prometheus.Desc
-	collect func(chan<- prometheus.Metric)
-}
-
-func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range c.descs {
-		ch <- d
-	}
-}
-
-func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
 // CollectPolicies reports n() at every scrape as sluice_policies: the
 // policies in force.

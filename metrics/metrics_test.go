@@ -15,12 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/hotkey"
 	"github.com/sluice-rl/sluice/limit"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/local"
-	"github.com/sluice-rl/sluice/server"
 )
 
 // redisErr stands for an error reply of Redis (go-redis's redis.Error).
@@ -123,13 +120,14 @@ func TestConfigReload(t *testing.T) {
 func TestStore(t *testing.T) {
 	t.Parallel()
 	m := New("test")
-	var o cluster.Observer = m.Store
+	o := m.Store
 	o.Pipeline("10.0.0.1:7000", 300*time.Microsecond, 4)
 	o.Pipeline("10.0.0.1:7000", 2*time.Millisecond, 1)
 	o.Pipeline("10.0.0.2:7001", time.Millisecond, 8)
-	o.Error("10.0.0.1:7000", cluster.KindTimeout)
-	o.Error("10.0.0.1:7000", cluster.KindTimeout)
-	o.Error("10.0.0.2:7001", cluster.KindBreakerOpen)
+	o.Error("10.0.0.1:7000", "timeout")
+	o.Error("10.0.0.1:7000", "timeout")
+	o.Error("10.0.0.2:7001", "breaker_open")
+	o.Overload("10.0.0.2:7001")
 
 	want := `
 # HELP sluice_store_commands_per_pipeline Script calls sent in one pipeline to a Redis node: how well concurrent requests are batched.
@@ -164,6 +162,7 @@ sluice_store_commands_per_pipeline_count{node="10.0.0.2:7001"} 1
 # TYPE sluice_store_errors_total counter
 sluice_store_errors_total{kind="breaker_open",node="10.0.0.2:7001"} 1
 sluice_store_errors_total{kind="timeout",node="10.0.0.1:7000"} 2
+sluice_overload_total{node="10.0.0.2:7001"} 1
 `
 	hasLines(t, scrape(t, m), want)
 	for node, want := range map[string]float64{"10.0.0.1:7000": 2, "10.0.0.2:7001": 1} {
@@ -173,20 +172,28 @@ sluice_store_errors_total{kind="timeout",node="10.0.0.1:7000"} 2
 	}
 }
 
+// stats stands for another package's counters, read at scrape time.
+type stats struct{ Open, Total int64 }
+
 func TestCollectors(t *testing.T) {
 	t.Parallel()
 	m := New("v1.2.3")
 	breakers := map[string]string{"a:1": "closed", "b:2": "half-open", "c:3": "open"}
-	var hs hotkey.Stats
-	var ss server.Stats
+	var st stats
 	var mu sync.Mutex
+	snapshots := 0
 	if err := m.CollectBreakers(func() map[string]string { return breakers }); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CollectHotKeys(func() hotkey.Stats { mu.Lock(); defer mu.Unlock(); return hs }); err != nil {
+	if err := CollectSnapshot(m, nil, func() stats { mu.Lock(); defer mu.Unlock(); snapshots++; return st }, []Counter[stats]{
+		{Name: "sluice_things_open", Help: "Things open now.", Read: func(s stats) int64 { return s.Open }},
+		{Name: "sluice_things_total", Help: "Things opened.", Read: func(s stats) int64 { return s.Total }},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CollectServer(func() server.Stats { mu.Lock(); defer mu.Unlock(); return ss }); err != nil {
+	if err := CollectSnapshot(m, prometheus.Labels{"region": "eu"}, func() stats { return stats{Total: 5} }, []Counter[stats]{
+		{Name: "sluice_region_things_total", Help: "Things of a region.", Read: func(s stats) int64 { return s.Total }},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	hasLines(t, scrape(t, m), `
@@ -199,27 +206,22 @@ sluice_breaker_state{node="c:3"} 2
 
 	before := scrape(t, m)
 	mu.Lock()
-	hs = hotkey.Stats{HotKeys: 2, LeaseHits: 10, Claims: 3, TokensClaimed: 30, SplitDecisions: 7}
-	ss = server.Stats{ConnectedClients: 4, TotalConnections: 9, CommandsProcessed: 100, ErrorReplies: 1}
+	st = stats{Open: 4, Total: 9}
+	n := snapshots
 	mu.Unlock()
 	after := scrape(t, m)
-	for _, tc := range []struct {
-		line string
-		want bool
-	}{
-		{"sluice_hot_keys 0", true},
-		{"sluice_lease_hits_total 0", true},
-		{"sluice_connected_clients 0", true},
-	} {
-		if strings.Contains(before, tc.line+"\n") != tc.want {
-			t.Errorf("first scrape: %q present = %v, want %v", tc.line, !tc.want, tc.want)
+	mu.Lock()
+	if got := snapshots - n; got != 1 {
+		t.Errorf("one scrape took %d snapshots, want 1 for every counter of it", got)
+	}
+	mu.Unlock()
+	for _, line := range []string{"# TYPE sluice_things_open gauge\nsluice_things_open 0\n", "# TYPE sluice_things_total counter\nsluice_things_total 0\n"} {
+		if !strings.Contains(before, line) {
+			t.Errorf("first scrape lacks %q", line)
 		}
 	}
 	for _, line := range []string{
-		"sluice_hot_keys 2", "sluice_lease_hits_total 10", "sluice_lease_claims_total 3",
-		"sluice_lease_tokens_claimed_total 30", "sluice_split_decisions_total 7",
-		"sluice_connected_clients 4", "sluice_connections_total 9", "sluice_commands_total 100",
-		"sluice_error_replies_total 1",
+		"sluice_things_open 4", "sluice_things_total 9", `sluice_region_things_total{region="eu"} 5`,
 		`sluice_build_info{goversion="`, `version="v1.2.3"} 1`,
 		"go_goroutines ", "process_cpu_seconds_total ",
 	} {
@@ -261,7 +263,8 @@ func TestHooksDoNotAllocate(t *testing.T) {
 	r := &limit.Result{Allowed: true, DecidedBy: limit.ByStore}
 	m.Decision("resp", p, r)
 	m.Store.Pipeline("n:1", time.Millisecond, 3)
-	m.Store.Error("n:1", cluster.KindTimeout)
+	m.Store.Error("n:1", "timeout")
+	m.Store.Overload("n:1")
 	receipt := fmt.Errorf("wrapped: %w", limit.ErrReceiptInvalid)
 	m.DecisionError("resp", p, receipt)
 	m.Correction("resp", p, limiter.CorrectionGiveBack, limit.ByStore, 3)
@@ -270,7 +273,8 @@ func TestHooksDoNotAllocate(t *testing.T) {
 		"DecisionError": func() { m.DecisionError("resp", p, receipt) },
 		"Correction":    func() { m.Correction("resp", p, limiter.CorrectionGiveBack, limit.ByStore, 3) },
 		"Pipeline":      func() { m.Store.Pipeline("n:1", time.Millisecond, 3) },
-		"Error":         func() { m.Store.Error("n:1", cluster.KindTimeout) },
+		"Error":         func() { m.Store.Error("n:1", "timeout") },
+		"Overload":      func() { m.Store.Overload("n:1") },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, n)
