@@ -48,7 +48,7 @@ func (d overloadDriver) uniform(ctx context.Context, in invocation, side string)
 
 // tenant runs one step on the tenant key and fills its row: what was
 // admitted against the budget of the step's timed window.
-func (d overloadDriver) tenant(ctx context.Context, in invocation, key string, limit, rate int64, share float64) (OverloadTenantRow, error) {
+func (d overloadDriver) tenant(ctx context.Context, in invocation, key string, burst, rate int64, share float64) (OverloadTenantRow, error) {
 	row := OverloadTenantRow{Clients: in.Clients, Key: key, Requests: in.Requests}
 	delta, _, res, took, err := d.throughSluice(ctx, in)
 	if err != nil {
@@ -58,7 +58,7 @@ func (d overloadDriver) tenant(ctx context.Context, in invocation, key string, l
 	row.Admitted, row.Rejected, row.DecidedBy = delta.allowed, delta.rejected, delta.by
 	row.BreakerOpens = delta.node["breaker_opens"]
 	row.Window = time.Duration(float64(in.Requests) / res.RPS * float64(time.Second))
-	row.Budget = labBudget(limit, rate, row.Window)
+	row.Budget = labBudget(burst, rate, row.Window)
 	row.LocalShare = row.Budget * share
 	return row, connected(row.Connections, in.Clients)
 }

@@ -23,7 +23,7 @@ import (
 // every cluster. The home proxies tell the regions apart by it: it is in
 // the first bytes of every connection (HELLO 3 AUTH <user> …), so eu can
 // be cut off from home while us still reaches it through the same proxies.
-func regionsUser(region string) string { return "sluice-" + region }
+func regionsUser(name string) string { return "sluice-" + name }
 
 // classifyRegion names the proxy link of a connection to home: the region
 // whose user it authenticates as, "" for any other client.

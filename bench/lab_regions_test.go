@@ -219,16 +219,16 @@ func TestRegionsLabMarkdownGolden(t *testing.T) {
 	if err := rep.Config.resolve(); err != nil {
 		t.Fatal(err)
 	}
-	region := func(name string, rps, p50, p99 float64, adm int64, by string) RegionsLabRegion {
+	row := func(name string, rps, p50, p99 float64, adm int64, by string) RegionsLabRegion {
 		return RegionsLabRegion{Name: name, Sent: int64(rps * 60), Admitted: adm, Rejected: int64(rps*60) - adm,
 			RPS: rps, P50: p50, P99: p99, DecidedBy: map[string]int64{by: int64(rps * 60)}}
 	}
 	rep.Rows = []RegionsLabRow{
-		{Setup: RegionsSync, Regions: []RegionsLabRegion{region("eu", 499, 118.9, 161.9, 13_583, "store"), region("us", 499, 118.2, 160.9, 16_773, "store")},
+		{Setup: RegionsSync, Regions: []RegionsLabRegion{row("eu", 499, 118.9, 161.9, 13_583, "store"), row("us", 499, 118.2, 160.9, 16_773, "store")},
 			Admitted: 30_356, Elapsed: 60149 * time.Millisecond, Budget: 30_574.5, Late: 12, Pids: []int{1, 2, 3, 4}},
-		{Setup: RegionsRegional, Regions: []RegionsLabRegion{region("eu", 500, 0.28, 0.557, 8499, "store"), region("us", 500, 0.301, 0.553, 8500, "store")},
+		{Setup: RegionsRegional, Regions: []RegionsLabRegion{row("eu", 500, 0.28, 0.557, 8499, "store"), row("us", 500, 0.301, 0.553, 8500, "store")},
 			Admitted: 16_999, Elapsed: 20002 * time.Millisecond, Budget: 10_501, Pids: []int{5, 6, 7, 8}},
-		{Setup: RegionsAsync, Regions: []RegionsLabRegion{region("eu", 500, 0.337, 0.869, 15_282, "region"), region("us", 500, 0.347, 1.866, 14_955, "region")},
+		{Setup: RegionsAsync, Regions: []RegionsLabRegion{row("eu", 500, 0.337, 0.869, 15_282, "region"), row("us", 500, 0.347, 1.866, 14_955, "region")},
 			Admitted: 30_237, Elapsed: 60001 * time.Millisecond, Budget: 30_500.5, Pids: []int{9, 10, 11, 12}},
 	}
 	rep.Shift = RegionsLabShift{At: 30 * time.Second, Seconds: []RegionsLabSecond{
@@ -244,7 +244,7 @@ func TestRegionsLabMarkdownGolden(t *testing.T) {
 		HeldAtCut: 1, FloorLimit: 50, FloorRate: 50, FloorBound: 550, Admitted: 528, Sent: 7000, PoolAdmitted: 2, FloorAdmitted: 526,
 		Other: 2522, OtherBudget: 5000, Errors: 2, FirstError: "ERR a | b", Before: 712, AfterReturn: 428, Fair: 700, Debited: 534,
 		HomeReachableAgain: 153 * time.Millisecond,
-		Regions:            []RegionsLabRegion{region("eu", 700, 0.421, 1.193, 3904, "region"), region("us", 300, 0.434, 1.088, 4412, "region")}}
+		Regions:            []RegionsLabRegion{row("eu", 700, 0.421, 1.193, 3904, "region"), row("us", 300, 0.434, 1.088, 4412, "region")}}
 	for _, s := range []string{RegionsSync, RegionsRegional, RegionsAsync} {
 		rep.Policies = append(rep.Policies, regionsPolicy(s, rep.Config, rep.StoreTimeout))
 	}

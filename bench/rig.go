@@ -319,13 +319,13 @@ type labPolicy struct {
 }
 
 // seedPolicy is the policy file of the seed lab's experiments: one
-// catch-all token bucket, "acme", of limit tokens refilled rate per
+// catch-all token bucket, "acme", of burst tokens refilled rate per
 // second, hot mode off (they watch the store path and the failure policy,
 // which the default lease would take a hammered key away from); timeout
 // and share 0 are not written (the defaults).
-func seedPolicy(lab string, timeout time.Duration, limit, rate int64, onError string, share float64) string {
+func seedPolicy(lab string, timeout time.Duration, burst, rate int64, onError string, share float64) string {
 	return policyFile("written by sluice-lab "+lab, timeout,
-		labPolicy{name: "acme", match: "*", limit: limit, rate: rate, onError: onError, localShare: share, hot: "off"})
+		labPolicy{name: "acme", match: "*", limit: burst, rate: rate, onError: onError, localShare: share, hot: "off"})
 }
 
 // policyFile renders an experiment's policy file: a comment line, the
@@ -412,10 +412,10 @@ const (
 	DefaultLabRate  = 50 // per second
 )
 
-// labBudget is what one bucket of limit tokens refilled at rate per second
-// admits in elapsed when it starts full: limit + rate × elapsed.
-func labBudget(limit, rate int64, elapsed time.Duration) float64 {
-	return float64(limit) + float64(rate)*elapsed.Seconds()
+// labBudget is what one bucket of burst tokens refilled at rate per second
+// admits in elapsed when it starts full: burst + rate × elapsed.
+func labBudget(burst, rate int64, elapsed time.Duration) float64 {
+	return float64(burst) + float64(rate)*elapsed.Seconds()
 }
 
 // sluiceVersion asks a sluice process for its version; "unknown" if it

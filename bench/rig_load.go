@@ -34,9 +34,9 @@ type takeTally struct {
 }
 
 // count tallies one reply: an error (error reply, broken connection or a
-// malformed reply) or a decision with its limit and decided_by; it
+// malformed reply) or a decision with its limit (want burst) and decided_by; it
 // reports whether the reply admitted.
-func (t *takeTally) count(v []any, err error, limit int64) (admitted bool) {
+func (t *takeTally) count(v []any, err error, burst int64) (admitted bool) {
 	if err == nil {
 		err = checkTake(v)
 	}
@@ -53,7 +53,7 @@ func (t *takeTally) count(v []any, err error, limit int64) (admitted bool) {
 	} else {
 		t.rejected++
 	}
-	if v[1] != limit {
+	if v[1] != burst {
 		t.wrongLimit++
 	}
 	t.by[v[5].(string)]++

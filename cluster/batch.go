@@ -228,7 +228,7 @@ func (q *nodeQueue) work() {
 		batch = append(batch[:0], u)
 		n := len(u.items)
 	drain:
-		for limit := int(q.batchLimit.Load()); n < limit; {
+		for most := int(q.batchLimit.Load()); n < most; {
 			select {
 			case u = <-q.ch:
 				batch = append(batch, u)

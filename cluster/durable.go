@@ -172,10 +172,10 @@ type unackedCounts struct {
 	m sync.Map // policy name → *atomic.Int64
 }
 
-func (u *unackedCounts) add(policy string) {
-	v, ok := u.m.Load(policy)
+func (u *unackedCounts) add(name string) {
+	v, ok := u.m.Load(name)
 	if !ok {
-		v, _ = u.m.LoadOrStore(policy, new(atomic.Int64))
+		v, _ = u.m.LoadOrStore(name, new(atomic.Int64))
 	}
 	v.(*atomic.Int64).Add(1)
 }

@@ -152,7 +152,7 @@ func (q *nodeQueue) head(u *unit, st *seat) error {
 		return ErrClosed
 	}
 drain:
-	for limit := int(q.batchLimit.Load()); n < limit; {
+	for most := int(q.batchLimit.Load()); n < most; {
 		select {
 		case p := <-q.ch:
 			batch = append(batch, p)

@@ -102,12 +102,12 @@ func (q *nodeQueue) noteAnswer(now, sent time.Time, n int) {
 	// never sent a pipeline much larger than it was seen to serve in time,
 	// so a pipeline's own size never makes it time out, and a burst after
 	// an idle spell starts small.
-	limit, d := q.batchLimit.Load(), now.Sub(sent)
+	window, d := q.batchLimit.Load(), now.Sub(sent)
 	switch {
 	case d > q.s.cfg.Timeout/2:
-		q.batchLimit.Store(max(minBatchLimit, limit/2))
-	case int64(n)*2 >= limit && d <= q.s.cfg.Timeout/4:
-		q.batchLimit.Store(min(int64(q.s.cfg.MaxBatch), limit*2))
+		q.batchLimit.Store(max(minBatchLimit, window/2))
+	case int64(n)*2 >= window && d <= q.s.cfg.Timeout/4:
+		q.batchLimit.Store(min(int64(q.s.cfg.MaxBatch), window*2))
 	}
 }
 

@@ -238,7 +238,7 @@ func TestReplyWaiting(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ln.Close() })
 	var accepting sync.Mutex // a dial and its accept, one subtest at a time
-	pair := func(t *testing.T) (client, server net.Conn) {
+	pair := func(t *testing.T) (client, far net.Conn) {
 		t.Helper()
 		accepting.Lock()
 		defer accepting.Unlock()

@@ -57,7 +57,7 @@ func freePortPair(t *testing.T) int {
 
 func startSpareNode(t *testing.T, ctx context.Context) *spareNode {
 	t.Helper()
-	server, err := exec.LookPath("redis-server")
+	serverBin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func startSpareNode(t *testing.T, ctx context.Context) *spareNode {
 	for range 5 {
 		n := &spareNode{port: freePortPair(t)}
 		n.addr = "127.0.0.1:" + strconv.Itoa(n.port)
-		n.cmd = exec.Command(server, "--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", dir,
+		n.cmd = exec.Command(serverBin, "--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", dir,
 			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"),
 			"--cluster-enabled", "yes", "--cluster-config-file", fmt.Sprintf("nodes-%d.conf", n.port),
 			"--cluster-node-timeout", "1000", // a joining primary waits this long before it calls the cluster ok

@@ -23,8 +23,8 @@ import (
 // headers.
 func decisionHeaders(h http.Header, p *limit.Policy, r *limit.Result, legacy bool) {
 	if p != nil {
-		policy, state := ratelimitheader.Values(p, r)
-		h.Set("RateLimit-Policy", policy)
+		policyValue, state := ratelimitheader.Values(p, r)
+		h.Set("RateLimit-Policy", policyValue)
 		h.Set("RateLimit", state)
 	}
 	if secs, ok := ratelimitheader.RetryAfter(r); ok {

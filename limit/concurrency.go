@@ -61,13 +61,13 @@ func (p *Policy) Slots() (SlotParams, error) {
 
 // TTL returns the TTL in ms of an acquire that names ttlMs (0: none, the
 // policy's period), or an *SlotTTLError when it is above the policy's
-// MaxTTLMs. policy names the policy in the error.
-func (sp SlotParams) TTL(policy string, ttlMs int64) (int64, error) {
+// MaxTTLMs. name names the policy in the error.
+func (sp SlotParams) TTL(name string, ttlMs int64) (int64, error) {
 	switch {
 	case ttlMs <= 0:
 		return sp.TTLMs, nil
 	case ttlMs > sp.MaxTTLMs:
-		return 0, &SlotTTLError{Policy: policy, TTLMs: ttlMs, MaxTTLMs: sp.MaxTTLMs}
+		return 0, &SlotTTLError{Policy: name, TTLMs: ttlMs, MaxTTLMs: sp.MaxTTLMs}
 	}
 	return ttlMs, nil
 }

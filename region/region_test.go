@@ -100,7 +100,7 @@ const binWidth = 100 * time.Millisecond
 // load sends takes of cost 1 to the layers of each region at the rate
 // rate(region, elapsed) (requests/s, over all the region's instances)
 // until d has passed, and returns what each region saw.
-func load(t *testing.T, w *world, p *limit.Policy, key string, d time.Duration, rate func(region string, since time.Duration) float64) map[string]*tally {
+func load(t *testing.T, w *world, p *limit.Policy, key string, d time.Duration, rate func(name string, since time.Duration) float64) map[string]*tally {
 	t.Helper()
 	out := map[string]*tally{}
 	start := time.Now()
@@ -286,8 +286,8 @@ func testAllocationHoldsTheGlobalBudget(t *testing.T, w *world) {
 	p := globalPolicy(100, 400)
 	s0 := w.stats()
 	const d = 4 * time.Second
-	tallies := load(t, w, p, "alloc", d, func(region string, _ time.Duration) float64 {
-		if region == "eu" {
+	tallies := load(t, w, p, "alloc", d, func(name string, _ time.Duration) float64 {
+		if name == "eu" {
 			return 560
 		}
 		return 240
@@ -322,8 +322,8 @@ func testAllocationHoldsTheGlobalBudget(t *testing.T, w *world) {
 func testAllocationFollowsTheShift(t *testing.T, w *world) {
 	p := globalPolicy(100, 400)
 	const half = 3 * time.Second
-	tallies := load(t, w, p, "shift", 2*half, func(region string, since time.Duration) float64 {
-		hi := (region == "eu") == (since < half)
+	tallies := load(t, w, p, "shift", 2*half, func(name string, since time.Duration) float64 {
+		hi := (name == "eu") == (since < half)
 		if hi {
 			return 560
 		}

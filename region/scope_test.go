@@ -41,7 +41,7 @@ func TestScopeChangeEmptiesOnEveryInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := policy.NewSet(0, &regional)
+	regionalSet, err := policy.NewSet(0, &regional)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestScopeChangeEmptiesOnEveryInstance(t *testing.T) {
 	for start := time.Now(); time.Since(start) < 300*time.Millisecond; time.Sleep(5 * time.Millisecond) {
 		spent += takes(ls[0], "gl.a", 1)
 	}
-	cur.Store(local)
+	cur.Store(regionalSet)
 	start := time.Now()
 	if n := takes(ls[1], "gl.a", 20); n > 1 {
 		t.Errorf("l2, after gl became regional: admitted %d of 20 beside the %d the global budget admitted on l1, want at most 1", n, spent)

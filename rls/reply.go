@@ -148,8 +148,8 @@ func rateLimitHeaders(ps []*limit.Policy, rs []limit.Result) []*corev3.HeaderVal
 		return nil
 	}
 	p, r := ps[best], &rs[best]
-	policy, state := ratelimitheader.Values(p, r)
-	h := []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: policy}, {Key: "RateLimit", Value: state}}
+	policyValue, state := ratelimitheader.Values(p, r)
+	h := []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: policyValue}, {Key: "RateLimit", Value: state}}
 	if secs, ok := ratelimitheader.RetryAfter(r); ok {
 		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}

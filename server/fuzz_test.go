@@ -62,11 +62,11 @@ func FuzzRESP(f *testing.F) {
 		if mode&0x80 != 0 {
 			srv = locked
 		}
-		limit := int(mode & 0x7f)
+		chunk := int(mode & 0x7f)
 
 		var out bytes.Buffer
 		rng := rand.New(rand.NewPCG(uint64(len(data)), uint64(mode)))
-		read := &countingReader{r: &chunkReader{src: data, limit: limit, rng: rng}}
+		read := &countingReader{r: &chunkReader{src: data, limit: chunk, rng: rng}}
 		guard := &conn{
 			Conn: readerConn{r: read, out: &out},
 			srv:  srv,

@@ -223,28 +223,28 @@ func TestGuardBoundsItsBuffer(t *testing.T) {
 			src = append(src, big...)
 		}
 	}
-	for _, limit := range []int{0, 300, 6000, 70000} {
-		rng := func() *rand.Rand { return rand.New(rand.NewPCG(1, uint64(limit))) }
-		want, err := readAll(redcon.NewReader(&chunkReader{src: src, limit: limit, rng: rng()}))
+	for _, chunk := range []int{0, 300, 6000, 70000} {
+		rng := func() *rand.Rand { return rand.New(rand.NewPCG(1, uint64(chunk))) }
+		want, err := readAll(redcon.NewReader(&chunkReader{src: src, limit: chunk, rng: rng()}))
 		if !errors.Is(err, io.EOF) {
 			t.Fatalf("redcon alone: %v", err)
 		}
-		got, buf, err := readAllGuarded(guarded(&chunkReader{src: src, limit: limit, rng: rng()}, nil, capBytes))
+		got, buf, err := readAllGuarded(guarded(&chunkReader{src: src, limit: chunk, rng: rng()}, nil, capBytes))
 		if !errors.Is(err, io.EOF) {
-			t.Fatalf("reads up to %d: guarded: %v", limit, err)
+			t.Fatalf("reads up to %d: guarded: %v", chunk, err)
 		}
 		if len(got) != len(want) {
-			t.Fatalf("reads up to %d: the guard returned %d commands, redcon alone %d", limit, len(got), len(want))
+			t.Fatalf("reads up to %d: the guard returned %d commands, redcon alone %d", chunk, len(got), len(want))
 		}
 		for i := range got {
 			if !slices.Equal(got[i], stringArgs(want[i])) {
-				t.Fatalf("reads up to %d: command %d is %.40q, redcon reads %.40q", limit, i, got[i], stringArgs(want[i]))
+				t.Fatalf("reads up to %d: command %d is %.40q, redcon reads %.40q", chunk, i, got[i], stringArgs(want[i]))
 			}
 		}
 		if bound := capBytes + 4096; buf > bound {
-			t.Errorf("reads up to %d: the guard's buffer grew to %d bytes, want <= %d", limit, buf, bound)
+			t.Errorf("reads up to %d: the guard's buffer grew to %d bytes, want <= %d", chunk, buf, bound)
 		}
-		t.Logf("reads up to %d: %d commands, the guard's buffer at most %d bytes", limit, len(got), buf)
+		t.Logf("reads up to %d: %d commands, the guard's buffer at most %d bytes", chunk, len(got), buf)
 	}
 }
 
@@ -254,13 +254,13 @@ func TestGuardDropsBlankLines(t *testing.T) {
 	t.Parallel()
 	const capBytes = 1024
 	src := []byte(strings.Repeat("\r\n", 1<<20) + strings.Repeat(" ", 40) + "\n" + "PING\r\n")
-	for _, limit := range []int{0, 7, 300} {
-		got, buf, err := readAllGuarded(guarded(&chunkReader{src: src, limit: limit, rng: rand.New(rand.NewPCG(2, uint64(limit)))}, nil, capBytes))
+	for _, chunk := range []int{0, 7, 300} {
+		got, buf, err := readAllGuarded(guarded(&chunkReader{src: src, limit: chunk, rng: rand.New(rand.NewPCG(2, uint64(chunk)))}, nil, capBytes))
 		if !errors.Is(err, io.EOF) || !reflect.DeepEqual(got, [][]string{{"PING"}}) {
-			t.Fatalf("reads up to %d: got %q, %v; want [[PING]], EOF", limit, got, err)
+			t.Fatalf("reads up to %d: got %q, %v; want [[PING]], EOF", chunk, got, err)
 		}
 		if buf > readBufSize {
-			t.Errorf("reads up to %d: the guard's buffer grew to %d bytes on blank lines, want <= %d", limit, buf, readBufSize)
+			t.Errorf("reads up to %d: the guard's buffer grew to %d bytes on blank lines, want <= %d", chunk, buf, readBufSize)
 		}
 	}
 }

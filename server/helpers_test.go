@@ -39,8 +39,8 @@ type fakeDecider struct {
 	release chan struct{}
 }
 
-func newFake(limit int64) *fakeDecider {
-	return &fakeDecider{limit: limit, used: map[string]int64{}}
+func newFake(burst int64) *fakeDecider {
+	return &fakeDecider{limit: burst, used: map[string]int64{}}
 }
 
 func (f *fakeDecider) Decide(ctx context.Context, reqs []limit.Request, out []limit.Result) {

@@ -304,8 +304,8 @@ func gauge(fams map[string]*dto.MetricFamily, name string, labels ...string) flo
 	return famSum(fams, name, labels...)
 }
 
-// decidedBy sums policy's decisions by decided_by.
-func decidedBy(fams map[string]*dto.MetricFamily, policy string) map[string]float64 {
+// decidedBy sums the decisions of the policy called name by decided_by.
+func decidedBy(fams map[string]*dto.MetricFamily, name string) map[string]float64 {
 	out := map[string]float64{}
 	f := fams["sluice_decisions_total"]
 	if f == nil {
@@ -321,7 +321,7 @@ func decidedBy(fams map[string]*dto.MetricFamily, policy string) map[string]floa
 				by = lp.GetValue()
 			}
 		}
-		if p == policy {
+		if p == name {
 			out[by] += s.GetCounter().GetValue()
 		}
 	}

@@ -62,7 +62,7 @@ func runHammer(t *testing.T, clients []*redis.Client, key string, done func(h *h
 						stop.Store(true)
 						return
 					}
-					local := map[string]int64{}
+					here := map[string]int64{}
 					for _, cmd := range cmds {
 						v, err := cmd.Slice()
 						if err != nil || len(v) != 6 {
@@ -74,11 +74,11 @@ func runHammer(t *testing.T, clients []*redis.Client, key string, done func(h *h
 							h.admitted.Add(1)
 						}
 						by, _ := v[5].(string)
-						local[by]++
+						here[by]++
 					}
 					h.sent.Add(int64(len(cmds)))
 					h.mu.Lock()
-					for by, k := range local {
+					for by, k := range here {
 						h.by[ci][by] += k
 					}
 					finished := done(h)

@@ -269,7 +269,7 @@ func startTLSRedis(t *testing.T, files *localredis.TLSFiles) string {
 // startTLSRedisPass is startTLSRedis with the password pass.
 func startTLSRedisPass(t *testing.T, files *localredis.TLSFiles, pass string) string {
 	t.Helper()
-	server := mustTool(t, "redis-server")
+	serverBin := mustTool(t, "redis-server")
 	dir := t.TempDir()
 	var (
 		addr string
@@ -282,7 +282,7 @@ func startTLSRedisPass(t *testing.T, files *localredis.TLSFiles, pass string) st
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		cmd := exec.Command(server, "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		cmd := exec.Command(serverBin, "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--tls-cert-file", files.Cert, "--tls-key-file", files.Key, "--tls-ca-cert-file", files.CA,
 			"--tls-auth-clients", "yes", "--requirepass", pass,
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))

@@ -415,22 +415,22 @@ func (pr *pair) run() {
 		p.wg.Done()
 	}()
 	d := net.Dialer{Timeout: p.dialTimeout}
-	server, err := d.DialContext(pr.ctx, "tcp", p.target)
+	upstream, err := d.DialContext(pr.ctx, "tcp", p.target)
 	pr.mu.Lock()
 	if err == nil && pr.ctx.Err() == nil {
-		pr.server = server
+		pr.server = upstream
 		pr.mu.Unlock()
 	} else {
 		pr.mu.Unlock()
-		if server != nil {
-			_ = server.Close()
+		if upstream != nil {
+			_ = upstream.Close()
 		}
 		// The target refused: so does the proxy.
 		pr.abort(true)
 		return
 	}
-	up := newDirection(pr, pr.client, server)
-	down := newDirection(pr, server, pr.client)
+	up := newDirection(pr, pr.client, upstream)
+	down := newDirection(pr, upstream, pr.client)
 	var writers, readers sync.WaitGroup
 	for _, dir := range []*direction{up, down} {
 		readers.Go(dir.read)

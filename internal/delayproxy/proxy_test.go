@@ -494,12 +494,12 @@ func TestLinksSplitClientsByTheirFirstBytes(t *testing.T) {
 		conn net.Conn
 		r    *bufio.Reader
 	}
-	connect := func(region string) client {
+	connect := func(name string) client {
 		t.Helper()
 		c := dial(t, p.Addr())
 		cl := client{c, bufio.NewReader(c)}
-		if got, err := echo(c, cl.r, region, slack); err != nil || got != region {
-			t.Fatalf("ECHO %s: %q, %v", region, got, err)
+		if got, err := echo(c, cl.r, name, slack); err != nil || got != name {
+			t.Fatalf("ECHO %s: %q, %v", name, got, err)
 		}
 		return cl
 	}

@@ -40,7 +40,7 @@ func TestFaultBounds(t *testing.T) {
 	with := func(mut func(*Variant)) Variant { v := base; mut(&v); return v }
 	closed := base
 	open := with(func(v *Variant) { v.OnStoreError = "open" })
-	local := with(func(v *Variant) { v.OnStoreError = "local"; v.LocalShare = 0.5 })
+	localFallback := with(func(v *Variant) { v.OnStoreError = "local"; v.LocalShare = 0.5 })
 	quarter := with(func(v *Variant) { v.OnStoreError = "local"; v.LocalShare = 0.25 }) // floor(2.5) = 2 per instance
 	tiny := with(func(v *Variant) { v.OnStoreError = "local"; v.LocalShare = 0.05 })    // floor(0.5) → at least 1
 	replica := with(func(v *Variant) { v.Durability = "replica" })
@@ -96,16 +96,16 @@ func TestFaultBounds(t *testing.T) {
 			[]Fault{fault(FaultFreeze, 100, 1100)}, []string{"bucket"}, nil},
 
 		// local: each instance its share, N × share in all.
-		{"local under a cut: each instance its share", local, nil,
+		{"local under a cut: each instance its share", localFallback, nil,
 			cat(n("store", "p1", 0, 10), n("fallback-local", "p1", 200, 5), n("fallback-local", "p2", 200, 5)),
 			[]Fault{fault(FaultCut, 100, 1100)}, nil, []ex{{FaultCut, "10", "10"}}},
-		{"local without a fault", local, nil,
+		{"local without a fault", localFallback, nil,
 			cat(n("store", "p1", 0, 10), n("fallback-local", "p1", 200, 5), n("fallback-local", "p2", 200, 5)),
 			nil, nil, []ex{{ExcessFallback, "10", "10"}}},
-		{"local: one instance one over its share", local, nil,
+		{"local: one instance one over its share", localFallback, nil,
 			cat(n("store", "p1", 0, 10), n("fallback-local", "p1", 200, 6), n("fallback-local", "p2", 200, 4)),
 			[]Fault{fault(FaultCut, 100, 1100)}, []string{"local-share"}, nil},
-		{"local: overload shares the fallback's bucket", local, nil,
+		{"local: overload shares the fallback's bucket", localFallback, nil,
 			cat(n("fallback-local", "p1", 200, 3), n("overload-local", "p1", 300, 3)),
 			nil, []string{"local-share"}, nil},
 		{"local: share rounded down", quarter, nil, n("fallback-local", "p1", 200, 2), nil, nil, nil},
@@ -120,7 +120,7 @@ func TestFaultBounds(t *testing.T) {
 		{"closed: an admission", closed, nil, cat(n("store", "p1", 0, 3), adm("fallback-closed", "p1", 200)),
 			[]Fault{fault(FaultFreeze, 100, 1100)}, []string{"fallback-mode"}, nil},
 		{"closed: an overload admission", closed, nil, adm("overload-closed", "p1", 200), nil, []string{"fallback-mode"}, nil},
-		{"local: a fallback-open admission", local, nil, adm("fallback-open", "p1", 200), nil, []string{"fallback-mode"}, nil},
+		{"local: a fallback-open admission", localFallback, nil, adm("fallback-open", "p1", 200), nil, []string{"fallback-mode"}, nil},
 
 		// kill, durability none: the lost spends, once.
 		{"kill: the lost spends again", closed, nil, cat(lost6, n("store", "p1", 3600, 8)),
@@ -150,7 +150,7 @@ func TestFaultBounds(t *testing.T) {
 		{"kill: a freeze beside it is not the attribution", closed, nil, cat(lost6, n("store", "p1", 3600, 6)),
 			[]Fault{fault(FaultFreeze, 1400, 1700), kill}, nil, []ex{{FaultKill, "4", "6"}}},
 
-		{"a sluice kill beside a freeze: the freeze's", local, nil,
+		{"a sluice kill beside a freeze: the freeze's", localFallback, nil,
 			cat(n("store", "p1", 0, 10), n("fallback-local", "p2", 1200, 5)),
 			[]Fault{{Kind: FaultSluiceKill, Target: "p1", From: at(900), To: at(1500)}, fault(FaultFreeze, 1100, 1300)}, nil, []ex{{FaultFreeze, "5", "15"}}},
 		{"a freeze beside a home-down: a floor's excess is home's", global, nil, n("region", "p1", 0, 11),
@@ -175,19 +175,19 @@ func TestFaultBounds(t *testing.T) {
 		{"cut: nothing of its own", closed, nil, n("store", "p1", 0, 11), []Fault{fault(FaultCut, 0, 1000)}, []string{"bucket"}, nil},
 		{"script-flush: nothing of its own", closed, nil, n("store", "p1", 0, 11), []Fault{fault(FaultScriptFlush, 0, 1000)}, []string{"bucket"}, nil},
 		{"slot-move: nothing of its own", closed, nil, n("store", "p1", 0, 11), []Fault{fault(FaultSlotMove, 0, 1000)}, []string{"bucket"}, nil},
-		{"slot-move: its local fallback", local, nil, cat(n("store", "p1", 0, 10), n("overload-local", "p1", 200, 5)),
+		{"slot-move: its local fallback", localFallback, nil, cat(n("store", "p1", 0, 10), n("overload-local", "p1", 200, 5)),
 			[]Fault{fault(FaultSlotMove, 100, 1000)}, nil, []ex{{FaultSlotMove, "5", "10"}}},
 		{"sluice-kill: nothing of its own", closed, nil, n("store", "p1", 0, 11), []Fault{sluiceKill}, []string{"bucket"}, nil},
-		{"sluice-kill: a new local bucket", local, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 5)),
+		{"sluice-kill: a new local bucket", localFallback, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 5)),
 			[]Fault{sluiceKill}, nil, nil},
-		{"sluice-kill: a new local bucket beside the store's", local, nil,
+		{"sluice-kill: a new local bucket beside the store's", localFallback, nil,
 			cat(n("store", "p1", 0, 10), n("fallback-local", "p1", 200, 5), n("fallback-local", "p1", 2000, 5)),
 			[]Fault{sluiceKill}, nil, []ex{{ExcessFallback, "5", "10"}, {FaultSluiceKill, "10", "15"}}}, // the first 15, before the kill: the fallback's
-		{"sluice-kill: a new local bucket, one over", local, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 6)),
+		{"sluice-kill: a new local bucket, one over", localFallback, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 6)),
 			[]Fault{sluiceKill}, []string{"local-share"}, nil},
-		{"sluice-kill: without the fault", local, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 5)),
+		{"sluice-kill: without the fault", localFallback, nil, cat(n("fallback-local", "p1", 0, 5), n("fallback-local", "p1", 2000, 5)),
 			nil, []string{"local-share"}, nil},
-		{"sluice-kill: of the other instance", local, nil, cat(n("fallback-local", "p2", 0, 5), n("fallback-local", "p2", 2000, 5)),
+		{"sluice-kill: of the other instance", localFallback, nil, cat(n("fallback-local", "p2", 0, 5), n("fallback-local", "p2", 2000, 5)),
 			[]Fault{sluiceKill}, []string{"local-share"}, nil},
 
 		// home-down: a global key's floor.

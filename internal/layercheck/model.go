@@ -374,7 +374,7 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 	sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].Recv.Before(byRecv[j].Recv) })
 	worst := map[string]Violation{} // one per kind: the largest excess
 	excess := map[string]float64{}
-	var region *RegionExcess
+	var regionExcess *RegionExcess
 	for i, first := range bySent {
 		if i > 0 && bySent[i-1].Sent.Equal(first.Sent) {
 			continue
@@ -403,8 +403,8 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 			own, to := allowed(c.fs, ss, a, b, t.open+t.local == 0)
 			sum := float64(t.store)
 			if sum <= bound+own+floor {
-				if floor > 0 && sum > bound+own && (region == nil || sum-bound > float64(region.Admitted)-region.Bound) {
-					region = &RegionExcess{Key: k.Key, Admitted: t.store, Bound: bound, Seconds: T}
+				if floor > 0 && sum > bound+own && (regionExcess == nil || sum-bound > float64(regionExcess.Admitted)-regionExcess.Bound) {
+					regionExcess = &RegionExcess{Key: k.Key, Admitted: t.store, Bound: bound, Seconds: T}
 				}
 				fb := 0.0
 				if t.local > 0 || localMay(ss) {
@@ -431,8 +431,8 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 			res.Violations = append(res.Violations, v)
 		}
 	}
-	if region != nil {
-		res.Region = append(res.Region, *region)
+	if regionExcess != nil {
+		res.Region = append(res.Region, *regionExcess)
 	}
 }
 

@@ -33,13 +33,13 @@ func (w *world) summary(t *testing.T, elapsed time.Duration) {
 		backs = append(backs, fmt.Sprintf("%s=%d/%d", mode, n[0], n[1]))
 	}
 	sort.Strings(backs)
-	region := "none"
+	regionLine := "none"
 	if r := w.stats.regionMax; r != nil {
-		region = fmt.Sprintf("largest %d admitted vs bound %.2f over %.2fs on %q (within the floor's share)", r.Admitted, r.Bound, r.Seconds, r.Key)
+		regionLine = fmt.Sprintf("largest %d admitted vs bound %.2f over %.2fs on %q (within the floor's share)", r.Admitted, r.Bound, r.Seconds, r.Key)
 	}
 	line := fmt.Sprintf("layercheck summary: %v, %d iterations, operations %d (%s), keys %d, violations %d, inconclusive keys %d, decided_by {%s}, region excess: %s, slots certainly held at once: at most %d of %d, the rival's commands on the owner's keys refused: %d of %d (%d spend probes), give-backs applied/refused by receipt {%s}",
 		elapsed.Round(time.Second), w.stats.iterations, total, strings.Join(ops, " "), w.stats.keys, len(w.stats.violations),
-		w.stats.inconclusive, strings.Join(by, " "), region, w.stats.slotsMost, slotLimit, w.stats.refused, w.stats.ops["rival"], w.stats.probes, strings.Join(backs, " "))
+		w.stats.inconclusive, strings.Join(by, " "), regionLine, w.stats.slotsMost, slotLimit, w.stats.refused, w.stats.ops["rival"], w.stats.probes, strings.Join(backs, " "))
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
 	var fb []string

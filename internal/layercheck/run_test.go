@@ -117,9 +117,9 @@ func runLayers(t *testing.T, faults bool) {
 		t.Cleanup(w.nem.stopAndWait) // before the summary and the processes' stop
 		// the run lasts the budget and at least until every kind ran
 		// once, at most until the bounded run's 120 s are nearly spent
-		limit := start.Add(max(budget, 110*time.Second))
+		hardStop := start.Add(max(budget, 110*time.Second))
 		spent = func() bool {
-			return time.Now().After(deadline) && w.nem.roundDone() || time.Now().After(limit)
+			return time.Now().After(deadline) && w.nem.roundDone() || time.Now().After(hardStop)
 		}
 	}
 

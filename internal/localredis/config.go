@@ -171,8 +171,8 @@ func (s *settings) nodeCount() int { return s.Primaries * (1 + s.replicas) }
 
 // CheckBinaries reports ErrNoRedis, naming the binary, when redis-server
 // (or, unless cli is "-", redis-cli) cannot be found; "" means on PATH.
-func CheckBinaries(server, cli string) error {
-	_, err := lookBin(server, "redis-server")
+func CheckBinaries(serverBin, cli string) error {
+	_, err := lookBin(serverBin, "redis-server")
 	if err == nil && cli != "-" {
 		_, err = lookBin(cli, "redis-cli")
 	}
@@ -192,14 +192,14 @@ func lookBin(path, name string) (string, error) {
 
 var versionRE = regexp.MustCompile(`v=(\d+)\.(\d+)\.(\d+)`)
 
-func serverVersion(server string) ([3]int, error) {
-	out, err := exec.Command(server, "--version").Output()
+func serverVersion(serverBin string) ([3]int, error) {
+	out, err := exec.Command(serverBin, "--version").Output()
 	if err != nil {
-		return [3]int{}, fmt.Errorf("localredis: %s --version: %w", server, err)
+		return [3]int{}, fmt.Errorf("localredis: %s --version: %w", serverBin, err)
 	}
 	m := versionRE.FindStringSubmatch(string(out))
 	if m == nil {
-		return [3]int{}, fmt.Errorf("localredis: cannot read the version of %s from %q", server, out)
+		return [3]int{}, fmt.Errorf("localredis: cannot read the version of %s from %q", serverBin, out)
 	}
 	var v [3]int
 	for i := range v {

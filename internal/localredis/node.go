@@ -62,17 +62,17 @@ type Node struct {
 	client   *redis.Client
 }
 
-func newNode(s *settings, dir string, port int, cluster bool) *Node {
-	return newNodeOn(s, dir, "127.0.0.1", port, cluster)
+func newNode(s *settings, dir string, port int, clusterMode bool) *Node {
+	return newNodeOn(s, dir, "127.0.0.1", port, clusterMode)
 }
 
-func newNodeOn(s *settings, dir, host string, port int, cluster bool) *Node {
+func newNodeOn(s *settings, dir, host string, port int, clusterMode bool) *Node {
 	return &Node{
 		Addr:    net.JoinHostPort(host, strconv.Itoa(port)),
 		Port:    port,
 		Dir:     dir,
 		s:       s,
-		cluster: cluster,
+		cluster: clusterMode,
 		host:    host,
 	}
 }

@@ -117,8 +117,8 @@ func (cfg SentinelConfig) resolve() (SentinelConfig, int, error) {
 
 // CheckSentinelBinaries reports ErrNoRedis, naming the binary, when
 // redis-server or redis-sentinel cannot be found; "" means on PATH.
-func CheckSentinelBinaries(server, sentinel string) error {
-	_, err := lookBin(server, "redis-server")
+func CheckSentinelBinaries(serverBin, sentinel string) error {
+	_, err := lookBin(serverBin, "redis-server")
 	if err == nil {
 		_, err = lookBin(sentinel, "redis-sentinel")
 	}

@@ -27,9 +27,10 @@ import (
 // at most 15 digits); larger values are clamped to it.
 const maxSFInteger = 999_999_999_999_999
 
-// Values are the two header values of policy p after decision r, t being
+// Values are the two header values of policy p after decision r:
+// policyValue for RateLimit-Policy and state for RateLimit, its t being
 // Reset(r).
-func Values(p *limit.Policy, r *limit.Result) (policy, state string) {
+func Values(p *limit.Policy, r *limit.Result) (policyValue, state string) {
 	name := sfString(p.Name)
 	return name + ";q=" + sfInt(p.Limit) + ";w=" + sfInt(Window(p)),
 		name + ";r=" + sfInt(max(0, r.Remaining)) + ";t=" + sfInt(Reset(r))

@@ -81,9 +81,9 @@ func NewSentinel(tb testing.TB, cfg localredis.SentinelConfig) *localredis.Senti
 
 // RequireRedis skips the test, or fails it on CI, when a binary is missing.
 // cli "-" means redis-cli is not needed.
-func RequireRedis(tb testing.TB, server, cli string) {
+func RequireRedis(tb testing.TB, serverBin, cli string) {
 	tb.Helper()
-	if err := localredis.CheckBinaries(server, cli); err != nil {
+	if err := localredis.CheckBinaries(serverBin, cli); err != nil {
 		missing(tb, err, "redis-server")
 	}
 }
