@@ -2,10 +2,8 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,11 +18,7 @@ func TestAppLifecycle(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "sluice.yaml")
 	write := func(policyLimit int, extra string) {
-		t.Helper()
-		yaml := fmt.Sprintf("timeout: 80ms\npolicies:\n  - name: p\n    match: \"*\"\n    limit: %d\n    rate: 1\n    period: 1h\n    on_store_error: closed\n%s", policyLimit, extra)
-		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, file, "timeout: 80ms\n"+onePolicy(policyLimit)+extra)
 	}
 	write(2, "")
 	cfg := Defaults()

@@ -68,22 +68,7 @@ func TestLeaseDroppedOnPolicyChange(t *testing.T) {
 			cfg.Timeout = 5 * time.Second
 			cfg.LeaseTTL = time.Hour // the leased tokens stay on the instance for the whole test
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-			a, err := New(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			if err := a.Start(ctx); err != nil {
-				cancel()
-				a.Close()
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				cancel()
-				_ = a.Shutdown(context.Background())
-			})
-			c := redis.NewClient(&redis.Options{Addr: a.Addr().String()})
-			t.Cleanup(func() { _ = c.Close() })
+			a, ctx, c := startApp(t, cfg)
 			key := "viral:" + strings.ReplaceAll(how, " ", "-")
 			takeOne := func() (allowed bool, policyLimit int64, by string) {
 				t.Helper()

@@ -1,16 +1,12 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/limit"
 )
@@ -26,33 +22,12 @@ import (
 func TestPolicyChangeClearsDenyCache(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "sluice.yaml")
-	write := func(policyLimit int) {
-		t.Helper()
-		yaml := fmt.Sprintf("policies:\n  - name: p\n    match: \"*\"\n    limit: %d\n    rate: 1\n    period: 1h\n    on_store_error: closed\n", policyLimit)
-		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(policyLimit int) { writeFile(t, file, onePolicy(policyLimit)) }
 	write(2)
 	cfg := Defaults()
 	cfg.Listen, cfg.Admin, cfg.PolicyFile, cfg.WatchConfig = "127.0.0.1:0", "", file, true
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := a.Start(ctx); err != nil {
-		cancel()
-		a.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = a.Shutdown(context.Background())
-	})
-	c := redis.NewClient(&redis.Options{Addr: a.Addr().String()})
-	t.Cleanup(func() { _ = c.Close() })
+	a, ctx, c := startApp(t, cfg)
 
 	// refuse caches a refusal of key under the policy in force, as the
 	// limiter does after the store's.

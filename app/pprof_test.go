@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -40,22 +39,7 @@ func startLogged(t *testing.T, args ...string) (*App, *syncBuffer) {
 	}
 	log := &syncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
-	a, err := New(t.Context(), *cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := a.Start(ctx); err != nil {
-		cancel()
-		a.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := a.Shutdown(context.Background()); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	a, _, _ := startApp(t, *cfg)
 	return a, log
 }
 
