@@ -144,7 +144,7 @@ func startCluster(t *testing.T) []string {
 	if testing.Short() {
 		t.Skip("needs redis-server: run without -short")
 	}
-	server, err := exec.LookPath("redis-server")
+	serverBin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("needs redis-server on PATH: %v", err)
 	}
@@ -152,7 +152,7 @@ func startCluster(t *testing.T) []string {
 	ports := freePortPairs(t, 6)
 	nodes := make([]*redis.Client, len(ports))
 	for i, port := range ports {
-		nodes[i] = startNode(t, server, filepath.Join(dir, strconv.Itoa(port)), port)
+		nodes[i] = startNode(t, serverBin, filepath.Join(dir, strconv.Itoa(port)), port)
 	}
 	ctx := t.Context()
 	ids := make([]string, len(nodes))
@@ -190,12 +190,12 @@ func startCluster(t *testing.T) []string {
 
 // startNode runs one cluster-mode redis-server on port, its files in dir,
 // and returns a client of it once it answers PING.
-func startNode(t *testing.T, server, dir string, port int) *redis.Client {
+func startNode(t *testing.T, serverBin, dir string, port int) *redis.Client {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := start(server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+	p, err := start(serverBin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 		"--save", "", "--appendonly", "no", "--daemonize", "no")
 	if err != nil {
