@@ -79,8 +79,8 @@ func endDecide(span trace.Span, reqs []limit.Request, out []limit.Result) {
 }
 
 // decisionAttrs are the attributes of request i's decision event.
-func decisionAttrs(i int, policy string, r *limit.Result) []attribute.KeyValue {
-	kv := []attribute.KeyValue{tracing.Index.Int(i), tracing.Policy.String(policy)}
+func decisionAttrs(i int, policyName string, r *limit.Result) []attribute.KeyValue {
+	kv := []attribute.KeyValue{tracing.Index.Int(i), tracing.Policy.String(policyName)}
 	if r.Err != nil {
 		return append(kv, attribute.String("exception.message", r.Err.Error()))
 	}
