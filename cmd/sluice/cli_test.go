@@ -257,7 +257,16 @@ func TestRedisPy(t *testing.T) {
 func TestSingleRedisNode(t *testing.T) {
 	t.Parallel()
 	node := redistest.NewSingle(t)
-	s := startSluice(t, "--redis", "redis://"+node.Addr)
+	// One token an hour: a slow test run cannot refill one between takes.
+	s := startSluice(t, "--redis", "redis://"+node.Addr, "--config", writeConfig(t, `
+policies:
+  - name: single
+    match: "*"
+    limit: 100
+    rate: 1
+    period: 1h
+    on_store_error: closed
+`))
 	c := s.client(t)
 	ctx := context.Background()
 	for i, want := range []int64{99, 98, 97} {
