@@ -65,11 +65,7 @@ func appendArg(b []byte, a any) (_ []byte, ok bool) {
 	case string:
 		return appendBulk(b, v), true
 	case []byte:
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(v)), 10)
-		b = append(b, '\r', '\n')
-		b = append(b, v...)
-		return append(b, '\r', '\n'), true
+		return appendBulk(b, v), true
 	case int:
 		return appendBulkInt(b, int64(v)), true
 	case int64:
@@ -105,7 +101,10 @@ func appendArg(b []byte, a any) (_ []byte, ok bool) {
 	return b, false
 }
 
-func appendBulk(b []byte, s string) []byte {
+// appendBulk appends s as a RESP bulk string: its length, then its
+// bytes. The integer and float forms below format into a stack buffer
+// and hand the digits here, so that every bulk string is framed once.
+func appendBulk[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, '\r', '\n')
@@ -117,32 +116,17 @@ func appendBulk(b []byte, s string) []byte {
 // counted before it is written, so that nothing is formatted twice.
 func appendBulkInt(b []byte, n int64) []byte {
 	var d [20]byte
-	s := strconv.AppendInt(d[:0], n, 10)
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
+	return appendBulk(b, strconv.AppendInt(d[:0], n, 10))
 }
 
 func appendBulkUint(b []byte, n uint64) []byte {
 	var d [20]byte
-	s := strconv.AppendUint(d[:0], n, 10)
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
+	return appendBulk(b, strconv.AppendUint(d[:0], n, 10))
 }
 
 func appendBulkFloat(b []byte, f float64) []byte {
 	var d [32]byte
-	s := strconv.AppendFloat(d[:0], f, 'f', -1, 64)
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
+	return appendBulk(b, strconv.AppendFloat(d[:0], f, 'f', -1, 64))
 }
 
 // readLine returns the next line of r without its CRLF. A line longer

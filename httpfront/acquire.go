@@ -71,17 +71,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *answ
 // acquire answers POST /v1/acquire {"key": k, "ttl_ms": n}: 200 with the
 // decision and the slot's token ("" when refused).
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) answer {
-	sd, ok := s.cfg.Decider.(SlotDecider)
-	if !ok {
-		return fail(http.StatusNotImplemented, "this server's decider holds no concurrency slots")
-	}
-	body, bad := s.readBody(w, r)
+	var it acquireItem
+	sd, bad := s.slotItem(w, r, &it)
 	if bad != nil {
 		return *bad
-	}
-	var it acquireItem
-	if err := decodeSlots(body, &it); err != nil {
-		return fail(http.StatusBadRequest, err.Error())
 	}
 	if it.Key == nil {
 		return fail(http.StatusBadRequest, `"key" is required`)
@@ -107,17 +100,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) answer {
 // {"held": true} when the slot was held, false when the token is unknown
 // (another key's included) or expired.
 func (s *Server) release(w http.ResponseWriter, r *http.Request) answer {
-	sd, ok := s.cfg.Decider.(SlotDecider)
-	if !ok {
-		return fail(http.StatusNotImplemented, "this server's decider holds no concurrency slots")
-	}
-	body, bad := s.readBody(w, r)
+	var it releaseItem
+	sd, bad := s.slotItem(w, r, &it)
 	if bad != nil {
 		return *bad
-	}
-	var it releaseItem
-	if err := decodeSlots(body, &it); err != nil {
-		return fail(http.StatusBadRequest, err.Error())
 	}
 	switch {
 	case it.Key == nil:
@@ -139,6 +125,26 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) answer {
 		return fail(errorStatus(err), err.Error())
 	}
 	return answer{status: http.StatusOK, body: releaseBody{held}}
+}
+
+// slotItem is the start of POST /v1/acquire and /v1/release: the
+// server's SlotDecider (501 when its decider holds no slots), then the
+// body read and decoded into it (decodeSlots; 400, 413).
+func (s *Server) slotItem(w http.ResponseWriter, r *http.Request, it any) (SlotDecider, *answer) {
+	sd, ok := s.cfg.Decider.(SlotDecider)
+	if !ok {
+		a := fail(http.StatusNotImplemented, "this server's decider holds no concurrency slots")
+		return nil, &a
+	}
+	body, bad := s.readBody(w, r)
+	if bad != nil {
+		return nil, bad
+	}
+	if err := decodeSlots(body, it); err != nil {
+		a := fail(http.StatusBadRequest, err.Error())
+		return nil, &a
+	}
+	return sd, nil
 }
 
 // decodeSlots is decodeStrict, with ttl_ms's own error.

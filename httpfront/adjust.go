@@ -42,12 +42,7 @@ func receiptStatus(err error) int {
 type jsonDelta int64
 
 func (d *jsonDelta) UnmarshalJSON(b []byte) error {
-	n, ok := edge.ParseDelta(b)
-	if !ok {
-		return edge.ErrDelta
-	}
-	*d = jsonDelta(n)
-	return nil
+	return parseJSONInt(d, b, edge.ParseDelta[[]byte], edge.ErrDelta)
 }
 
 // adjust answers POST /v1/adjust, RL.ADJUST key delta [receipt]: 200 and

@@ -119,11 +119,18 @@ type takeItem struct {
 type jsonCost int64
 
 func (c *jsonCost) UnmarshalJSON(b []byte) error {
-	n, ok := edge.ParseCost(b)
+	return parseJSONInt(c, b, edge.ParseCost[[]byte], edge.ErrCost)
+}
+
+// parseJSONInt is the UnmarshalJSON of an integer field (jsonCost,
+// jsonDelta): b read by parse, the RESP door's parser of the same
+// argument, into *dst, or bad, the door's error, when parse refuses it.
+func parseJSONInt[T ~int64](dst *T, b []byte, parse func([]byte) (int64, bool), bad error) error {
+	n, ok := parse(b)
 	if !ok {
-		return edge.ErrCost
+		return bad
 	}
-	*c = jsonCost(n)
+	*dst = T(n)
 	return nil
 }
 

@@ -19,38 +19,26 @@ func aclCommand() *command {
 	return &command{name: "acl", minArgs: 2, maxArgs: -1, doc: cmdDoc{
 		summary: "Users and permissions.", group: "server", complexity: "Depends on subcommand.",
 	}, subs: subtable(
-		&command{name: "whoami", minArgs: 2, maxArgs: 2, run: cmdACLWhoAmI, doc: cmdDoc{
-			summary: "Returns the authenticated username of the current connection.", group: "server", complexity: "O(1)",
-			flags: []string{"noscript", "loading", "stale"},
-		}},
-		&command{name: "users", minArgs: 2, maxArgs: 2, run: cmdACLUsers, doc: cmdDoc{
-			summary: "Lists all ACL users.", group: "server", complexity: "O(N). Where N is the number of configured users.",
-			flags: []string{"admin", "noscript", "loading", "stale"},
-		}},
-		&command{name: "list", minArgs: 2, maxArgs: 2, run: cmdACLList, doc: cmdDoc{
-			summary: "Dumps the effective rules in ACL file format; passwords as SHA-256 digests only.", group: "server",
-			complexity: "O(N). Where N is the number of configured users.",
-			flags:      []string{"admin", "noscript", "loading", "stale"},
-		}},
-		&command{name: "log", minArgs: 2, maxArgs: 3, run: cmdACLLog, doc: cmdDoc{
-			summary: "Lists recent security events generated due to commands rejected by ACL rules.", group: "server",
+		aclSub("whoami", 2, cmdACLWhoAmI, false, cmdDoc{
+			summary: "Returns the authenticated username of the current connection.", complexity: "O(1)",
+		}),
+		aclSub("users", 2, cmdACLUsers, true, cmdDoc{summary: "Lists all ACL users.", complexity: aclPerUser}),
+		aclSub("list", 2, cmdACLList, true, cmdDoc{
+			summary: "Dumps the effective rules in ACL file format; passwords as SHA-256 digests only.", complexity: aclPerUser,
+		}),
+		aclSub("log", 3, cmdACLLog, true, cmdDoc{
+			summary:    "Lists recent security events generated due to commands rejected by ACL rules.",
 			complexity: "O(N) with N being the number of entries shown.",
 			args: []docArg{{name: "operation", typ: "oneof", optional: true, sub: []docArg{
 				{name: "count", typ: "integer"}, {name: "reset", typ: "pure-token", token: "RESET"},
 			}}},
-			flags: []string{"admin", "noscript", "loading", "stale"},
-		}},
-		&command{name: "load", minArgs: 2, maxArgs: 2, run: cmdACLLoad, doc: cmdDoc{
-			summary: "Reloads the rules from the configured ACL file.", group: "server",
-			complexity: "O(N). Where N is the number of configured users.",
-			flags:      []string{"admin", "noscript", "loading", "stale"},
-		}},
-		&command{name: "cat", minArgs: 2, maxArgs: 3, run: cmdACLCat, doc: cmdDoc{
-			summary: "Lists the ACL categories, or the commands inside a category.", group: "server",
+		}),
+		aclSub("load", 2, cmdACLLoad, true, cmdDoc{summary: "Reloads the rules from the configured ACL file.", complexity: aclPerUser}),
+		aclSub("cat", 3, cmdACLCat, false, cmdDoc{
+			summary:    "Lists the ACL categories, or the commands inside a category.",
 			complexity: "O(1) since the categories and commands are a fixed set.",
 			args:       []docArg{{name: "category", typ: "string", optional: true}},
-			flags:      []string{"noscript", "loading", "stale"},
-		}},
+		}),
 		&command{name: "help", minArgs: 2, maxArgs: 2, run: helpText(
 			"ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 			"CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
@@ -62,6 +50,23 @@ func aclCommand() *command {
 			"WHOAMI", "    Return the current connection username.",
 		), doc: cmdDoc{summary: "Shows ACL help.", group: "server", complexity: "O(1)"}},
 	)}
+}
+
+// aclPerUser is the complexity of the ACL subcommands that go through
+// every configured user.
+const aclPerUser = "O(N). Where N is the number of configured users."
+
+// aclSub is the subcommand ACL name, run by run, that takes at most
+// maxArgs arguments in all (the command's name and its own included) and
+// is documented as doc in group server with the flags noscript, loading
+// and stale, led by admin for one of the @admin subcommands.
+func aclSub(name string, maxArgs int, run handler, admin bool, doc cmdDoc) *command {
+	doc.group = "server"
+	doc.flags = []string{"noscript", "loading", "stale"}
+	if admin {
+		doc.flags = append([]string{"admin"}, doc.flags...)
+	}
+	return &command{name: name, minArgs: 2, maxArgs: maxArgs, run: run, doc: doc}
 }
 
 func cmdACLWhoAmI(c *connState, _ [][]byte) (any, error) { return c.userName(), nil }

@@ -182,28 +182,21 @@ var Switched = []SlotVector{
 func RunSlots(t *testing.T, table []SlotVector, keyPrefix string, impl Slots) {
 	t.Helper()
 	for _, v := range table {
-		t.Run(v.Name, func(t *testing.T) {
-			key := keyPrefix + v.Name
-			p := v.Policy
-			for i, s := range v.Steps {
-				if s.Policy != nil {
-					p = s.Policy
+		runSteps(t, keyPrefix, v.Name, v.Policy, v.Steps, func(t *testing.T, key string, p *limit.Policy, i int, s SlotStep) {
+			now := T0 + s.At
+			if s.Rate != nil {
+				got := impl.Decide(t, key, s.Rate, s.Cost, s.Op, now)
+				if got.Err != nil || got.Allowed != s.Want.Allowed {
+					t.Fatalf("step %d (at +%dµs %s of %d): %+v, want allowed %v", i, s.At, s.Rate.Algorithm, s.Cost, got, s.Want.Allowed)
 				}
-				now := T0 + s.At
-				if s.Rate != nil {
-					got := impl.Decide(t, key, s.Rate, s.Cost, s.Op, now)
-					if got.Err != nil || got.Allowed != s.Want.Allowed {
-						t.Fatalf("step %d (at +%dµs %s of %d): %+v, want allowed %v", i, s.At, s.Rate.Algorithm, s.Cost, got, s.Want.Allowed)
-					}
-				} else if s.Release {
-					if got := impl.Release(t, key, p, s.Token, now); got != s.Held {
-						t.Fatalf("step %d (at +%dµs release %q): held %v, want %v", i, s.At, s.Token, got, s.Held)
-					}
-				} else {
-					checkAcquire(t, i, s, p, impl.Acquire(t, key, p, s.Token, ttlOf(s, p), now))
+			} else if s.Release {
+				if got := impl.Release(t, key, p, s.Token, now); got != s.Held {
+					t.Fatalf("step %d (at +%dµs release %q): held %v, want %v", i, s.At, s.Token, got, s.Held)
 				}
-				checkSlotTTL(t, i, s, impl.TTL, key, now)
+			} else {
+				checkAcquire(t, i, s, p, impl.Acquire(t, key, p, s.Token, ttlOf(s, p), now))
 			}
+			checkSlotTTL(t, i, s, impl.TTL, key, now)
 		})
 	}
 }

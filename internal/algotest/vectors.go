@@ -54,6 +54,24 @@ func tb(limitN, rate int64, period time.Duration) *limit.Policy {
 
 const ms = 1000 // µs
 
+// costAboveLimit is the vector every algorithm with a limit passes: a
+// cost above p's limit is refused on a fresh key and after the whole
+// limit is taken, with nothing spent, however large; the limit itself
+// fits, and leaves the key resetAfter ms from full.
+func costAboveLimit(p *limit.Policy, resetAfter int64) Vector {
+	n := p.Limit
+	return Vector{
+		Name:   "cost above limit can never succeed",
+		Policy: p,
+		Steps: []Step{
+			{Cost: n + 1, Want: Want{false, n, -1, 0, 0}},
+			{Cost: 1 << 40, Want: Want{false, n, -1, 0, 0}},
+			{Cost: n, Want: Want{true, 0, -1, resetAfter, 0}},
+			{Cost: n + 1, Want: Want{false, 0, -1, resetAfter, 0}},
+		},
+	}
+}
+
 // TokenBucket is the table for token_bucket.
 var TokenBucket = []Vector{
 	{
@@ -76,16 +94,7 @@ var TokenBucket = []Vector{
 			{At: 60 * ms, Cost: 2, Want: Want{true, 0, -1, 2000, 0}},
 		},
 	},
-	{
-		Name:   "cost above limit can never succeed",
-		Policy: tb(100, 50, time.Second),
-		Steps: []Step{
-			{Cost: 101, Want: Want{false, 100, -1, 0, 0}},
-			{Cost: 1 << 40, Want: Want{false, 100, -1, 0, 0}},
-			{Cost: 100, Want: Want{true, 0, -1, 2000, 0}},
-			{Cost: 101, Want: Want{false, 0, -1, 2000, 0}},
-		},
-	},
+	costAboveLimit(tb(100, 50, time.Second), 2000),
 	{
 		Name:   "peek spends nothing",
 		Policy: tb(10, 10, time.Second),

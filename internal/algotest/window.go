@@ -70,16 +70,7 @@ var SlidingWindow = []Vector{
 			{At: 3000 * ms, Cost: 5, Want: Want{true, 0, -1, 2000, 0}},
 		},
 	},
-	{
-		Name:   "cost above limit can never succeed",
-		Policy: sw(10, time.Second),
-		Steps: []Step{
-			{Cost: 11, Want: Want{false, 10, -1, 0, 0}},
-			{Cost: 1 << 40, Want: Want{false, 10, -1, 0, 0}},
-			{Cost: 10, Want: Want{true, 0, -1, 2000, 0}},
-			{Cost: 11, Want: Want{false, 0, -1, 2000, 0}},
-		},
-	},
+	costAboveLimit(sw(10, time.Second), 2000),
 	{
 		Name:   "peek spends nothing",
 		Policy: sw(10, time.Second),
@@ -221,16 +212,7 @@ var FixedWindow = []Vector{
 			{At: 40_000 * ms, Cost: 1, Want: Want{true, 2, -1, 60_000, 0}},
 		},
 	},
-	{
-		Name:   "cost above limit can never succeed",
-		Policy: fw(10, time.Second),
-		Steps: []Step{
-			{Cost: 11, Want: Want{false, 10, -1, 0, 0}},
-			{Cost: 1 << 40, Want: Want{false, 10, -1, 0, 0}},
-			{Cost: 10, Want: Want{true, 0, -1, 1000, 0}},
-			{Cost: 11, Want: Want{false, 0, -1, 1000, 0}},
-		},
-	},
+	costAboveLimit(fw(10, time.Second), 1000),
 	{
 		Name:   "peek spends nothing",
 		Policy: fw(10, time.Second),

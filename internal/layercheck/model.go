@@ -2,6 +2,7 @@ package layercheck
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"sort"
@@ -368,23 +369,12 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 		return
 	}
 	k, spans, sl := c.k, c.spans, c.sl
-	bySent := slices.Clone(adm)
-	sort.Slice(bySent, func(i, j int) bool { return bySent[i].Sent.Before(bySent[j].Sent) })
-	byRecv := slices.Clone(adm)
-	sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].Recv.Before(byRecv[j].Recv) })
 	worst := map[string]Violation{} // one per kind: the largest excess
 	excess := map[string]float64{}
 	var regionExcess *RegionExcess
-	for i, first := range bySent {
-		if i > 0 && bySent[i-1].Sent.Equal(first.Sent) {
-			continue
-		}
-		a := first.Sent
+	for a, sentFrom := range intervals(adm) {
 		var t tally
-		for _, x := range byRecv {
-			if x.Sent.Before(a) {
-				continue
-			}
+		for x := range sentFrom {
 			t.add(x)
 			b := x.Recv
 			ss := in(spans, a, b)
@@ -433,6 +423,36 @@ func (c *checker) buckets(adm []Admission, res *Result) {
 	}
 	if regionExcess != nil {
 		res.Region = append(res.Region, *regionExcess)
+	}
+}
+
+// intervals are the intervals [a, b] of adm that a bound over time is
+// checked on: a the Sent of an admission, each once, earliest first, with
+// sentFrom the admissions sent at or after a in the order they were
+// received, each x closing the interval [a, x.Recv]. adm is sorted once,
+// when intervals is called.
+func intervals(adm []Admission) iter.Seq2[time.Time, iter.Seq[Admission]] {
+	bySent := slices.Clone(adm)
+	sort.Slice(bySent, func(i, j int) bool { return bySent[i].Sent.Before(bySent[j].Sent) })
+	byRecv := slices.Clone(adm)
+	sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].Recv.Before(byRecv[j].Recv) })
+	return func(yield func(time.Time, iter.Seq[Admission]) bool) {
+		for i, first := range bySent {
+			if i > 0 && bySent[i-1].Sent.Equal(first.Sent) {
+				continue
+			}
+			a := first.Sent
+			sentFrom := func(yield func(Admission) bool) {
+				for _, x := range byRecv {
+					if !x.Sent.Before(a) && !yield(x) {
+						return
+					}
+				}
+			}
+			if !yield(a, sentFrom) {
+				return
+			}
+		}
 	}
 }
 

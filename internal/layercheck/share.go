@@ -166,20 +166,9 @@ func checkShares(k *KeyLog, adm []Admission, spans []Span, fs []keyFault, res *R
 				worst = &v
 			}
 		}
-		bySent := slices.Clone(loc)
-		sort.Slice(bySent, func(i, j int) bool { return bySent[i].Sent.Before(bySent[j].Sent) })
-		byRecv := slices.Clone(loc)
-		sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].Recv.Before(byRecv[j].Recv) })
-		for i, first := range bySent {
-			if i > 0 && bySent[i-1].Sent.Equal(first.Sent) {
-				continue
-			}
-			a := first.Sent
+		for a, sentFrom := range intervals(loc) {
 			var sum int64
-			for _, x := range byRecv {
-				if x.Sent.Before(a) {
-					continue
-				}
+			for x := range sentFrom {
 				sum += x.Cost
 				b := x.Recv
 				ss := in(spans, a, b)
