@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -67,12 +65,11 @@ func endUnit(span trace.Span, u *unit, err error) {
 
 // scriptsOf names the scripts of items, distinct, sorted and comma-joined.
 func scriptsOf(items []*item) string {
-	var names []string
+	var names tracing.Names
 	for _, it := range items {
-		if it.script != nil && !slices.Contains(names, it.script.Name) {
-			names = append(names, it.script.Name)
+		if it.script != nil {
+			names.Add(it.script.Name)
 		}
 	}
-	slices.Sort(names)
-	return strings.Join(names, ",")
+	return names.String()
 }

@@ -3,8 +3,6 @@ package limiter
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -37,7 +35,7 @@ func endDecide(span trace.Span, reqs []limit.Request, out []limit.Result) {
 	if !span.IsRecording() { // not sampled
 		return
 	}
-	var policies, by []string
+	var policies, by tracing.Names
 	var allowed, rejected, errs int
 	var firstErr error
 	for i := range out {
@@ -45,7 +43,7 @@ func endDecide(span trace.Span, reqs []limit.Request, out []limit.Result) {
 		var p string
 		if i < len(reqs) && reqs[i].Policy != nil {
 			p = reqs[i].Policy.Name
-			policies = addDistinct(policies, p)
+			policies.Add(p)
 		}
 		switch {
 		case r.Err != nil:
@@ -59,7 +57,7 @@ func endDecide(span trace.Span, reqs []limit.Request, out []limit.Result) {
 			rejected++
 		}
 		if r.Err == nil {
-			by = addDistinct(by, r.DecidedBy)
+			by.Add(r.DecidedBy)
 		}
 		if i < tracing.MaxEvents {
 			span.AddEvent(tracing.EventDecision, trace.WithAttributes(decisionAttrs(i, p, r)...))
@@ -67,10 +65,10 @@ func endDecide(span trace.Span, reqs []limit.Request, out []limit.Result) {
 	}
 	attrs := []attribute.KeyValue{tracing.Allowed.Int(allowed), tracing.Rejected.Int(rejected), tracing.Errors.Int(errs)}
 	if len(policies) > 0 {
-		attrs = append(attrs, tracing.Policy.String(joinSorted(policies)))
+		attrs = append(attrs, tracing.Policy.String(policies.String()))
 	}
 	if len(by) > 0 {
-		attrs = append(attrs, tracing.DecidedBy.String(joinSorted(by)))
+		attrs = append(attrs, tracing.DecidedBy.String(by.String()))
 	}
 	span.SetAttributes(attrs...)
 	if firstErr != nil {
@@ -86,18 +84,4 @@ func decisionAttrs(i int, policyName string, r *limit.Result) []attribute.KeyVal
 	}
 	return append(kv, tracing.DecidedBy.String(r.DecidedBy), tracing.Admitted.Bool(r.Allowed),
 		tracing.Remaining.Int64(r.Remaining), tracing.RetryAfterMs.Int64(r.RetryAfterMs))
-}
-
-// addDistinct appends v to vs unless it is there; a batch has few
-// policies and fewer paths, so a scan beats a map.
-func addDistinct(vs []string, v string) []string {
-	if slices.Contains(vs, v) {
-		return vs
-	}
-	return append(vs, v)
-}
-
-func joinSorted(vs []string) string {
-	slices.Sort(vs)
-	return strings.Join(vs, ",")
 }
