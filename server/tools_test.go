@@ -9,12 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // tool returns the path of a Redis command-line tool. Without it the test
 // is skipped, except under CI, where a missing tool is a failure.
 func tool(t *testing.T, name string) string {
 	t.Helper()
+	redistest.SkipShort(t, name)
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") != "" {

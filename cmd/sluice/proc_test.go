@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // binary is the sluice binary built once by TestMain: the tests drive the
@@ -205,6 +206,9 @@ func writeConfig(t testing.TB, yaml string) string {
 // requireTool finds a binary; in CI a missing one fails the test.
 func requireTool(t testing.TB, name string) string {
 	t.Helper()
+	if strings.HasPrefix(name, "redis-") {
+		redistest.SkipShort(t, name)
+	}
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") != "" {

