@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	}
 	rapidSet = set
 	if testing.Short() {
-		os.Exit(m.Run()) // every run needs Redis (redistest skips it): no binary to build
+		os.Exit(m.Run()) // no binary to build: every test that runs it starts Redis first, by redistest, which skips it
 	}
 	dir, err := os.MkdirTemp("", "sluice-layercheck-")
 	if err != nil {
