@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,10 +217,4 @@ func requireTool(t testing.TB, name string) string {
 		t.Skipf("%s not found on PATH", name)
 	}
 	return path
-}
-
-type netDialer struct{}
-
-func (netDialer) dial(addr string) (net.Conn, error) {
-	return net.DialTimeout("tcp", addr, time.Second)
 }
