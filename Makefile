@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 MODULE = github.com/sluice-rl/sluice
 
-.PHONY: help build test bench lint fuzz soak check-long ci cluster-up cluster-down release
+.PHONY: help build unit test bench lint fuzz soak check-long ci cluster-up cluster-down release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -11,6 +11,21 @@ help: ## list targets
 build: ## build ./sluice (the server) and ./sluice-lab (bench, labs, cluster up|down)
 	$(GO) build -o sluice ./cmd/sluice
 	$(GO) build -o sluice-lab ./cmd/sluice-lab
+
+# MODULES: the tree's Go modules besides the root's, each tested and linted
+# from its own folder.
+MODULES = deploy/helm client
+
+# The unit tier: every test that needs a real store (redis-server, a
+# cluster, Sentinel), Redis's tools, root (network namespaces), podman or a
+# sluice binary talking to Redis skips under -short, saying what it needs
+# (internal/redistest.SkipShort). What stays may listen on 127.0.0.1:0 and
+# run a sluice binary built from the tree in embedded mode: processes of the
+# test's own, on loopback, nothing from outside.
+unit: ## fast tests, no Redis, root, podman or network beyond the tests' own loopback listeners (-short; under a minute)
+	$(GO) test -short -count=1 -shuffle=on $(PKGS)
+	@for m in $(MODULES); do echo "cd $$m && $(GO) test -short -count=1 -shuffle=on ./..."; \
+		(cd $$m && $(GO) test -short -count=1 -shuffle=on ./...) || exit 1; done
 
 # deploy/compose runs alone, after the rest: its image builds and eight
 # containers beside the cluster tests made their 50ms store timeouts late.
@@ -25,11 +40,16 @@ test: ## the whole suite, against real Redis (installs redis-server when missing
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-lint: ## gofmt, go vet
+# STATICCHECK: the staticcheck lint runs, at the version it is clean with;
+# go run fetches it through the module proxy on first use.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## gofmt, go vet and staticcheck, over every module
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
-	cd deploy/helm && $(GO) vet ./...
-	cd client && $(GO) vet ./...
+	$(STATICCHECK) $(PKGS)
+	@for m in $(MODULES); do echo "cd $$m && $(GO) vet ./... && $(STATICCHECK) ./..."; \
+		(cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...) || exit 1; done
 
 # FUZZ: every fuzz target, as package:Target
 FUZZ = server:FuzzRESP server:FuzzScanner policy:FuzzParse policy:FuzzParsePolicyJSON \

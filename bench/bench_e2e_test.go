@@ -11,12 +11,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // requireTool finds a binary; with CI set a missing one fails the test, so
 // a CI job cannot pass by benchmarking nothing.
 func requireTool(t *testing.T, name string) {
 	t.Helper()
+	redistest.SkipShort(t, name)
 	if _, err := exec.LookPath(name); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s not found on PATH: CI must install redis-server and redis-tools", name)

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/limit"
 )
 
@@ -284,29 +286,23 @@ func (w *workloads) check(run WorkloadRun, res genResult, before, after workload
 
 // slotOwners maps every slot to the index of its primary in s.primaries.
 func (s *store) slotOwners(ctx context.Context) ([]int, error) {
-	ranges, err := s.cc.ClusterSlots(ctx).Result()
+	shards, err := localredis.Shards(ctx, s.cc)
 	if err != nil {
-		return nil, fmt.Errorf("bench: CLUSTER SLOTS: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	slots := make([]int, 16384)
 	for i := range slots {
 		slots[i] = -1
 	}
-	for _, r := range ranges {
-		if len(r.Nodes) == 0 {
-			continue
-		}
-		idx := -1
-		for i, p := range s.primaries {
-			if p == r.Nodes[0].Addr {
-				idx = i
-			}
-		}
+	for _, sh := range shards {
+		idx := slices.Index(s.primaries, sh.Primary)
 		if idx < 0 {
-			return nil, fmt.Errorf("bench: CLUSTER SLOTS names %s, not a primary of %v", r.Nodes[0].Addr, s.primaries)
+			return nil, fmt.Errorf("bench: CLUSTER SHARDS names %s, not a primary of %v", sh.Primary, s.primaries)
 		}
-		for sl := r.Start; sl <= r.End; sl++ {
-			slots[sl] = idx
+		for _, r := range sh.Slots {
+			for sl := r.Start; sl <= r.End; sl++ {
+				slots[sl] = idx
+			}
 		}
 	}
 	for sl, i := range slots {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // requireRedisBinaries fails the test when the lab cannot start a
@@ -13,6 +15,7 @@ import (
 // redis-server must not pass them by skipping.
 func requireRedisBinaries(t *testing.T) {
 	t.Helper()
+	redistest.SkipShort(t, "redis-server and redis-cli (a lab cluster)")
 	for _, name := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(name); err != nil {
 			t.Fatalf("%s not found on PATH: the lab experiments need it (scripts/ensure-redis.sh installs it)", name)

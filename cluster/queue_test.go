@@ -184,13 +184,13 @@ func moveSlot(t *testing.T, ctx context.Context, slot int, src, dst clusterMembe
 	}
 	waitUntil(t, 20*time.Second, fmt.Sprintf("slot %d never owned by %s everywhere", slot, dst.addr), func() bool {
 		for _, n := range all {
-			ranges, err := n.client.ClusterSlots(ctx).Result()
+			shards, err := localredis.Shards(ctx, n.client)
 			if err != nil {
 				return false
 			}
 			owned := false
-			for _, r := range ranges {
-				if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 && r.Nodes[0].Addr == dst.addr {
+			for _, sh := range shards {
+				if sh.Has(slot) && sh.Primary == dst.addr {
 					owned = true
 				}
 			}

@@ -252,17 +252,20 @@ func TestBatchMarksKeysOfOtherNodes(t *testing.T) {
 	t.Logf("%d of %d items decided on %s, the rest marked", nMine, len(items), primary.Addr)
 }
 
-// ownedSlots reads the slots a primary serves from CLUSTER SLOTS.
+// ownedSlots reads the slots a primary serves from CLUSTER SHARDS.
 func ownedSlots(ctx context.Context, t *testing.T, c *redis.Client) map[int]bool {
 	t.Helper()
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := localredis.Shards(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	self := c.Options().Addr
 	owned := map[int]bool{}
-	for _, r := range slots {
-		if len(r.Nodes) > 0 && r.Nodes[0].Addr == self {
+	for _, sh := range shards {
+		if sh.Primary != self {
+			continue
+		}
+		for _, r := range sh.Slots {
 			for s := r.Start; s <= r.End; s++ {
 				owned[int(s)] = true
 			}

@@ -46,6 +46,7 @@ func TestMain(m *testing.M) {
 
 func requireTool(t *testing.T, name string) {
 	t.Helper()
+	redistest.SkipShort(t, name) // each test that asks starts a cluster
 	if _, err := exec.LookPath(name); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s not found on PATH: CI must install it", name)

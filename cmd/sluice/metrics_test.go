@@ -24,6 +24,7 @@ import (
 // binaries are missing: these tests are the acceptance of the metrics.
 func requireRedisServer(t *testing.T) {
 	t.Helper()
+	redistest.SkipShort(t, "redis-server")
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s not found on PATH: install Redis 7 to run this test", bin)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // binary is the sluice binary built once by TestMain: the tests drive the
@@ -202,21 +202,19 @@ func writeConfig(t testing.TB, yaml string) string {
 	return path
 }
 
-// requireTool finds a binary; in CI a missing one fails the test.
+// requireTool finds a binary; in CI a missing one fails the test. Under
+// -short a missing one skips it, and redis-server (a store) always does.
 func requireTool(t testing.TB, name string) string {
 	t.Helper()
+	if name == "redis-server" {
+		redistest.SkipShort(t, name)
+	}
 	path, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") != "" {
+		if os.Getenv("CI") != "" && !testing.Short() {
 			t.Fatalf("%s not found on PATH: CI must install redis-tools", name)
 		}
 		t.Skipf("%s not found on PATH", name)
 	}
 	return path
-}
-
-type netDialer struct{}
-
-func (netDialer) dial(addr string) (net.Conn, error) {
-	return net.DialTimeout("tcp", addr, time.Second)
 }

@@ -27,11 +27,18 @@ const (
 )
 
 // mustTool finds a binary the security tests need; these tests fail rather
-// than skip without it, so that they never pass by doing nothing.
+// than skip without it, so that they never pass by doing nothing. Under
+// -short a missing one skips the test, and redis-server always does.
 func mustTool(t *testing.T, name string) string {
 	t.Helper()
+	if name == "redis-server" {
+		redistest.SkipShort(t, name)
+	}
 	path, err := exec.LookPath(name)
 	if err != nil {
+		if testing.Short() {
+			t.Skipf("%s not found on PATH (-short)", name)
+		}
 		t.Fatalf("%s not found on PATH: install redis-server and redis-tools (Redis 7, built with TLS) to run the security tests", name)
 	}
 	return path

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // settings is a build info with the main module at mod and the given
@@ -113,6 +115,7 @@ func git(t *testing.T, dir string, args ...string) string {
 // Then the clone is turned to the other state (its changes committed, or a
 // change made) and built again, so both answers are seen on every run.
 func TestVersionFromBuildInfo(t *testing.T) {
+	redistest.SkipShort(t, "a clone of the tree and two builds of sluice from it (minutes)")
 	requireTool(t, "git")
 	top := git(t, ".", "rev-parse", "--show-toplevel")
 	dir := filepath.Join(t.TempDir(), "src")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/internal/keyslot"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // The policies of sluice.yaml the experiments use.
@@ -33,9 +34,7 @@ const (
 // each on_store_error as docs/failure.md says and is strict again after
 // unpause; down leaves no container, network or volume.
 func TestComposeUnderPodman(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: this test builds two images and runs nine containers")
-	}
+	redistest.SkipShort(t, "podman and podman-compose (two images, nine containers)")
 	requireTools(t)
 	top := readTopology(t)
 	p := newPodman(t)
@@ -52,7 +51,7 @@ func TestComposeUnderPodman(t *testing.T) {
 	redisImage, built := p.redisImage(t)
 	mark = lap(map[bool]string{true: "redis image built", false: "redis image reused"}[built], mark)
 	sluiceImage, built := p.sluiceImage(t)
-	mark = lap(map[bool]string{true: "sluice binary and image built", false: "sluice binary built, image reused"}[built], mark)
+	lap(map[bool]string{true: "sluice binary and image built", false: "sluice binary built, image reused"}[built], mark)
 	if _, err := p.do("run", "--rm", "--network", "none", redisImage, "redis-server", "--version"); err != nil {
 		containersCannotRun(t, err.Error())
 	}

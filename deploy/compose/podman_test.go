@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -370,5 +369,3 @@ func (c *project) redisCLI(container, port string, args ...string) (string, erro
 func uniqueName() string {
 	return "sluicecompose" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.Itoa(os.Getpid())
 }
-
-var errNotYet = errors.New("not yet")

@@ -199,7 +199,8 @@ func (c *Cluster) announce(ctx context.Context, proxied bool) error {
 }
 
 // agreed is nil when every node of live says cluster_state:ok and names in
-// CLUSTER SLOTS only ports of want, else the first reason it is not.
+// CLUSTER SHARDS (as CLUSTER SLOTS did) only ports of want, else the first
+// reason it is not.
 func agreed(ctx context.Context, live []*localredis.Node, want map[int]bool) error {
 	for _, n := range live {
 		info, err := n.Client().ClusterInfo(ctx).Result()
@@ -209,15 +210,15 @@ func agreed(ctx context.Context, live []*localredis.Node, want map[int]bool) err
 		if !strings.Contains(info, "cluster_state:ok") {
 			return fmt.Errorf("%s: cluster_state is not ok", n.Addr)
 		}
-		slots, err := n.Client().ClusterSlots(ctx).Result()
+		shards, err := localredis.Shards(ctx, n.Client())
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.Addr, err)
 		}
-		for _, s := range slots {
-			for _, sn := range s.Nodes {
-				_, ps, _ := net.SplitHostPort(sn.Addr)
+		for _, sh := range shards {
+			for _, addr := range sh.Nodes {
+				_, ps, _ := net.SplitHostPort(addr)
 				if port, _ := strconv.Atoi(ps); !want[port] {
-					return fmt.Errorf("%s: CLUSTER SLOTS names %s for slots %d-%d", n.Addr, sn.Addr, s.Start, s.End)
+					return fmt.Errorf("%s: CLUSTER SHARDS names %s for slots %v", n.Addr, addr, sh.Slots)
 				}
 			}
 		}

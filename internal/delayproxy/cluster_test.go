@@ -52,14 +52,14 @@ func TestClusterClientCrossesTheProxies(t *testing.T) {
 		ReadTimeout: slack, WriteTimeout: slack,
 	})
 	defer cc.Close()
-	slots, err := cc.ClusterSlots(ctx).Result()
+	shards, err := localredis.Shards(ctx, cc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		for _, n := range s.Nodes {
-			if !slices.Contains(seeds, n.Addr) {
-				t.Errorf("CLUSTER SLOTS through a proxy names %s for slots %d-%d; want one of the proxies %v", n.Addr, s.Start, s.End, seeds)
+	for _, sh := range shards {
+		for _, addr := range sh.Nodes {
+			if !slices.Contains(seeds, addr) {
+				t.Errorf("CLUSTER SHARDS through a proxy names %s for slots %v; want one of the proxies %v", addr, sh.Slots, seeds)
 			}
 		}
 	}
@@ -164,14 +164,14 @@ func TestClusterClientCrossesTheProxies(t *testing.T) {
 	if err := rc.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	direct, err := rc.Nodes()[0].Client().ClusterSlots(ctx).Result()
+	direct, err := localredis.Shards(ctx, rc.Nodes()[0].Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range direct {
-		for _, n := range s.Nodes {
-			if rcHas(rc, n.Addr) == nil {
-				t.Errorf("after Close, CLUSTER SLOTS names %s for slots %d-%d, not a node", n.Addr, s.Start, s.End)
+	for _, sh := range direct {
+		for _, addr := range sh.Nodes {
+			if rcHas(rc, addr) == nil {
+				t.Errorf("after Close, CLUSTER SHARDS names %s for slots %v, not a node", addr, sh.Slots)
 			}
 		}
 	}

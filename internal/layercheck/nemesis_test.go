@@ -247,16 +247,19 @@ func probeKeys(slots [][2]int) []string {
 	return out
 }
 
-// slotsOf are the slot ranges node serves now, by CLUSTER SLOTS.
+// slotsOf are the slot ranges node serves now, by CLUSTER SHARDS.
 func (n *nemesis) slotsOf(ctx context.Context, node *localredis.Node) ([][2]int, error) {
-	ss, err := node.Client().ClusterSlots(ctx).Result()
+	shards, err := localredis.Shards(ctx, node.Client())
 	if err != nil {
 		return nil, err
 	}
 	var out [][2]int
-	for _, s := range ss {
-		if len(s.Nodes) > 0 && s.Nodes[0].Addr == node.Addr {
-			out = append(out, [2]int{int(s.Start), int(s.End)})
+	for _, sh := range shards {
+		if sh.Primary != node.Addr {
+			continue
+		}
+		for _, r := range sh.Slots {
+			out = append(out, [2]int{int(r.Start), int(r.End)})
 		}
 	}
 	return out, nil

@@ -348,29 +348,29 @@ func (c *Cluster) nodeByAddr(addr string) *Node {
 }
 
 // PrimaryForKey returns the node that owns the slot of key now, by the
-// CLUSTER SLOTS of the first live node that answers. The slot follows the
+// CLUSTER SHARDS of the first live node that answers. The slot follows the
 // hash-tag rules (see Slot).
 func (c *Cluster) PrimaryForKey(ctx context.Context, key string) (*Node, error) {
 	slot := Slot(key)
 	var errs []error
 	for _, n := range c.liveNodes() {
-		ranges, err := n.Client().ClusterSlots(ctx).Result()
+		shards, err := Shards(ctx, n.Client())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", n.Addr, err))
 			continue
 		}
-		for _, r := range ranges {
-			if slot < r.Start || slot > r.End || len(r.Nodes) == 0 {
+		for _, sh := range shards {
+			if !sh.Has(slot) {
 				continue
 			}
-			if owner := c.nodeByAddr(r.Nodes[0].Addr); owner != nil {
+			if owner := c.nodeByAddr(sh.Primary); owner != nil {
 				return owner, nil
 			}
-			return nil, fmt.Errorf("localredis: slot %d of %q is owned by %s, not a node of this cluster", slot, key, r.Nodes[0].Addr)
+			return nil, fmt.Errorf("localredis: slot %d of %q is owned by %s, not a node of this cluster", slot, key, sh.Primary)
 		}
-		return nil, fmt.Errorf("localredis: slot %d of %q has no owner in the CLUSTER SLOTS of %s", slot, key, n.Addr)
+		return nil, fmt.Errorf("localredis: slot %d of %q has no owner in the CLUSTER SHARDS of %s", slot, key, n.Addr)
 	}
-	return nil, fmt.Errorf("localredis: no live node answered CLUSTER SLOTS: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("localredis: no live node answered CLUSTER SHARDS: %w", errors.Join(errs...))
 }
 
 // ScriptFlushAll runs SCRIPT FLUSH on every live node, so that the next

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
@@ -62,9 +61,32 @@ func TestCluster(t *testing.T) {
 				t.Errorf("%s: cluster_slots_assigned:%s", n.Addr, got)
 			}
 		}
-		ranges, err := c.Nodes()[0].Client().ClusterSlots(ctx).Result()
+		shards, err := localredis.Shards(ctx, c.Nodes()[0].Client())
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Shards: one per primary, the primary first, then its replica,
+		// the slots all covered once.
+		if len(shards) != len(primaries) {
+			t.Errorf("Shards: %d shards, want %d", len(shards), len(primaries))
+		}
+		covered := 0
+		for _, sh := range shards {
+			i := slices.IndexFunc(primaries, func(n *localredis.Node) bool { return n.Addr == sh.Primary })
+			if i < 0 {
+				t.Errorf("Shards: primary %s is not a primary of the cluster", sh.Primary)
+				continue
+			}
+			p := primaries[i]
+			if rs := c.ReplicasOf(p); len(rs) != 1 || !slices.Equal(sh.Nodes, []string{p.Addr, rs[0].Addr}) {
+				t.Errorf("Shards: nodes %v of %s, want the primary then its replica", sh.Nodes, p.Addr)
+			}
+			for _, r := range sh.Slots {
+				covered += int(r.End - r.Start + 1)
+			}
+		}
+		if covered != 16384 {
+			t.Errorf("Shards: %d slots covered, want 16384", covered)
 		}
 		for i := range 50 {
 			key := fmt.Sprintf("key:%d", i)
@@ -82,9 +104,9 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			i := slices.IndexFunc(ranges, func(r redis.ClusterSlot) bool { return int64(r.Start) <= want && want <= int64(r.End) })
-			if i < 0 || ranges[i].Nodes[0].Addr != owner.Addr {
-				t.Errorf("PrimaryForKey(%q) = %s, CLUSTER SLOTS disagrees", key, owner.Addr)
+			i := slices.IndexFunc(shards, func(sh localredis.Shard) bool { return sh.Has(int(want)) })
+			if i < 0 || shards[i].Primary != owner.Addr {
+				t.Errorf("PrimaryForKey(%q) = %s, CLUSTER SHARDS disagrees", key, owner.Addr)
 			}
 			if err := owner.Client().Set(ctx, key, "v", time.Minute).Err(); err != nil {
 				t.Errorf("SET %q on its owner %s: %v", key, owner.Addr, err)

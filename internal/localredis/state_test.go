@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/sluice-rl/sluice/internal/localredis"
 	"github.com/sluice-rl/sluice/internal/redistest"
@@ -86,18 +85,6 @@ func TestUpHelperProcess(t *testing.T) {
 	}
 	fmt.Println("seeds:", c.Addrs())
 	os.Exit(0) // no cleanup: leave the servers running
-}
-
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v", d)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not synchronising
-	}
 }
 
 // TestDownSparesOtherProcesses writes a state file whose pid belongs to a

@@ -13,7 +13,8 @@ import (
 // test also logs the tail of every node's log. Without redis-server and
 // redis-cli on PATH it skips the test, or fails it when the CI environment
 // variable is set. The same holds for a cfg.Netns cluster where network
-// namespaces cannot be made (not root, no ip).
+// namespaces cannot be made (not root, no ip). Under -short it skips the
+// test (see SkipShort).
 func NewCluster(tb testing.TB, cfg localredis.Config) *localredis.Cluster {
 	tb.Helper()
 	RequireRedis(tb, cfg.RedisServer, cfg.RedisCLI)
@@ -64,6 +65,9 @@ func NewSingle(tb testing.TB) *localredis.Node {
 // with the same skip and CI rules as NewCluster; it needs redis-sentinel.
 func NewSentinel(tb testing.TB, cfg localredis.SentinelConfig) *localredis.Sentinel {
 	tb.Helper()
+	if short(tb, "redis-server and redis-sentinel") {
+		return nil // reached only with a testing.TB whose Skip returns
+	}
 	if err := localredis.CheckSentinelBinaries(cfg.RedisServer, cfg.RedisSentinel); err != nil {
 		missing(tb, err, "redis-server redis-sentinel")
 		return nil // reached only with a testing.TB whose Skip returns
@@ -80,18 +84,26 @@ func NewSentinel(tb testing.TB, cfg localredis.SentinelConfig) *localredis.Senti
 }
 
 // RequireRedis skips the test, or fails it on CI, when a binary is missing.
-// cli "-" means redis-cli is not needed.
+// cli "-" means redis-cli is not needed. Under -short it skips the test
+// (see SkipShort).
 func RequireRedis(tb testing.TB, serverBin, cli string) {
 	tb.Helper()
+	if short(tb, "redis-server") {
+		return
+	}
 	if err := localredis.CheckBinaries(serverBin, cli); err != nil {
 		missing(tb, err, "redis-server")
 	}
 }
 
 // RequireNetns skips the test, or fails it on CI, when a Config.Netns
-// cluster cannot be started here (see localredis.CheckNetns).
+// cluster cannot be started here (see localredis.CheckNetns). Under -short
+// it skips the test (see SkipShort).
 func RequireNetns(tb testing.TB) {
 	tb.Helper()
+	if short(tb, "root, ip and redis-server (network namespaces)") {
+		return
+	}
 	if err := localredis.CheckNetns(); err != nil {
 		if os.Getenv("CI") != "" {
 			tb.Fatal("redistest: " + err.Error() + " (CI is set: this fails the build instead of skipping)")
@@ -99,6 +111,29 @@ func RequireNetns(tb testing.TB) {
 		}
 		tb.Skip("redistest: " + err.Error())
 	}
+}
+
+// SkipShort skips the test under -short, the unit tier (make unit), with a
+// message that says what it needs: needs names it, as "redis-server" or
+// "podman". Every test that needs a real store, root, podman or a sluice
+// binary talking to Redis passes through it, most of them by NewCluster,
+// NewSingle, NewSentinel, RequireRedis or RequireNetns. Under -short it
+// skips whatever CI says: the rule that a missing binary fails on CI is the
+// full run's (make test), which never sets -short.
+func SkipShort(tb testing.TB, needs string) {
+	tb.Helper()
+	short(tb, needs)
+}
+
+// short is SkipShort, reporting whether it skipped, for a testing.TB whose
+// Skip returns.
+func short(tb testing.TB, needs string) bool {
+	tb.Helper()
+	if !testing.Short() {
+		return false
+	}
+	tb.Skip("redistest: needs " + needs + ": run without -short")
+	return true
 }
 
 // missing skips the test, or fails it on CI, for err from a binary check;
