@@ -136,13 +136,13 @@ func collectMetrics(m *metrics.Metrics, store limit.Store, hot *hotkey.Layer, de
 			return err
 		}
 	}
-	if err := collectHotKeys(m, hot.Stats); err != nil {
+	if err := metrics.CollectSnapshot(m, nil, hot.Stats, hotKeyCounters); err != nil {
 		return err
 	}
-	if err := collectDeny(m, deny.Stats); err != nil {
+	if err := metrics.CollectSnapshot(m, nil, deny.Stats, denyCounters); err != nil {
 		return err
 	}
-	if err := collectServer(m, srv.Stats); err != nil {
+	if err := metrics.CollectSnapshot(m, nil, srv.Stats, serverCounters); err != nil {
 		return err
 	}
 	if err := collectSlots(m, lim); err != nil {
