@@ -48,10 +48,6 @@ type Slots struct {
 	TTL    TTL // nil: TTLs are not checked
 }
 
-func cc(limitN int64, period time.Duration) *limit.Policy {
-	return &limit.Policy{Name: "v", Algorithm: limit.Concurrency, Limit: limitN, Period: period}
-}
-
 // Concurrency is the table for algorithm concurrency: Want's Remaining is
 // the free slots after an acquire, RetryAfter the ms until the earliest
 // held slot frees, ResetAfter until every held slot frees.

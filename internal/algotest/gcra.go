@@ -6,10 +6,6 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-func gcraP(limitN, rate int64, period time.Duration) *limit.Policy {
-	return &limit.Policy{Name: "v", Algorithm: limit.GCRA, Limit: limitN, Rate: rate, Period: period}
-}
-
 // GCRA is the table for gcra. GCRA is the token bucket's limit kept as a
 // theoretical arrival time (TAT), so for one policy every reply is the
 // bucket's; the comments give each policy's units (limit.Bucket) and the

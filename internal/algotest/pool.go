@@ -6,10 +6,6 @@ import (
 	"github.com/sluice-rl/sluice/limit"
 )
 
-func pl(limitN, rate int64, period time.Duration) *limit.Policy {
-	return &limit.Policy{Name: "v", Algorithm: limit.Pool, Limit: limitN, Rate: rate, Period: period}
-}
-
 // Pool is the table for the internal pool algorithm (a region's share of
 // a global budget): an absent key is EMPTY, tokens come only from returns
 // (the allocator's fills), time refills nothing. The comments give each

@@ -48,10 +48,6 @@ type Vector struct {
 	Steps  []Step
 }
 
-func tb(limitN, rate int64, period time.Duration) *limit.Policy {
-	return &limit.Policy{Name: "v", Algorithm: limit.TokenBucket, Limit: limitN, Rate: rate, Period: period}
-}
-
 const ms = 1000 // µs
 
 // costAboveLimit is the vector every algorithm with a limit passes: a

@@ -10,14 +10,6 @@ import (
 // of a 1 ms, 1 s, 2 s or 10 s window, 20 s into its minute, 800 s into its
 // hour and 80,000 s into its day (which ends at T0 + 6400 s).
 
-func sw(limitN int64, period time.Duration) *limit.Policy {
-	return &limit.Policy{Name: "v", Algorithm: limit.SlidingWindow, Limit: limitN, Rate: 1, Period: period}
-}
-
-func fw(limitN int64, period time.Duration) *limit.Policy {
-	return &limit.Policy{Name: "v", Algorithm: limit.FixedWindow, Limit: limitN, Rate: 1, Period: period}
-}
-
 // SlidingWindow is the table for sliding_window. With P ticks a window, e
 // ticks elapsed in it, p and c the previous and current counts, the
 // estimate is p×(P−e)/P + c; reset is the end of the next window while
