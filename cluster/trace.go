@@ -2,14 +2,11 @@ package cluster
 
 import (
 	"context"
-	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-rl/sluice/internal/tracing"
-	"github.com/sluice-rl/sluice/limit"
 )
 
 // startUnits starts a span per unit of a round, children of the span in
@@ -38,7 +35,7 @@ func (s *Store) startUnits(ctx context.Context, units []*unit) []trace.Span {
 func endUnit(span trace.Span, u *unit, err error) {
 	defer span.End()
 	if u == nil {
-		span.SetStatus(codes.Error, err.Error())
+		tracing.Fail(span, err)
 		return
 	}
 	if u.piped > 0 {
@@ -56,10 +53,7 @@ func endUnit(span trace.Span, u *unit, err error) {
 	}
 	span.SetAttributes(tracing.Errors.Int(errs))
 	if first != nil {
-		if errors.Is(first, limit.ErrUnavailable) {
-			span.SetAttributes(attribute.String("error.type", "unavailable"))
-		}
-		span.SetStatus(codes.Error, first.Error())
+		tracing.Fail(span, first)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-rl/sluice/internal/tracing"
@@ -72,7 +71,7 @@ func endDecide(span trace.Span, reqs []limit.Request, out []limit.Result) {
 	}
 	span.SetAttributes(attrs...)
 	if firstErr != nil {
-		span.SetStatus(codes.Error, firstErr.Error())
+		tracing.Fail(span, firstErr)
 	}
 }
 

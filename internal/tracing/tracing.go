@@ -56,6 +56,7 @@ const (
 	HTTPRoute    = attribute.Key("http.route")
 	HTTPStatus   = attribute.Key("http.response.status_code")
 	URLPath      = attribute.Key("url.path")
+	ErrorType    = attribute.Key("error.type")
 	ClientAddr   = attribute.Key("client.address")
 	NetworkProto = attribute.Key("network.protocol.name")
 )
